@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite, set-up included: Python's deltalake (for the interop tests, installed
+# into .peers/ from PyPI), then every Rust test with fail points compiled in.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! .peers/bin/python -c 'import deltalake, pyarrow' 2>/dev/null; then
+  python3 -m venv .peers
+  .peers/bin/pip install --quiet --disable-pip-version-check deltalake pyarrow
+fi
+export TIDEMARK_PYTHON="$PWD/.peers/bin/python"
+cargo test --features failpoints "$@"

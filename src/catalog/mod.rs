@@ -1,0 +1,501 @@
+//! The warehouse: a directory of `<catalog>/<schema>/<table>/` Delta tables, its naming rules,
+//! and the DataFusion catalog providers that open tables lazily (start-up never scans it).
+
+pub mod samples;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::catalog::{
+    CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemorySchemaProvider,
+    SchemaProvider, TableProvider,
+};
+use datafusion::error::DataFusionError;
+use deltalake::DeltaTable;
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// The built-in read-only catalog of sample tables.
+pub const SAMPLES: &str = "samples";
+/// The catalog reserved for tidemark's own tables (run history).
+pub const SYSTEM: &str = "system";
+/// The default catalog and schema: they always exist (their directories appear on first write).
+pub const MAIN: &str = "main";
+pub const DEFAULT_SCHEMA: &str = "default";
+/// Hidden in-memory catalog holding per-statement helpers (time-travel snapshots).
+pub const SCRATCH: &str = "__tidemark";
+
+/// A fully resolved three-part table name, lower-cased (names are case-insensitive).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableName {
+    pub catalog: String,
+    pub schema: String,
+    pub table: String,
+}
+
+impl TableName {
+    /// Build from parts, lower-casing them.
+    pub fn new(catalog: &str, schema: &str, table: &str) -> Self {
+        TableName {
+            catalog: catalog.to_lowercase(),
+            schema: schema.to_lowercase(),
+            table: table.to_lowercase(),
+        }
+    }
+
+    /// Resolve a one-, two- or three-part name against the current catalog and schema.
+    pub fn resolve(parts: &[String], current_catalog: &str, current_schema: &str) -> Result<Self> {
+        match parts {
+            [t] => Ok(TableName::new(current_catalog, current_schema, t)),
+            [s, t] => Ok(TableName::new(current_catalog, s, t)),
+            [c, s, t] => Ok(TableName::new(c, s, t)),
+            _ => Err(Error::Invalid(format!(
+                "'{}' is not a table name: use table, schema.table or catalog.schema.table",
+                parts.join(".")
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}.{}.{}",
+            quote_ident(&self.catalog),
+            quote_ident(&self.schema),
+            quote_ident(&self.table)
+        )
+    }
+}
+
+/// Quote a name with back-quotes only when it needs them.
+pub fn quote_ident(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("`{}`", name.replace('`', "``"))
+    }
+}
+
+/// Split a possibly back-quoted, dot-separated name ("a.`b.c`.d") into parts.
+pub fn split_qualified(name: &str) -> Result<Vec<String>> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut chars = name.trim().chars().peekable();
+    let mut quoted_part = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '`' => {
+                quoted_part = true;
+                loop {
+                    match chars.next() {
+                        Some('`') if chars.peek() == Some(&'`') => {
+                            chars.next();
+                            cur.push('`');
+                        }
+                        Some('`') => break,
+                        Some(ch) => cur.push(ch),
+                        None => {
+                            return Err(Error::Invalid(format!(
+                                "unterminated back-quote in name '{name}'"
+                            )));
+                        }
+                    }
+                }
+            }
+            '.' => {
+                if cur.is_empty() && !quoted_part {
+                    return Err(Error::Invalid(format!("empty name part in '{name}'")));
+                }
+                parts.push(std::mem::take(&mut cur));
+                quoted_part = false;
+            }
+            c if c.is_whitespace() && !quoted_part => {
+                return Err(Error::Invalid(format!(
+                    "'{name}' is not a valid name: it contains whitespace (back-quote names with special characters)"
+                )));
+            }
+            c => cur.push(c),
+        }
+    }
+    if cur.is_empty() && !quoted_part {
+        return Err(Error::Invalid(format!("'{name}' is not a valid name")));
+    }
+    parts.push(cur);
+    Ok(parts)
+}
+
+/// Checks a name part before it becomes a directory: no separators, no dot-files, bounded length.
+fn check_part(kind: &str, name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 255
+        || name.starts_with('.')
+        || name.contains(['/', '\\', '\0'])
+    {
+        return Err(Error::Invalid(format!(
+            "invalid {kind} name '{}': names must be 1-255 bytes without '/', '\\' or a leading '.'",
+            name.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(())
+}
+
+/// The warehouse root and how names map to paths.
+#[derive(Debug)]
+pub struct Warehouse {
+    root: PathBuf,
+}
+
+impl Warehouse {
+    /// A warehouse rooted at `root` (created lazily on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let root = std::path::absolute(&root).unwrap_or(root);
+        Warehouse { root }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Directory of a catalog.
+    pub fn catalog_path(&self, catalog: &str) -> Result<PathBuf> {
+        check_part("catalog", catalog)?;
+        Ok(self.root.join(catalog))
+    }
+
+    /// Directory of a schema.
+    pub fn schema_path(&self, catalog: &str, schema: &str) -> Result<PathBuf> {
+        check_part("schema", schema)?;
+        Ok(self.catalog_path(catalog)?.join(schema))
+    }
+
+    /// Directory of a table.
+    pub fn table_path(&self, name: &TableName) -> Result<PathBuf> {
+        check_part("table", &name.table)?;
+        Ok(self
+            .schema_path(&name.catalog, &name.schema)?
+            .join(&name.table))
+    }
+
+    /// URL of a table directory, as delta-rs wants it.
+    pub fn table_url(&self, name: &TableName) -> Result<Url> {
+        let path = self.table_path(name)?;
+        Url::from_directory_path(&path)
+            .map_err(|_| Error::Invalid(format!("cannot turn {} into a URL", path.display())))
+    }
+
+    /// Whether a directory holds a Delta table.
+    pub fn is_table_dir(path: &Path) -> bool {
+        path.join("_delta_log").is_dir()
+    }
+
+    /// Catalog names on disk (plus the built-in ones), sorted.
+    pub fn catalogs(&self) -> Vec<String> {
+        let mut names = list_dirs(&self.root);
+        for builtin in [MAIN, SAMPLES, SYSTEM] {
+            if !names.iter().any(|n| n == builtin) {
+                names.push(builtin.to_string());
+            }
+        }
+        names.sort();
+        names
+    }
+
+    /// Schema names of a catalog, sorted.
+    pub fn schemas(&self, catalog: &str) -> Vec<String> {
+        if catalog == SAMPLES {
+            return vec!["wanderbricks".into()];
+        }
+        let mut names = self
+            .catalog_path(catalog)
+            .map(|p| list_dirs(&p))
+            .unwrap_or_default();
+        if catalog == MAIN && !names.iter().any(|n| n == DEFAULT_SCHEMA) {
+            names.push(DEFAULT_SCHEMA.into());
+            names.sort();
+        }
+        names
+    }
+
+    /// Table names of a schema, sorted.
+    pub fn tables(&self, catalog: &str, schema: &str) -> Vec<String> {
+        if catalog == SAMPLES {
+            return if schema == "wanderbricks" {
+                samples::TABLES.iter().map(|s| s.to_string()).collect()
+            } else {
+                vec![]
+            };
+        }
+        let Ok(dir) = self.schema_path(catalog, schema) else {
+            return vec![];
+        };
+        list_dirs(&dir)
+            .into_iter()
+            .filter(|t| Self::is_table_dir(&dir.join(t)))
+            .collect()
+    }
+
+    /// Whether a catalog exists (built-ins always do).
+    pub fn catalog_exists(&self, catalog: &str) -> bool {
+        catalog == SAMPLES
+            || catalog == SYSTEM
+            || catalog == MAIN
+            || self.catalog_path(catalog).is_ok_and(|p| p.is_dir())
+    }
+
+    /// Whether a schema exists.
+    pub fn schema_exists(&self, catalog: &str, schema: &str) -> bool {
+        if catalog == SAMPLES {
+            return schema == "wanderbricks";
+        }
+        (catalog == MAIN && schema == DEFAULT_SCHEMA)
+            || self.schema_path(catalog, schema).is_ok_and(|p| p.is_dir())
+    }
+
+    /// Whether a table exists.
+    pub fn table_exists(&self, name: &TableName) -> bool {
+        if name.catalog == SAMPLES {
+            return name.schema == "wanderbricks" && samples::TABLES.contains(&name.table.as_str());
+        }
+        self.table_path(name).is_ok_and(|p| Self::is_table_dir(&p))
+    }
+
+    /// Explain why `name` does not resolve, suggesting the closest existing names.
+    pub fn missing_table_error(&self, name: &TableName) -> Error {
+        if !self.catalog_exists(&name.catalog) {
+            return Error::NotFound(format!(
+                "catalog '{}' not found{} (create it with CREATE CATALOG {})",
+                name.catalog,
+                suggest(&name.catalog, &self.catalogs()),
+                quote_ident(&name.catalog)
+            ));
+        }
+        if !self.schema_exists(&name.catalog, &name.schema) {
+            return Error::NotFound(format!(
+                "schema '{}.{}' not found{} (create it with CREATE SCHEMA {}.{})",
+                name.catalog,
+                name.schema,
+                suggest(&name.schema, &self.schemas(&name.catalog)),
+                quote_ident(&name.catalog),
+                quote_ident(&name.schema)
+            ));
+        }
+        Error::NotFound(format!(
+            "table '{name}' not found{}",
+            suggest(&name.table, &self.tables(&name.catalog, &name.schema))
+        ))
+    }
+
+    /// Open the latest version of a warehouse table, with a helpful error when it is missing.
+    pub async fn open(&self, name: &TableName) -> Result<DeltaTable> {
+        if name.catalog == SAMPLES {
+            return Err(read_only(name));
+        }
+        if !self.table_exists(name) {
+            return Err(self.missing_table_error(name));
+        }
+        let url = self.table_url(name)?;
+        Ok(deltalake::open_table(url).await?)
+    }
+
+    /// A handle on a (possibly not yet existing) table location, for creating it.
+    pub async fn handle(&self, name: &TableName) -> Result<DeltaTable> {
+        let url = self.table_url(name)?;
+        Ok(DeltaTable::try_from_url(url).await?)
+    }
+}
+
+/// The error for writing to the read-only samples catalog.
+pub fn read_only(name: &TableName) -> Error {
+    Error::Invalid(format!(
+        "catalog '{SAMPLES}' is read-only: cannot write {name} (copy it into your own catalog, e.g. CREATE TABLE main.default.{} AS SELECT * FROM {name})",
+        quote_ident(&name.table)
+    ))
+}
+
+/// ", did you mean 'x'?" when one of `candidates` is close to `wanted`.
+pub fn suggest(wanted: &str, candidates: &[String]) -> String {
+    let best = candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(wanted, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((_, c)) => format!(", did you mean '{c}'?"),
+        None if !candidates.is_empty() && candidates.len() <= 12 => {
+            format!(" (existing: {})", candidates.join(", "))
+        }
+        None => String::new(),
+    }
+}
+
+/// Visible sub-directories of `dir`, sorted.
+fn list_dirs(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| !n.starts_with('.') && !n.starts_with('_'))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Open a table and build its DataFusion provider.
+pub async fn provider_for(table: &DeltaTable) -> Result<Arc<dyn TableProvider>> {
+    Ok(table.table_provider().await?)
+}
+
+/// DataFusion's view of the warehouse: every catalog directory, plus samples and scratch.
+#[derive(Debug)]
+pub struct WarehouseCatalogs {
+    warehouse: Arc<Warehouse>,
+    samples: Arc<samples::SamplesCatalog>,
+    scratch: Arc<MemoryCatalogProvider>,
+}
+
+impl WarehouseCatalogs {
+    /// Catalog providers over `warehouse`.
+    pub fn new(warehouse: Arc<Warehouse>) -> Self {
+        let scratch = Arc::new(MemoryCatalogProvider::new());
+        let _ = scratch.register_schema("pinned", Arc::new(MemorySchemaProvider::new()));
+        WarehouseCatalogs {
+            warehouse,
+            samples: Arc::new(samples::SamplesCatalog::default()),
+            scratch,
+        }
+    }
+
+    /// The scratch schema where per-statement tables are registered.
+    pub fn scratch_schema(&self) -> Arc<dyn SchemaProvider> {
+        self.scratch
+            .schema("pinned")
+            .expect("scratch schema is registered at construction")
+    }
+}
+
+impl CatalogProviderList for WarehouseCatalogs {
+    fn register_catalog(
+        &self,
+        _name: String,
+        _catalog: Arc<dyn CatalogProvider>,
+    ) -> Option<Arc<dyn CatalogProvider>> {
+        None
+    }
+
+    fn catalog_names(&self) -> Vec<String> {
+        self.warehouse.catalogs()
+    }
+
+    fn catalog(&self, name: &str) -> Option<Arc<dyn CatalogProvider>> {
+        let name = name.to_lowercase();
+        match name.as_str() {
+            SAMPLES => Some(self.samples.clone()),
+            SCRATCH => Some(self.scratch.clone()),
+            _ => Some(Arc::new(WarehouseCatalog {
+                warehouse: self.warehouse.clone(),
+                catalog: name,
+            })),
+        }
+    }
+}
+
+/// One catalog directory.
+#[derive(Debug)]
+struct WarehouseCatalog {
+    warehouse: Arc<Warehouse>,
+    catalog: String,
+}
+
+impl CatalogProvider for WarehouseCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        self.warehouse.schemas(&self.catalog)
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        Some(Arc::new(WarehouseSchema {
+            warehouse: self.warehouse.clone(),
+            catalog: self.catalog.clone(),
+            schema: name.to_lowercase(),
+        }))
+    }
+}
+
+/// One schema directory; tables open lazily on first reference in a statement.
+#[derive(Debug)]
+struct WarehouseSchema {
+    warehouse: Arc<Warehouse>,
+    catalog: String,
+    schema: String,
+}
+
+#[async_trait::async_trait]
+impl SchemaProvider for WarehouseSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.warehouse.tables(&self.catalog, &self.schema)
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
+        let name = TableName::new(&self.catalog, &self.schema, name);
+        if !self.warehouse.table_exists(&name) {
+            return Ok(None);
+        }
+        let table = self
+            .warehouse
+            .open(&name)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        provider_for(&table)
+            .await
+            .map(Some)
+            .map_err(|e| DataFusionError::External(Box::new(e)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.warehouse
+            .table_exists(&TableName::new(&self.catalog, &self.schema, name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_back_quoted_names() {
+        assert_eq!(split_qualified("a.`b.c`.d").unwrap(), vec!["a", "b.c", "d"]);
+        assert_eq!(split_qualified("`x``y`").unwrap(), vec!["x`y"]);
+        assert!(split_qualified("a..b").is_err());
+        assert!(split_qualified("x; DROP TABLE y").is_err());
+    }
+
+    #[test]
+    fn quotes_only_when_needed() {
+        assert_eq!(quote_ident("orders"), "orders");
+        assert_eq!(quote_ident("Weird name"), "`Weird name`");
+    }
+
+    #[test]
+    fn suggests_close_names() {
+        assert_eq!(
+            suggest("ordrs", &["orders".into(), "users".into()]),
+            ", did you mean 'orders'?"
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! Binding a parsed statement to the session before DataFusion plans it: table names become
+//! three-part warehouse names (with "did you mean" errors), `VERSION AS OF` pins a snapshot,
+//! and variable references become typed literals (a column of the same name wins).
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::common::ScalarValue;
+use datafusion::sql::sqlparser::ast::{
+    BinaryOperator, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, TableFactor,
+    TableVersion, Value, VisitMut, VisitorMut,
+};
+
+use super::types::{display_exact, scalar_to_sql};
+use super::{Session, Variables, name_parts};
+use crate::catalog::{SAMPLES, SCRATCH, TableName, samples};
+use crate::error::{Error, Result};
+
+/// Evaluate the constant string argument of `IDENTIFIER()`: literals, variables and `||`.
+pub fn const_string(expr: &Expr, vars: &Variables) -> Result<String> {
+    let value = const_value(expr, vars)?;
+    match value {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Ok(s),
+        v if v.is_null() => Err(Error::Type("the name is NULL".into())),
+        v => Err(Error::Type(format!(
+            "expected a STRING naming an object, found a {} value ({})",
+            super::types::type_name(&v.data_type()),
+            display_exact(&v)
+        ))),
+    }
+}
+
+fn const_value(expr: &Expr, vars: &Variables) -> Result<ScalarValue> {
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                Ok(ScalarValue::Utf8(Some(s.clone())))
+            }
+            Value::Number(n, _) => Ok(n
+                .parse::<i64>()
+                .map(|i| ScalarValue::Int64(Some(i)))
+                .unwrap_or(ScalarValue::Utf8(Some(n.clone())))),
+            Value::Null => Ok(ScalarValue::Null),
+            other => Err(not_constant(&other.to_string())),
+        },
+        Expr::Identifier(i) => vars.lookup_bare(&i.value).ok_or_else(|| {
+            Error::class(
+                "UNRESOLVED_VARIABLE",
+                format!(
+                    "'{}' is not a variable; IDENTIFIER() takes literals, variables and ||",
+                    i.value
+                ),
+            )
+        }),
+        Expr::CompoundIdentifier(parts) => {
+            let parts: Vec<String> = parts.iter().map(|p| p.value.clone()).collect();
+            vars.lookup_qualified(&parts)?
+                .ok_or_else(|| not_constant(&parts.join(".")))
+        }
+        Expr::Nested(e) => const_value(e, vars),
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::StringConcat,
+            right,
+        } => {
+            let l = const_value(left, vars)?;
+            let r = const_value(right, vars)?;
+            if l.is_null() || r.is_null() {
+                return Ok(ScalarValue::Utf8(None));
+            }
+            Ok(ScalarValue::Utf8(Some(format!(
+                "{}{}",
+                as_text(&l),
+                as_text(&r)
+            ))))
+        }
+        other => Err(not_constant(&other.to_string())),
+    }
+}
+
+fn as_text(v: &ScalarValue) -> String {
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => s.clone(),
+        other => display_exact(other),
+    }
+}
+
+fn not_constant(what: &str) -> Error {
+    Error::Invalid(format!(
+        "IDENTIFIER() needs a constant string expression (string literals, variables and ||), found: {what}"
+    ))
+}
+
+/// What binding registered for the statement; dropping it removes pinned snapshots.
+pub struct Bound {
+    session: Session,
+    pinned: Vec<String>,
+    /// Every warehouse table the statement reads.
+    pub tables: Vec<TableName>,
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        let schema = self.session.catalogs.scratch_schema();
+        for name in &self.pinned {
+            let _ = schema.deregister_table(name);
+        }
+    }
+}
+
+/// Collects the relations of a statement and rewrites them to three-part names.
+struct RelationBinder<'a> {
+    session: &'a Session,
+    ctes: HashSet<String>,
+    found: Vec<(TableName, Option<TableVersion>, Option<String>)>,
+    error: Option<Error>,
+}
+
+impl VisitorMut for RelationBinder<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.ctes.insert(cte.alias.name.value.to_lowercase());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let TableFactor::Table {
+            name,
+            args: None,
+            version,
+            ..
+        } = factor
+        else {
+            return ControlFlow::Continue(());
+        };
+        let parts = match name_parts(name) {
+            Ok(p) => p,
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        };
+        if parts.len() == 1 && self.ctes.contains(&parts[0].to_lowercase()) {
+            return ControlFlow::Continue(());
+        }
+        if parts
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case("information_schema"))
+        {
+            return ControlFlow::Continue(());
+        }
+        let table = match TableName::resolve(&parts, &self.session.catalog, &self.session.schema) {
+            Ok(t) => t,
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        };
+        let pinned = version.take().map(|v| {
+            let scratch = format!("v{}_{}", self.found.len(), uuid::Uuid::new_v4().simple());
+            *name = ObjectName(vec![
+                ObjectNamePart::Identifier(Ident::new(SCRATCH)),
+                ObjectNamePart::Identifier(Ident::new("pinned")),
+                ObjectNamePart::Identifier(Ident::new(scratch.clone())),
+            ]);
+            (v, scratch)
+        });
+        if pinned.is_none() {
+            *name = ObjectName(vec![
+                ObjectNamePart::Identifier(Ident::with_quote('`', table.catalog.clone())),
+                ObjectNamePart::Identifier(Ident::with_quote('`', table.schema.clone())),
+                ObjectNamePart::Identifier(Ident::with_quote('`', table.table.clone())),
+            ]);
+        }
+        let (version, scratch) = match pinned {
+            Some((v, s)) => (Some(v), Some(s)),
+            None => (None, None),
+        };
+        self.found.push((table, version, scratch));
+        ControlFlow::Continue(())
+    }
+}
+
+/// Replaces variable references with literals.
+struct VariableBinder<'a> {
+    vars: &'a Variables,
+    columns: &'a HashSet<String>,
+    error: Option<Error>,
+}
+
+impl VisitorMut for VariableBinder<'_> {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        match expr {
+            Expr::Identifier(i) if !self.columns.contains(&i.value.to_lowercase()) => {
+                if let Some(v) = self.vars.lookup_bare(&i.value) {
+                    *expr = scalar_to_sql(&v);
+                }
+            }
+            Expr::CompoundIdentifier(parts) => {
+                let names: Vec<String> = parts.iter().map(|p| p.value.clone()).collect();
+                match self.vars.lookup_qualified(&names) {
+                    Ok(Some(v)) => *expr = scalar_to_sql(&v),
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.error = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Collects the output aliases of SELECT lists (they shadow variables in ORDER BY etc.).
+struct AliasCollector<'a>(&'a mut HashSet<String>);
+
+impl VisitorMut for AliasCollector<'_> {
+    type Break = ();
+    fn pre_visit_select(
+        &mut self,
+        select: &mut datafusion::sql::sqlparser::ast::Select,
+    ) -> ControlFlow<()> {
+        for item in &select.projection {
+            if let SelectItem::ExprWithAlias { alias, .. } = item {
+                self.0.insert(alias.value.to_lowercase());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Session {
+    /// Bind every table reference and variable in `node` (a query, statement or expression).
+    /// `extra_columns` are columns in scope besides those of the referenced tables (e.g. the
+    /// target of an UPDATE).
+    pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
+        let mut rb = RelationBinder {
+            session: self,
+            ctes: HashSet::new(),
+            found: vec![],
+            error: None,
+        };
+        let _ = node.visit(&mut rb);
+        if let Some(e) = rb.error {
+            return Err(e);
+        }
+        let mut bound = Bound {
+            session: self.clone(),
+            pinned: vec![],
+            tables: vec![],
+        };
+        let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
+        let want_columns = !self.vars.is_empty();
+        for (table, version, scratch) in rb.found {
+            if !self.warehouse.table_exists(&table) {
+                return Err(self.warehouse.missing_table_error(&table));
+            }
+            if let (Some(version), Some(scratch)) = (version, scratch) {
+                let provider = self.pinned_provider(&table, version).await?;
+                if want_columns {
+                    columns.extend(
+                        provider
+                            .schema()
+                            .fields()
+                            .iter()
+                            .map(|f| f.name().to_lowercase()),
+                    );
+                }
+                self.catalogs
+                    .scratch_schema()
+                    .register_table(scratch.clone(), provider)?;
+                bound.pinned.push(scratch);
+            } else if want_columns {
+                columns.extend(self.table_columns(&table).await?);
+            }
+            bound.tables.push(table);
+        }
+        if want_columns {
+            let _ = node.visit(&mut AliasCollector(&mut columns));
+            let mut vb = VariableBinder {
+                vars: &self.vars,
+                columns: &columns,
+                error: None,
+            };
+            let _ = node.visit(&mut vb);
+            if let Some(e) = vb.error {
+                return Err(e);
+            }
+        }
+        Ok(bound)
+    }
+
+    /// Column names of a table (lower-cased).
+    pub async fn table_columns(&self, table: &TableName) -> Result<Vec<String>> {
+        if table.catalog == SAMPLES {
+            return Ok(samples::sample_batches(&table.table)
+                .map(|(s, _)| s.fields().iter().map(|f| f.name().to_lowercase()).collect())
+                .unwrap_or_default());
+        }
+        let t = self.warehouse.open(table).await?;
+        let schema = t.snapshot()?.snapshot().arrow_schema();
+        Ok(schema
+            .fields()
+            .iter()
+            .map(|f| f.name().to_lowercase())
+            .collect())
+    }
+
+    /// A provider over a table as of a version or timestamp.
+    async fn pinned_provider(
+        &self,
+        table: &TableName,
+        version: TableVersion,
+    ) -> Result<Arc<dyn datafusion::catalog::TableProvider>> {
+        let mut t = self.warehouse.open(table).await?;
+        match version {
+            TableVersion::VersionAsOf(e) | TableVersion::ForSystemTimeAsOf(e) if matches!(&e, Expr::Value(v) if matches!(v.value, Value::Number(..))) =>
+            {
+                let Expr::Value(v) = &e else { unreachable!() };
+                let Value::Number(n, _) = &v.value else {
+                    unreachable!()
+                };
+                let n: i64 = n.parse().map_err(|_| {
+                    Error::Invalid(format!("VERSION AS OF needs a version number, found {n}"))
+                })?;
+                let latest = t.version().unwrap_or(0) as i64;
+                if n < 0 || n > latest {
+                    return Err(Error::NotFound(format!(
+                        "{table} has no version {n} (versions 0 to {latest}; see DESCRIBE HISTORY {table})"
+                    )));
+                }
+                t.load_version(n as u64).await?;
+            }
+            TableVersion::TimestampAsOf(e) | TableVersion::ForSystemTimeAsOf(e) => {
+                let value = Box::pin(self.eval_scalar(&e)).await?;
+                let ts = value.cast_to(&super::types::timestamp_utc()).map_err(|_| {
+                    Error::Type(format!("TIMESTAMP AS OF needs a timestamp, found {value}"))
+                })?;
+                let ScalarValue::TimestampMicrosecond(Some(us), _) = ts else {
+                    return Err(Error::Type(
+                        "TIMESTAMP AS OF needs a non-NULL timestamp".into(),
+                    ));
+                };
+                let dt = chrono::DateTime::from_timestamp_micros(us)
+                    .ok_or_else(|| Error::Type("timestamp out of range".into()))?;
+                t.load_with_datetime(dt).await.map_err(|e| {
+                    Error::NotFound(format!("{table} has no version at or before {dt}: {e}"))
+                })?;
+            }
+            other => {
+                return Err(Error::Invalid(format!(
+                    "unsupported time travel clause: {other}"
+                )));
+            }
+        }
+        crate::catalog::provider_for(&t).await
+    }
+
+    /// Evaluate a constant expression (variables allowed) to one value.
+    pub async fn eval_scalar(&self, expr: &Expr) -> Result<ScalarValue> {
+        let mut expr = expr.clone();
+        let _bound = self.bind(&mut expr, &[]).await?;
+        let df_schema = datafusion::common::DFSchema::empty();
+        let state = self.ctx.state();
+        let logical = state.create_logical_expr_from_sql_expr(
+            datafusion::sql::sqlparser::ast::ExprWithAlias { expr, alias: None },
+            &df_schema,
+        )?;
+        let plan = datafusion::logical_expr::LogicalPlanBuilder::empty(true)
+            .project(vec![logical])?
+            .build()?;
+        let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
+        let batch = batches
+            .into_iter()
+            .find(|b| b.num_rows() > 0)
+            .ok_or_else(|| Error::Other("expression produced no value".into()))?;
+        Ok(ScalarValue::try_from_array(batch.column(0), 0)?)
+    }
+}

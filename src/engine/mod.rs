@@ -1,0 +1,161 @@
+//! The session: one DataFusion context over the warehouse, the current catalog and schema,
+//! and the session variables. It parses, binds and runs statements; it knows nothing of
+//! terminals.
+
+pub mod bind;
+pub mod types;
+pub mod variables;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::execution::context::SessionConfig;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{Expr, ObjectName, ObjectNamePart};
+
+use crate::catalog::{TableName, Warehouse, WarehouseCatalogs};
+use crate::error::{Error, Result};
+use crate::parser::{self, IdentifierResolver, Statement};
+
+pub use variables::{LoopRow, Variable, Variables};
+
+/// What a statement returns: a schema and its rows (possibly none).
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+impl Output {
+    /// A statement with nothing to show (DDL).
+    pub fn empty() -> Self {
+        Output {
+            schema: Arc::new(Schema::empty()),
+            batches: vec![],
+        }
+    }
+
+    /// One batch.
+    pub fn batch(batch: RecordBatch) -> Self {
+        Output {
+            schema: batch.schema(),
+            batches: vec![batch],
+        }
+    }
+
+    /// Total rows.
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+}
+
+/// Options that change how statements run (set from the command line).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Allow whole-file copies to hard-link source files.
+    pub hard_links: bool,
+    /// Show progress bars (only on a terminal).
+    pub progress: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            hard_links: true,
+            progress: false,
+        }
+    }
+}
+
+/// One user's session over a warehouse. Cloning gives an independent copy of the variables
+/// and current schema over the same engine (what a loop iteration gets).
+#[derive(Clone)]
+pub struct Session {
+    pub ctx: SessionContext,
+    pub warehouse: Arc<Warehouse>,
+    pub catalogs: Arc<WarehouseCatalogs>,
+    pub vars: Variables,
+    pub catalog: String,
+    pub schema: String,
+    pub settings: Arc<Settings>,
+}
+
+impl Session {
+    /// A session over the warehouse at `root`. Does not touch the disk.
+    pub fn new(root: impl Into<std::path::PathBuf>, settings: Settings) -> Self {
+        let warehouse = Arc::new(Warehouse::new(root));
+        let catalogs = Arc::new(WarehouseCatalogs::new(warehouse.clone()));
+        let mut config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_create_default_catalog_and_schema(false)
+            .with_default_catalog_and_schema("main", "default");
+        config.options_mut().sql_parser.dialect = datafusion::config::Dialect::Databricks;
+        config.options_mut().execution.time_zone = Some("UTC".into());
+        // delta-rs' advice: dynamic IN-list join filters can panic on dictionary keys.
+        config
+            .options_mut()
+            .optimizer
+            .hash_join_inlist_pushdown_max_size = 0;
+        config
+            .options_mut()
+            .optimizer
+            .hash_join_inlist_pushdown_max_distinct_values = 0;
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_catalog_list(catalogs.clone())
+            // Delta's planner runs the write/merge plan nodes delta-rs builds.
+            .with_query_planner(deltalake::delta_datafusion::planner::DeltaPlanner::new())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        Session {
+            ctx,
+            warehouse,
+            catalogs,
+            vars: Variables::default(),
+            catalog: "main".into(),
+            schema: "default".into(),
+            settings: Arc::new(settings),
+        }
+    }
+
+    /// Parse one statement, resolving `IDENTIFIER()` with this session's variables.
+    pub fn parse(&self, sql: &str) -> Result<Statement> {
+        parser::parse(sql, self)
+    }
+
+    /// Parse and run one statement.
+    pub async fn run_sql(&mut self, sql: &str) -> Result<Output> {
+        let stmt = self.parse(sql)?;
+        self.execute(stmt).await
+    }
+
+    /// Run a parsed statement.
+    pub async fn execute(&mut self, stmt: Statement) -> Result<Output> {
+        // Boxed: FOR EACH bodies run statements, so execution is recursive.
+        Box::pin(crate::statements::execute(self, stmt)).await
+    }
+
+    /// Resolve an object name to a three-part table name in the current catalog/schema.
+    pub fn table_name(&self, name: &ObjectName) -> Result<TableName> {
+        TableName::resolve(&name_parts(name)?, &self.catalog, &self.schema)
+    }
+}
+
+/// The plain string parts of an object name.
+pub fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => Ok(i.value.clone()),
+            other => Err(Error::Invalid(format!("'{other}' is not a plain name"))),
+        })
+        .collect()
+}
+
+impl IdentifierResolver for Session {
+    fn resolve_identifier(&self, expr: &Expr) -> Result<String> {
+        bind::const_string(expr, &self.vars)
+    }
+}

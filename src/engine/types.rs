@@ -1,0 +1,203 @@
+//! SQL type names <-> Arrow types <-> Delta types, in one place, so a `TIMESTAMP` means
+//! the same thing in CREATE TABLE, DECLARE, CAST and the copy's watermark.
+
+use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+use datafusion::common::ScalarValue;
+use datafusion::sql::sqlparser::ast::{
+    self as sql, ExactNumberInfo, Expr, TimezoneInfo, Value, ValueWithSpan,
+};
+
+use crate::error::{Error, Result};
+
+/// Delta's TIMESTAMP: microseconds, UTC-zoned.
+pub fn timestamp_utc() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// Map a SQL type (Databricks names) to the Arrow type a Delta table stores.
+pub fn sql_to_arrow(t: &sql::DataType) -> Result<DataType> {
+    use sql::DataType as S;
+    Ok(match t {
+        S::String(_)
+        | S::Varchar(_)
+        | S::Text
+        | S::Char(_)
+        | S::CharVarying(_)
+        | S::Nvarchar(_) => DataType::Utf8,
+        S::Int(_) | S::Integer(_) | S::Int4(_) => DataType::Int32,
+        S::BigInt(_) | S::Int8(_) | S::Int64 => DataType::Int64,
+        S::SmallInt(_) | S::Int2(_) | S::Int16 => DataType::Int16,
+        S::TinyInt(_) => DataType::Int8,
+        S::Float(_) | S::Real | S::Float4 | S::Float32 => DataType::Float32,
+        S::Double(_) | S::DoublePrecision | S::Float8 | S::Float64 => DataType::Float64,
+        S::Boolean | S::Bool => DataType::Boolean,
+        S::Date => DataType::Date32,
+        S::Timestamp(_, TimezoneInfo::WithoutTimeZone) | S::TimestampNtz(_) => {
+            DataType::Timestamp(TimeUnit::Microsecond, None)
+        }
+        S::Timestamp(_, _) => timestamp_utc(),
+        S::Binary(_) | S::Bytea | S::Varbinary(_) | S::Blob(_) => DataType::Binary,
+        S::Decimal(info) | S::Numeric(info) | S::Dec(info) => match info {
+            ExactNumberInfo::None => DataType::Decimal128(10, 0),
+            ExactNumberInfo::Precision(p) => DataType::Decimal128(*p as u8, 0),
+            ExactNumberInfo::PrecisionAndScale(p, s) => DataType::Decimal128(*p as u8, *s as i8),
+        },
+        S::Custom(name, args) => {
+            let n = name.to_string().to_uppercase();
+            match n.as_str() {
+                "LONG" => DataType::Int64,
+                "SHORT" => DataType::Int16,
+                "BYTE" => DataType::Int8,
+                "TIMESTAMP_LTZ" => timestamp_utc(),
+                "TIMESTAMP_NTZ" => DataType::Timestamp(TimeUnit::Microsecond, None),
+                _ => {
+                    return Err(Error::Type(format!(
+                        "unknown type {name}{}: use STRING, INT, BIGINT, DOUBLE, DECIMAL(p,s), BOOLEAN, DATE, TIMESTAMP or TIMESTAMP_NTZ",
+                        if args.is_empty() {
+                            String::new()
+                        } else {
+                            format!("({})", args.join(", "))
+                        }
+                    )));
+                }
+            }
+        }
+        other => {
+            return Err(Error::Type(format!(
+                "type {other} is not supported in tables and variables"
+            )));
+        }
+    })
+}
+
+/// The Databricks SQL name of an Arrow type, for DESCRIBE and messages.
+pub fn type_name(t: &DataType) -> String {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "STRING".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INT".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Date32 => "DATE".into(),
+        DataType::Timestamp(_, Some(_)) => "TIMESTAMP".into(),
+        DataType::Timestamp(_, None) => "TIMESTAMP_NTZ".into(),
+        DataType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BINARY".into(),
+        DataType::Null => "VOID".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The type a value is stored as in a Delta table (strings as Utf8, timestamps as microseconds).
+pub fn storage_type(t: &DataType) -> DataType {
+    match t {
+        DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+        DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
+        DataType::Timestamp(_, Some(_)) => timestamp_utc(),
+        DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::Null => DataType::Utf8,
+        other => other.clone(),
+    }
+}
+
+/// Convert an Arrow field to a Delta field.
+pub fn arrow_to_delta(field: &Field) -> Result<deltalake::kernel::StructField> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
+    let f = Field::new(
+        field.name(),
+        storage_type(field.data_type()),
+        field.is_nullable(),
+    );
+    let kernel: deltalake::kernel::StructField = (&f)
+        .try_into_kernel()
+        .map_err(|e| Error::Type(format!("column '{}': {e}", field.name())))?;
+    Ok(kernel)
+}
+
+/// A SQL expression that evaluates to exactly `value` (used to inline variables).
+pub fn scalar_to_sql(value: &ScalarValue) -> Expr {
+    let v = |x: Value| {
+        Expr::Value(ValueWithSpan {
+            value: x,
+            span: datafusion::sql::sqlparser::tokenizer::Span::empty(),
+        })
+    };
+    let cast = |e: Expr, t: &DataType| Expr::Cast {
+        kind: sql::CastKind::Cast,
+        expr: Box::new(e),
+        data_type: sql_type_of(t),
+        array: false,
+        format: None,
+    };
+    if value.is_null() {
+        return cast(v(Value::Null), &value.data_type());
+    }
+    match value {
+        ScalarValue::Boolean(Some(b)) => v(Value::Boolean(*b)),
+        ScalarValue::Int8(_)
+        | ScalarValue::Int16(_)
+        | ScalarValue::Int32(_)
+        | ScalarValue::UInt8(_)
+        | ScalarValue::UInt16(_)
+        | ScalarValue::UInt32(_) => cast(
+            v(Value::Number(value.to_string(), false)),
+            &value.data_type(),
+        ),
+        ScalarValue::Int64(Some(i)) => v(Value::Number(i.to_string(), false)),
+        ScalarValue::Float64(Some(f)) => cast(
+            v(Value::SingleQuotedString(format!("{f:?}"))),
+            &DataType::Float64,
+        ),
+        ScalarValue::Float32(Some(f)) => cast(
+            v(Value::SingleQuotedString(format!("{f:?}"))),
+            &DataType::Float32,
+        ),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => v(Value::SingleQuotedString(s.clone())),
+        other => cast(
+            v(Value::SingleQuotedString(display_exact(other))),
+            &other.data_type(),
+        ),
+    }
+}
+
+/// Text that casts back to exactly `value` (full sub-second precision, explicit zone).
+pub fn display_exact(value: &ScalarValue) -> String {
+    use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+    match value.to_array() {
+        Ok(arr) => {
+            let opts = FormatOptions::default();
+            match ArrayFormatter::try_new(arr.as_ref(), &opts) {
+                Ok(f) => f.value(0).to_string(),
+                Err(_) => value.to_string(),
+            }
+        }
+        Err(_) => value.to_string(),
+    }
+}
+
+/// The SQL type that names an Arrow type in a CAST.
+fn sql_type_of(t: &DataType) -> sql::DataType {
+    use sql::DataType as S;
+    match t {
+        DataType::Int8 => S::TinyInt(None),
+        DataType::Int16 | DataType::UInt8 => S::SmallInt(None),
+        DataType::Int32 | DataType::UInt16 => S::Int(None),
+        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => S::BigInt(None),
+        DataType::Float32 => S::Float(sql::ExactNumberInfo::None),
+        DataType::Float64 => S::Double(sql::ExactNumberInfo::None),
+        DataType::Boolean => S::Boolean,
+        DataType::Date32 | DataType::Date64 => S::Date,
+        DataType::Timestamp(_, Some(_)) => S::Timestamp(None, TimezoneInfo::WithTimeZone),
+        DataType::Timestamp(_, None) => S::Timestamp(None, TimezoneInfo::None),
+        DataType::Decimal128(p, s) => {
+            S::Decimal(ExactNumberInfo::PrecisionAndScale(*p as u64, *s as i64))
+        }
+        DataType::Binary => S::Bytea,
+        _ => S::String(None),
+    }
+}

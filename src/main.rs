@@ -1,0 +1,151 @@
+//! The `tidemark` binary: arguments, the order of `-c`/`-f` inputs, and exit codes.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use tidemark::shell::print::Format;
+use tidemark::shell::{self, Shell, Stop};
+use tidemark::{Session, Settings};
+
+/// An SQL shell over a Delta Lake warehouse, with exactly-once incremental copies.
+#[derive(Debug, Parser)]
+#[command(name = "tidemark", version, about, long_about = None)]
+struct Args {
+    /// Warehouse directory (<catalog>/<schema>/<table>/ Delta tables).
+    #[arg(env = "TIDEMARK_WAREHOUSE", default_value = "./warehouse")]
+    warehouse: PathBuf,
+
+    /// Run SQL (repeatable; runs in the order given, with -f).
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    commands: Vec<String>,
+
+    /// Run a SQL script (repeatable; runs in the order given, with -c).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    files: Vec<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+
+    /// Cap table output at N rows (0 = no cap; default 40 on a terminal).
+    #[arg(long, value_name = "N")]
+    max_rows: Option<usize>,
+
+    /// Print only results and errors (no banner, row counts or OK lines).
+    #[arg(short, long)]
+    quiet: bool,
+
+    /// Print how long each statement took.
+    #[arg(long)]
+    timing: bool,
+
+    /// Keep running a script after a failed statement (exit code is still 1).
+    #[arg(long)]
+    continue_on_error: bool,
+
+    /// Never hard-link source files in whole-file copies; always copy bytes.
+    #[arg(long)]
+    no_hard_links: bool,
+}
+
+/// Inputs in command-line order.
+enum Input {
+    Command(usize, String),
+    File(PathBuf),
+}
+
+fn ordered_inputs(matches: &ArgMatches, args: &Args) -> Vec<Input> {
+    let mut items: Vec<(usize, Input)> = vec![];
+    if let Some(idx) = matches.indices_of("commands") {
+        for (n, (i, c)) in idx.zip(args.commands.iter()).enumerate() {
+            items.push((i, Input::Command(n + 1, c.clone())));
+        }
+    }
+    if let Some(idx) = matches.indices_of("files") {
+        for (i, f) in idx.zip(args.files.iter()) {
+            items.push((i, Input::File(f.clone())));
+        }
+    }
+    items.sort_by_key(|(i, _)| *i);
+    items.into_iter().map(|(_, x)| x).collect()
+}
+
+fn main() -> ExitCode {
+    #[cfg(feature = "failpoints")]
+    let _scenario = fail::FailScenario::setup();
+    let matches = Args::command().get_matches();
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(matches, args))
+}
+
+async fn run(matches: ArgMatches, args: Args) -> ExitCode {
+    let interactive_out = std::io::stdout().is_terminal();
+    let settings = Settings {
+        hard_links: !args.no_hard_links,
+        progress: interactive_out && !args.quiet,
+    };
+    let session = Session::new(&args.warehouse, settings);
+    let print = shell::default_print(args.format, args.max_rows, args.quiet, args.timing);
+    let mut sh = Shell::new(session, print, args.continue_on_error);
+    let inputs = ordered_inputs(&matches, &args);
+    let outcome = if !inputs.is_empty() {
+        let mut outcome = Ok(());
+        for input in inputs {
+            outcome = match input {
+                Input::Command(n, sql) => sh.run_text(&sql, &format!("<command {n}>")).await,
+                Input::File(path) => match shell::read_script(&path) {
+                    Ok(text) => sh.run_text(&text, &path.display().to_string()).await,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        sh.failed = true;
+                        Err(Stop::Failed)
+                    }
+                },
+            };
+            if outcome.is_err() && !(outcome == Err(Stop::Failed) && args.continue_on_error) {
+                break;
+            }
+        }
+        outcome
+    } else if !std::io::stdin().is_terminal() {
+        let mut bytes = vec![];
+        match std::io::stdin().read_to_end(&mut bytes) {
+            Ok(_) => match shell::decode(bytes, "<stdin>") {
+                Ok(text) => sh.run_text(&text, "<stdin>").await,
+                Err(e) => {
+                    eprintln!("{e}");
+                    sh.failed = true;
+                    Err(Stop::Failed)
+                }
+            },
+            Err(e) => {
+                eprintln!("error: cannot read stdin: {e}");
+                sh.failed = true;
+                Err(Stop::Failed)
+            }
+        }
+    } else {
+        sh.repl().await;
+        Ok(())
+    };
+    match outcome {
+        Err(Stop::Interrupted) => ExitCode::from(130),
+        _ if sh.failed => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    }
+}

@@ -1,0 +1,343 @@
+//! tidemark's own statements. Each prints back as SQL (`Display`), so `parse(x.to_string())`
+//! round-trips and tests cover the grammar.
+
+use std::fmt;
+
+use datafusion::sql::sqlparser::ast::{
+    DataType, Expr, ObjectName, Query, Statement as SqlStatement,
+};
+
+/// One parsed statement: standard SQL handed to the engine, or one of tidemark's own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    /// Standard SQL (SELECT, DML, DDL) with every `IDENTIFIER()` already resolved.
+    Sql(Box<SqlStatement>),
+    /// `USE [CATALOG|SCHEMA|DATABASE] name`.
+    Use { kind: UseKind, name: ObjectName },
+    /// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES [IN [c.]s]`.
+    Show {
+        what: ShowWhat,
+        within: Option<ObjectName>,
+    },
+    /// `DESCRIBE [TABLE] t` or `DESCRIBE HISTORY t`.
+    Describe { table: ObjectName, history: bool },
+    /// `CREATE CATALOG [IF NOT EXISTS] c`.
+    CreateCatalog {
+        name: ObjectName,
+        if_not_exists: bool,
+    },
+    /// `DROP CATALOG [IF EXISTS] c [CASCADE]`.
+    DropCatalog {
+        name: ObjectName,
+        if_exists: bool,
+        cascade: bool,
+    },
+    /// `ALTER TABLE t ADD COLUMN[S] (col type [DEFAULT e] [COMMENT '..'], ...)`.
+    AddColumns {
+        table: ObjectName,
+        columns: Vec<datafusion::sql::sqlparser::ast::ColumnDef>,
+    },
+    /// `ALTER TABLE t SET TBLPROPERTIES ('k' = 'v', ...)`.
+    SetProperties {
+        table: ObjectName,
+        properties: Vec<(String, String)>,
+    },
+    /// `OPTIMIZE t`.
+    Optimize { table: ObjectName },
+    /// `VACUUM t [RETAIN n HOURS] [DRY RUN]`.
+    Vacuum {
+        table: ObjectName,
+        retain_hours: Option<f64>,
+        dry_run: bool,
+    },
+    /// `DECLARE [OR REPLACE] [VARIABLE] name [type] [{DEFAULT | =} expr]`.
+    Declare {
+        or_replace: bool,
+        name: String,
+        data_type: Option<DataType>,
+        default: Option<Expr>,
+    },
+    /// `SET VAR a = e [, b = DEFAULT]`.
+    SetVariables {
+        assignments: Vec<(String, Option<Expr>)>,
+    },
+    /// `SET VAR (a, b) = (query)`.
+    SetVariablesFromQuery {
+        names: Vec<String>,
+        query: Box<Query>,
+    },
+    /// `DROP TEMPORARY VARIABLE [IF EXISTS] name`.
+    DropVariable { name: String, if_exists: bool },
+    /// `COPY INCREMENTAL src INTO tgt ...`.
+    CopyIncremental(Box<CopyIncremental>),
+    /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
+    CopyUsingControl(Box<CopyUsingControl>),
+    /// `FOR EACH var IN (query) [CONCURRENCY n] DO ... END FOR` or `FOR [var AS] query DO ... END FOR`.
+    ForEach(Box<ForEach>),
+}
+
+/// What `USE` switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UseKind {
+    Catalog,
+    Schema,
+    /// `USE name` / `USE c.s`: a schema, or catalog.schema.
+    Plain,
+}
+
+/// What `SHOW` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShowWhat {
+    Catalogs,
+    Schemas,
+    Tables,
+}
+
+/// `COPY INCREMENTAL` options (SPEC §4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyIncremental {
+    pub source: ObjectName,
+    pub target: ObjectName,
+    pub watermark: Option<ObjectName>,
+    pub since: Option<Expr>,
+    pub control: Option<ObjectName>,
+    pub merge_on: Vec<ObjectName>,
+    pub lookback: Option<Expr>,
+    pub dry_run: bool,
+}
+
+/// The one-statement job over a control table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyUsingControl {
+    pub control: ObjectName,
+    pub filter: Option<Expr>,
+    pub concurrency: Option<u64>,
+    pub dry_run: bool,
+}
+
+/// A loop over the rows of a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForEach {
+    /// Loop variable; `None` in the scripting form without `var AS`.
+    pub var: Option<String>,
+    pub query: Box<Query>,
+    pub concurrency: Option<u64>,
+    /// `true` for the parallel `FOR EACH` form, `false` for the sequential scripting form.
+    pub parallel: bool,
+    /// Body statements as source text, parsed per iteration (names depend on the row).
+    pub body: Vec<BodyStatement>,
+}
+
+/// One statement of a loop body with its offset in the enclosing statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BodyStatement {
+    pub sql: String,
+    /// 1-based line and column of the statement within the FOR statement's text.
+    pub line: usize,
+    pub col: usize,
+}
+
+fn names(v: &[ObjectName]) -> String {
+    v.iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for CopyIncremental {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "COPY INCREMENTAL FROM {} INTO {}",
+            self.source, self.target
+        )?;
+        if let Some(w) = &self.watermark {
+            write!(f, " WATERMARK {w}")?;
+        }
+        if let Some(s) = &self.since {
+            write!(f, " SINCE {s}")?;
+        }
+        if let Some(c) = &self.control {
+            write!(f, " CONTROL TABLE {c}")?;
+        }
+        if !self.merge_on.is_empty() {
+            write!(f, " MERGE ON ({})", names(&self.merge_on))?;
+        }
+        if let Some(l) = &self.lookback {
+            write!(f, " LOOKBACK {l}")?;
+        }
+        if self.dry_run {
+            write!(f, " DRY RUN")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for CopyUsingControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "COPY INCREMENTAL USING CONTROL TABLE {}", self.control)?;
+        if let Some(w) = &self.filter {
+            write!(f, " WHERE {w}")?;
+        }
+        if let Some(n) = self.concurrency {
+            write!(f, " CONCURRENCY {n}")?;
+        }
+        if self.dry_run {
+            write!(f, " DRY RUN")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ForEach {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.parallel {
+            write!(
+                f,
+                "FOR EACH {} IN ({})",
+                self.var.as_deref().unwrap_or("row"),
+                self.query
+            )?;
+            if let Some(n) = self.concurrency {
+                write!(f, " CONCURRENCY {n}")?;
+            }
+        } else {
+            write!(f, "FOR ")?;
+            if let Some(v) = &self.var {
+                write!(f, "{v} AS ")?;
+            }
+            write!(f, "{}", self.query)?;
+        }
+        write!(f, " DO")?;
+        for s in &self.body {
+            write!(f, " {};", s.sql)?;
+        }
+        write!(f, " END FOR")
+    }
+}
+
+impl fmt::Display for Statement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Statement::Sql(s) => write!(f, "{s}"),
+            Statement::Use { kind, name } => match kind {
+                UseKind::Catalog => write!(f, "USE CATALOG {name}"),
+                UseKind::Schema => write!(f, "USE SCHEMA {name}"),
+                UseKind::Plain => write!(f, "USE {name}"),
+            },
+            Statement::Show { what, within } => {
+                let w = match what {
+                    ShowWhat::Catalogs => "CATALOGS",
+                    ShowWhat::Schemas => "SCHEMAS",
+                    ShowWhat::Tables => "TABLES",
+                };
+                write!(f, "SHOW {w}")?;
+                if let Some(n) = within {
+                    write!(f, " IN {n}")?;
+                }
+                Ok(())
+            }
+            Statement::Describe { table, history } => {
+                write!(
+                    f,
+                    "DESCRIBE {}{table}",
+                    if *history { "HISTORY " } else { "TABLE " }
+                )
+            }
+            Statement::CreateCatalog {
+                name,
+                if_not_exists,
+            } => {
+                write!(
+                    f,
+                    "CREATE CATALOG {}{name}",
+                    if *if_not_exists { "IF NOT EXISTS " } else { "" }
+                )
+            }
+            Statement::DropCatalog {
+                name,
+                if_exists,
+                cascade,
+            } => write!(
+                f,
+                "DROP CATALOG {}{name}{}",
+                if *if_exists { "IF EXISTS " } else { "" },
+                if *cascade { " CASCADE" } else { "" }
+            ),
+            Statement::AddColumns { table, columns } => {
+                let cols: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+                write!(f, "ALTER TABLE {table} ADD COLUMNS ({})", cols.join(", "))
+            }
+            Statement::SetProperties { table, properties } => {
+                let props: Vec<String> = properties
+                    .iter()
+                    .map(|(k, v)| {
+                        format!("'{}' = '{}'", k.replace('\'', "''"), v.replace('\'', "''"))
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "ALTER TABLE {table} SET TBLPROPERTIES ({})",
+                    props.join(", ")
+                )
+            }
+            Statement::Optimize { table } => write!(f, "OPTIMIZE {table}"),
+            Statement::Vacuum {
+                table,
+                retain_hours,
+                dry_run,
+            } => {
+                write!(f, "VACUUM {table}")?;
+                if let Some(h) = retain_hours {
+                    write!(f, " RETAIN {h} HOURS")?;
+                }
+                if *dry_run {
+                    write!(f, " DRY RUN")?;
+                }
+                Ok(())
+            }
+            Statement::Declare {
+                or_replace,
+                name,
+                data_type,
+                default,
+            } => {
+                write!(
+                    f,
+                    "DECLARE {}VARIABLE {name}",
+                    if *or_replace { "OR REPLACE " } else { "" }
+                )?;
+                if let Some(t) = data_type {
+                    write!(f, " {t}")?;
+                }
+                if let Some(d) = default {
+                    write!(f, " DEFAULT {d}")?;
+                }
+                Ok(())
+            }
+            Statement::SetVariables { assignments } => {
+                let parts: Vec<String> = assignments
+                    .iter()
+                    .map(|(n, e)| match e {
+                        Some(e) => format!("{n} = {e}"),
+                        None => format!("{n} = DEFAULT"),
+                    })
+                    .collect();
+                write!(f, "SET VAR {}", parts.join(", "))
+            }
+            Statement::SetVariablesFromQuery { names, query } => {
+                write!(f, "SET VAR ({}) = ({query})", names.join(", "))
+            }
+            Statement::DropVariable { name, if_exists } => {
+                write!(
+                    f,
+                    "DROP TEMPORARY VARIABLE {}{name}",
+                    if *if_exists { "IF EXISTS " } else { "" }
+                )
+            }
+            Statement::CopyIncremental(c) => write!(f, "{c}"),
+            Statement::CopyUsingControl(c) => write!(f, "{c}"),
+            Statement::ForEach(l) => write!(f, "{l}"),
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The watermark control table of COPY INCREMENTAL: finding a copy's row, checking that its
+//! `last_watermark` can hold the source's watermark losslessly, and advancing it as a typed
+//! value with compare-and-set, so concurrent runs never regress or lose an advance.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use datafusion::arrow::array::{Array, RecordBatch};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Expr as DfExpr, col, lit};
+use tokio::sync::Mutex;
+
+use crate::catalog::{TableName, split_qualified};
+use crate::engine::Session;
+use crate::engine::types::type_name;
+use crate::error::{Error, Result};
+
+/// The row of the control table that drives one copy.
+#[derive(Debug, Clone)]
+pub struct ControlRow {
+    pub table: TableName,
+    /// `source_table` exactly as stored (the update matches on it).
+    pub source_value: String,
+    /// `target_table` as stored, when the column exists.
+    pub target_value: Option<String>,
+    pub watermark_column: Option<String>,
+    /// `last_watermark` as stored, in the control column's type.
+    pub mark: ScalarValue,
+    pub mark_type: DataType,
+}
+
+/// Resolve a name stored in a control row ("cat.schema.table", "schema.table", back-quotes).
+pub fn resolve_stored_name(session: &Session, raw: &str) -> Result<TableName> {
+    let parts = split_qualified(raw)?;
+    TableName::resolve(&parts, &session.catalog, &session.schema)
+}
+
+fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<String>> {
+    let Some(arr) = batch.column_by_name(column) else {
+        return Ok(None);
+    };
+    if arr.is_null(row) {
+        return Ok(None);
+    }
+    match ScalarValue::try_from_array(arr, row)? {
+        ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => Ok(s),
+        other => Err(Error::Type(format!(
+            "control column '{column}' must be a STRING, found {}",
+            type_name(&other.data_type())
+        ))),
+    }
+}
+
+/// Read every row of a control table.
+pub async fn read_all(session: &Session, table: &TableName) -> Result<Vec<RecordBatch>> {
+    let t = session.warehouse.open(table).await?;
+    let provider = crate::catalog::provider_for(&t).await?;
+    let batches = session.ctx.read_table(provider)?.collect().await?;
+    let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| {
+        t.snapshot()
+            .map(|s| s.snapshot().arrow_schema())
+            .unwrap_or_else(|_| Arc::new(datafusion::arrow::datatypes::Schema::empty()))
+    });
+    for required in ["source_table", "last_watermark"] {
+        if schema.field_with_name(required).is_err() {
+            return Err(Error::Invalid(format!(
+                "{table} is not a control table: it has no '{required}' column (a control table has source_table, target_table, watermark_column, last_watermark)"
+            )));
+        }
+    }
+    Ok(batches)
+}
+
+/// Find the control row for `source` -> `target`: exactly one must match.
+pub async fn find(
+    session: &Session,
+    table: &TableName,
+    source: &TableName,
+    target: &TableName,
+) -> Result<ControlRow> {
+    let batches = read_all(session, table).await?;
+    let mut matches = Vec::new();
+    for batch in &batches {
+        let has_target = batch.column_by_name("target_table").is_some();
+        for row in 0..batch.num_rows() {
+            let Some(src) = string_at(batch, "source_table", row)? else {
+                continue;
+            };
+            if resolve_stored_name(session, &src).ok().as_ref() != Some(source) {
+                continue;
+            }
+            let tgt = string_at(batch, "target_table", row)?;
+            if has_target {
+                match &tgt {
+                    Some(t) if resolve_stored_name(session, t).ok().as_ref() == Some(target) => {}
+                    _ => continue,
+                }
+            }
+            let mark_arr = batch
+                .column_by_name("last_watermark")
+                .expect("checked in read_all");
+            matches.push(ControlRow {
+                table: table.clone(),
+                source_value: src,
+                target_value: tgt,
+                watermark_column: string_at(batch, "watermark_column", row)?,
+                mark: ScalarValue::try_from_array(mark_arr, row)?,
+                mark_type: mark_arr.data_type().clone(),
+            });
+        }
+    }
+    match matches.len() {
+        1 => Ok(matches.remove(0)),
+        0 => Err(Error::NotFound(format!(
+            "control table {table} has no row for source_table = '{source}'{}: add one with INSERT INTO {table} VALUES (...)",
+            if batches
+                .iter()
+                .any(|b| b.column_by_name("target_table").is_some())
+            {
+                format!(" and target_table = '{target}'")
+            } else {
+                String::new()
+            }
+        ))),
+        n => Err(Error::Invalid(format!(
+            "control table {table} has {n} rows for source_table = '{source}' and target '{target}': keep exactly one"
+        ))),
+    }
+}
+
+/// Whether a control column of type `ctl` holds every watermark of type `src` exactly.
+pub fn can_hold(src: &DataType, ctl: &DataType) -> bool {
+    use DataType::*;
+    match (src, ctl) {
+        (_, Utf8 | LargeUtf8 | Utf8View) => true,
+        (Timestamp(_, _), Timestamp(u, _)) => matches!(
+            u,
+            datafusion::arrow::datatypes::TimeUnit::Microsecond
+                | datafusion::arrow::datatypes::TimeUnit::Nanosecond
+        ),
+        (Date32, Date32 | Timestamp(_, _)) => true,
+        (Int8 | Int16 | Int32 | Int64, Int64) => true,
+        (Int8 | Int16 | Int32, Int32) => true,
+        (Int8 | Int16, Int16) => true,
+        (Int8, Int8) => true,
+        (a, b) => a == b,
+    }
+}
+
+/// Convert a mark between the source watermark type and the control column type.
+pub fn convert(value: &ScalarValue, to: &DataType, what: &str) -> Result<ScalarValue> {
+    if &value.data_type() == to {
+        return Ok(value.clone());
+    }
+    if value.is_null() {
+        return Ok(ScalarValue::try_from(to)?);
+    }
+    let arr = value.to_array()?;
+    let opts = datafusion::arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let out = datafusion::arrow::compute::cast_with_options(&arr, to, &opts).map_err(|e| {
+        Error::Type(format!(
+            "{what}: cannot convert {value} to {}: {e}",
+            type_name(to)
+        ))
+    })?;
+    Ok(ScalarValue::try_from_array(&out, 0)?)
+}
+
+/// In-process lock per control table: iterations of one job queue their updates instead of
+/// racing each other (other processes are handled by compare-and-set with retries).
+static LOCKS: LazyLock<std::sync::Mutex<HashMap<TableName, Arc<Mutex<()>>>>> =
+    LazyLock::new(Default::default);
+
+fn lock_for(table: &TableName) -> Arc<Mutex<()>> {
+    let mut map = LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    map.entry(table.clone()).or_default().clone()
+}
+
+/// Advance `last_watermark` from `old` to `new` (both in the control column's type) if it
+/// still holds `old`. Returns false when someone else changed it first (left as they set it).
+pub async fn advance(
+    session: &Session,
+    row: &ControlRow,
+    old: &ScalarValue,
+    new: &ScalarValue,
+) -> Result<bool> {
+    let lock = lock_for(&row.table);
+    let _guard = lock.lock().await;
+    let mut tries = 0u32;
+    loop {
+        let t = session.warehouse.open(&row.table).await?;
+        let mut pred: DfExpr = col("source_table").eq(lit(row.source_value.clone()));
+        if let Some(tv) = &row.target_value {
+            pred = pred.and(col("target_table").eq(lit(tv.clone())));
+        }
+        let same = if old.is_null() {
+            col("last_watermark").is_null()
+        } else {
+            col("last_watermark").eq(DfExpr::Literal(old.clone(), None))
+        };
+        pred = pred.and(same);
+        fail::fail_point!("copy::during_control_update", |_| std::process::abort());
+        let result = t
+            .update()
+            .with_predicate(pred)
+            .with_update("last_watermark", DfExpr::Literal(new.clone(), None))
+            .with_session_state(Arc::new(session.ctx.state()))
+            .await;
+        match result {
+            Ok((_, m)) => return Ok(m.num_updated_rows > 0),
+            Err(e) => {
+                let e = Error::from(e);
+                if e.is_conflict() && tries < 30 {
+                    tries += 1;
+                    let jitter = (uuid::Uuid::new_v4().as_u128() % 40) as u64;
+                    tokio::time::sleep(std::time::Duration::from_millis(
+                        10 * u64::from(tries.min(10)) + jitter,
+                    ))
+                    .await;
+                    continue;
+                }
+                return Err(e.context(format!("cannot advance last_watermark in {}", row.table)));
+            }
+        }
+    }
+}

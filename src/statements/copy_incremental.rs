@@ -1,0 +1,755 @@
+//! COPY INCREMENTAL: copy the rows of one pinned source snapshot above a watermark into a
+//! target, exactly once. Resolve (names, snapshot, start point) -> plan (a DataFusion plan)
+//! -> commit (one Delta commit carrying a `txn` action and the mark) -> record (control row,
+//! history).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::common::{Column, ScalarValue};
+use datafusion::dataframe::DataFrame;
+use datafusion::functions_aggregate::expr_fn::{count, max};
+use datafusion::logical_expr::{Expr as DfExpr, ExprFunctionExt, col, lit};
+use deltalake::DeltaTable;
+use deltalake::kernel::Transaction;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::protocol::SaveMode;
+use futures::TryStreamExt;
+use serde_json::json;
+
+use super::control::{self, ControlRow};
+use super::history::{self, RunRecord};
+use crate::catalog::{SAMPLES, TableName, read_only, suggest};
+use crate::engine::types::{display_exact, storage_type, type_name};
+use crate::engine::{Output, Session, name_parts};
+use crate::error::{Error, Result};
+use crate::parser::CopyIncremental;
+
+/// Key of tidemark's entry in a target commit's metadata.
+const META_KEY: &str = "tidemark";
+/// How many times a copy that lost a race is re-run from a fresh snapshot.
+const RACE_RETRIES: usize = 10;
+
+/// What one run did, for the result row and the history table.
+#[derive(Debug, Clone)]
+pub struct CopyReport {
+    pub record: RunRecord,
+}
+
+/// Run the statement: one result row, one history row (unless DRY RUN).
+pub async fn execute(session: &mut Session, c: CopyIncremental) -> Result<Output> {
+    let report = run(session, &c).await?;
+    Ok(Output::batch(
+        history::to_batch(&[report.record])?.project(&RESULT_COLUMNS)?,
+    ))
+}
+
+/// Columns of the history schema shown as COPY's result.
+const RESULT_COLUMNS: [usize; 11] = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
+
+/// Run one copy and record it in the history (failures included). Errors are returned after
+/// being recorded.
+pub async fn run(session: &Session, c: &CopyIncremental) -> Result<CopyReport> {
+    let started = now_us();
+    let clock = Instant::now();
+    let mut record = RunRecord {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        started_at_us: started,
+        source: c.source.to_string(),
+        target: c.target.to_string(),
+        ..Default::default()
+    };
+    let mut tries = 0;
+    let result = loop {
+        match copy_once(session, c, &mut record).await {
+            Err(e) if e.is_conflict() && tries < RACE_RETRIES => {
+                tries += 1;
+                let jitter = (uuid::Uuid::new_v4().as_u128() % 50) as u64;
+                tokio::time::sleep(std::time::Duration::from_millis(20 * tries as u64 + jitter))
+                    .await;
+            }
+            other => break other,
+        }
+    };
+    record.finished_at_us = record.started_at_us + clock.elapsed().as_micros() as i64;
+    match result {
+        Ok(()) => {
+            if !c.dry_run {
+                history::append(session, std::slice::from_ref(&record)).await?;
+            }
+            Ok(CopyReport { record })
+        }
+        Err(e) => {
+            let e = e.context(format!("COPY INCREMENTAL {} INTO {}", c.source, c.target));
+            if !c.dry_run {
+                record.status = "failed".into();
+                record.error = Some(e.to_string());
+                // The run's own error matters more than a failure to record it.
+                let _ = history::append(session, std::slice::from_ref(&record)).await;
+            }
+            Err(e)
+        }
+    }
+}
+
+fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+/// A source pinned at one snapshot.
+struct Source {
+    provider: Arc<dyn TableProvider>,
+    version: Option<i64>,
+    schema: SchemaRef,
+}
+
+async fn open_source(session: &Session, name: &TableName) -> Result<Source> {
+    if name.catalog == SAMPLES {
+        let schema = session
+            .ctx
+            .catalog(SAMPLES)
+            .and_then(|c| c.schema(&name.schema))
+            .ok_or_else(|| session.warehouse.missing_table_error(name))?;
+        let provider = schema
+            .table(&name.table)
+            .await?
+            .ok_or_else(|| session.warehouse.missing_table_error(name))?;
+        let schema = provider.schema();
+        return Ok(Source {
+            provider,
+            version: None,
+            schema,
+        });
+    }
+    if !session.warehouse.table_exists(name) {
+        let path = session.warehouse.table_path(name)?;
+        if path.exists() {
+            return Err(Error::Invalid(format!(
+                "{name} is not a Delta table (no _delta_log at {})",
+                path.display()
+            )));
+        }
+        return Err(session.warehouse.missing_table_error(name));
+    }
+    let t = session.warehouse.open(name).await?;
+    let provider = crate::catalog::provider_for(&t).await?;
+    let schema = provider.schema();
+    Ok(Source {
+        provider,
+        version: t.version().map(|v| v as i64),
+        schema,
+    })
+}
+
+/// The application id of the `txn` action for a source/target pair.
+pub fn app_id(source: &TableName, target: &TableName) -> String {
+    format!("tidemark-copy:{source}->{target}")
+}
+
+/// A mark as exact JSON: integers for timestamps (µs) and dates (days), never formatted text.
+fn mark_json(v: &ScalarValue) -> serde_json::Value {
+    match v {
+        ScalarValue::TimestampMicrosecond(Some(x), _) => json!({"us": x}),
+        ScalarValue::TimestampNanosecond(Some(x), _) => json!({"ns": x}),
+        ScalarValue::TimestampMillisecond(Some(x), _) => json!({"us": x * 1000}),
+        ScalarValue::TimestampSecond(Some(x), _) => json!({"us": x * 1_000_000}),
+        ScalarValue::Date32(Some(d)) => json!({"days": d}),
+        ScalarValue::Int8(Some(i)) => json!({"int": i}),
+        ScalarValue::Int16(Some(i)) => json!({"int": i}),
+        ScalarValue::Int32(Some(i)) => json!({"int": i}),
+        ScalarValue::Int64(Some(i)) => json!({"int": i}),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => json!({"str": s}),
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// Read a mark written by [`mark_json`] back as a value of type `dt`.
+fn mark_from_json(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
+    use datafusion::arrow::datatypes::TimeUnit;
+    let raw = if let Some(us) = v.get("us").and_then(|x| x.as_i64()) {
+        ScalarValue::TimestampMicrosecond(Some(us), Some("UTC".into()))
+    } else if let Some(ns) = v.get("ns").and_then(|x| x.as_i64()) {
+        ScalarValue::TimestampNanosecond(Some(ns), Some("UTC".into()))
+    } else if let Some(d) = v.get("days").and_then(|x| x.as_i64()) {
+        ScalarValue::Date32(Some(d as i32))
+    } else if let Some(i) = v.get("int").and_then(|x| x.as_i64()) {
+        ScalarValue::Int64(Some(i))
+    } else if let Some(s) = v.get("str").and_then(|x| x.as_str()) {
+        ScalarValue::Utf8(Some(s.to_string()))
+    } else {
+        return None;
+    };
+    let dt = match dt {
+        DataType::Timestamp(unit, None) if matches!(raw, ScalarValue::TimestampMicrosecond(..)) => {
+            // NTZ: same instant number, no zone.
+            if let ScalarValue::TimestampMicrosecond(x, _) = raw {
+                return ScalarValue::TimestampMicrosecond(x, None)
+                    .cast_to(&DataType::Timestamp(*unit, None))
+                    .ok();
+            }
+            dt
+        }
+        _ => dt,
+    };
+    let _ = TimeUnit::Microsecond;
+    raw.cast_to(dt).ok()
+}
+
+/// The last mark this pair committed to the target, from its commit metadata.
+#[derive(Debug, Clone)]
+struct Recorded {
+    previous: Option<ScalarValue>,
+    mark: Option<ScalarValue>,
+}
+
+async fn recorded_mark(
+    t: &DeltaTable,
+    app: &str,
+    wm_type: &DataType,
+) -> Result<(i64, Option<Recorded>)> {
+    let state = t.snapshot()?;
+    let run = state
+        .transaction_version(t.log_store().as_ref(), app)
+        .await?
+        .unwrap_or(0);
+    if run == 0 {
+        return Ok((0, None));
+    }
+    let infos: Vec<deltalake::kernel::CommitInfo> = t.history(Some(500)).try_collect().await?;
+    for info in infos {
+        let Some(meta) = info.info.get(META_KEY) else {
+            continue;
+        };
+        if meta.get("app_id").and_then(|v| v.as_str()) != Some(app)
+            || meta.get("run").and_then(|v| v.as_i64()) != Some(run)
+        {
+            continue;
+        }
+        let previous = meta
+            .get("previous_mark")
+            .and_then(|v| mark_from_json(v, wm_type));
+        let mark = meta
+            .get("new_mark")
+            .and_then(|v| mark_from_json(v, wm_type));
+        return Ok((run, Some(Recorded { previous, mark })));
+    }
+    Ok((run, None))
+}
+
+/// Find a column by case-insensitive name.
+fn find_column(schema: &SchemaRef, name: &str, table: &TableName) -> Result<(String, DataType)> {
+    schema
+        .fields()
+        .iter()
+        .find(|f| f.name().eq_ignore_ascii_case(name))
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .ok_or_else(|| {
+            let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            Error::NotFound(format!(
+                "watermark column '{name}' not found in {table}{} (columns: {})",
+                suggest(name, &names),
+                names.join(", ")
+            ))
+        })
+}
+
+fn supported_watermark(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Timestamp(_, _)
+            | DataType::Date32
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+    )
+}
+
+fn wm_col(name: &str) -> DfExpr {
+    col(Column::from_name(name))
+}
+
+/// Rows of `left` not in `right`, as multisets (each right row cancels one equal left row).
+fn multiset_minus(left: DataFrame, right: DataFrame, columns: &[String]) -> Result<DataFrame> {
+    use datafusion::functions_window::expr_fn::row_number;
+    let keys: Vec<DfExpr> = columns.iter().map(|c| col(Column::from_name(c))).collect();
+    let number = |df: DataFrame, tag: &str| -> Result<DataFrame> {
+        let rn = row_number()
+            .partition_by(keys.clone())
+            .build()?
+            .alias(format!("__rn_{tag}"));
+        let mut cols: Vec<DfExpr> = keys.clone();
+        cols.push(rn);
+        let df = df.select(cols)?;
+        if tag == "r" {
+            let renamed: Vec<DfExpr> = columns
+                .iter()
+                .map(|c| col(Column::from_name(c)).alias(format!("__r_{c}")))
+                .chain(std::iter::once(col("__rn_r")))
+                .collect();
+            return Ok(df.select(renamed)?);
+        }
+        Ok(df)
+    };
+    let l = number(left, "l")?;
+    let r = number(right, "r")?;
+    let mut on: Vec<DfExpr> = columns
+        .iter()
+        .map(|c| {
+            datafusion::logical_expr::binary_expr(
+                col(Column::from_name(c)),
+                datafusion::logical_expr::Operator::IsNotDistinctFrom,
+                col(Column::from_name(format!("__r_{c}"))),
+            )
+        })
+        .collect();
+    on.push(col("__rn_l").eq(col("__rn_r")));
+    let joined = l.join_on(r, datafusion::logical_expr::JoinType::LeftAnti, on)?;
+    Ok(joined.select(keys)?)
+}
+
+/// Cast columns to the types Delta stores (view strings to strings).
+fn storable(df: DataFrame) -> Result<DataFrame> {
+    let needs = df
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| &storage_type(f.data_type()) != f.data_type());
+    if needs {
+        super::ddl::normalize_for_storage(df)
+    } else {
+        Ok(df)
+    }
+}
+
+/// One attempt at the copy. Conflicts bubble up and the caller retries from a fresh snapshot.
+async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecord) -> Result<()> {
+    let source_name = session.table_name(&c.source)?;
+    let target_name = session.table_name(&c.target)?;
+    record.source = source_name.to_string();
+    record.target = target_name.to_string();
+    if source_name == target_name {
+        return Err(Error::Invalid(format!(
+            "source and target are the same table ({source_name})"
+        )));
+    }
+    if target_name.catalog == SAMPLES {
+        return Err(read_only(&target_name));
+    }
+    if !session
+        .warehouse
+        .schema_exists(&target_name.catalog, &target_name.schema)
+    {
+        return Err(session.warehouse.missing_table_error(&target_name));
+    }
+
+    // Resolve: source snapshot, control row, watermark column, target state.
+    let source = open_source(session, &source_name).await?;
+    record.source_version = source.version;
+    let control_row: Option<ControlRow> = match &c.control {
+        Some(ctl) => {
+            let ctl = session.table_name(ctl)?;
+            Some(control::find(session, &ctl, &source_name, &target_name).await?)
+        }
+        None => None,
+    };
+    let wm_requested = match (
+        &c.watermark,
+        control_row
+            .as_ref()
+            .and_then(|r| r.watermark_column.clone()),
+    ) {
+        (Some(w), _) => name_parts(w)?.last().cloned().unwrap_or_default(),
+        (None, Some(w)) => w,
+        (None, None) => {
+            return Err(Error::Invalid(
+                "no watermark column: add WATERMARK <column>, or a control table whose row has watermark_column".into(),
+            ));
+        }
+    };
+    let (wm, wm_type) = find_column(&source.schema, &wm_requested, &source_name)?;
+    record.watermark_column = Some(wm.clone());
+    if !supported_watermark(&wm_type) {
+        return Err(Error::Type(format!(
+            "watermark column '{wm}' of {source_name} is {}; a watermark must be a TIMESTAMP, DATE, integer or STRING column",
+            type_name(&wm_type)
+        )));
+    }
+    if let Some(row) = &control_row
+        && !control::can_hold(&wm_type, &row.mark_type)
+    {
+        return Err(Error::Type(format!(
+            "control table {}: last_watermark is {} but watermark '{wm}' of {source_name} is {}; a {} column cannot hold it exactly (use a {} column)",
+            row.table,
+            type_name(&row.mark_type),
+            type_name(&wm_type),
+            type_name(&row.mark_type),
+            type_name(&storage_type(&wm_type))
+        )));
+    }
+    let merge_keys: Vec<String> = c
+        .merge_on
+        .iter()
+        .map(|k| {
+            let k = name_parts(k)?.last().cloned().unwrap_or_default();
+            find_column(&source.schema, &k, &source_name)
+                .map(|(n, _)| n)
+                .map_err(|_| {
+                    Error::NotFound(format!(
+                        "MERGE ON key '{k}' is not a column of {source_name}"
+                    ))
+                })
+        })
+        .collect::<Result<_>>()?;
+
+    let target = if session.warehouse.table_exists(&target_name) {
+        Some(session.warehouse.open(&target_name).await?)
+    } else {
+        None
+    };
+    let mut new_columns = false;
+    if let Some(t) = &target {
+        let tschema = super::ddl::arrow_schema(t)?;
+        for f in source.schema.fields() {
+            match tschema
+                .fields()
+                .iter()
+                .find(|g| g.name().eq_ignore_ascii_case(f.name()))
+            {
+                Some(g) if g.data_type() != &storage_type(f.data_type()) => {
+                    return Err(Error::Type(format!(
+                        "column '{}' is {} in source {source_name} but {} in target {target_name}: change the target's type or copy into a new target",
+                        f.name(),
+                        type_name(f.data_type()),
+                        type_name(g.data_type())
+                    )));
+                }
+                Some(_) => {}
+                None => new_columns = true,
+            }
+        }
+    }
+    let app = app_id(&source_name, &target_name);
+    let (last_run, recorded) = match &target {
+        Some(t) => recorded_mark(t, &app, &wm_type).await?,
+        None => (0, None),
+    };
+
+    // Start point: SINCE, else the control row (repaired if a run died after its target
+    // commit), else the target's own recorded mark, else a full load.
+    let mut repair_control = false;
+    let (start, from_state): (Option<ScalarValue>, bool) = if let Some(since) = &c.since {
+        let v = session.eval_scalar(since).await?;
+        (Some(control::convert(&v, &wm_type, "SINCE")?), false)
+    } else if let Some(row) = &control_row {
+        let m = control::convert(
+            &row.mark,
+            &wm_type,
+            &format!("last_watermark of {}", row.table),
+        )?;
+        match &recorded {
+            Some(r)
+                if r.previous.as_ref() == Some(&m) && r.mark.as_ref().is_some_and(|x| x > &m) =>
+            {
+                repair_control = true;
+                (r.mark.clone(), true)
+            }
+            Some(r) if r.previous.is_none() && m.is_null() => {
+                repair_control = true;
+                (r.mark.clone(), true)
+            }
+            _ => (
+                if m.is_null() { None } else { Some(m) },
+                !control_row.as_ref().is_some_and(|r| r.mark.is_null()),
+            ),
+        }
+    } else if let Some(r) = &recorded {
+        (r.mark.clone(), r.mark.is_some())
+    } else {
+        (None, false)
+    };
+    record.previous_mark = start.as_ref().map(display_exact);
+
+    // Plan: rows above the start point from the pinned snapshot, plus rows in the window at
+    // (or LOOKBACK below) the mark that the target lacks.
+    let scan = session.ctx.read_table(source.provider.clone())?;
+    let w = wm_col(&wm);
+    let above_pred = match &start {
+        Some(s) => w.clone().gt(DfExpr::Literal(s.clone(), None)),
+        None => w.clone().is_not_null(),
+    };
+    let lower = match (&start, &c.lookback, from_state) {
+        (Some(s), Some(l), _) => {
+            let v = session.eval_scalar(l).await?;
+            let lowered = super::variables::eval_logical(
+                session,
+                DfExpr::Literal(s.clone(), None) - DfExpr::Literal(v.clone(), None),
+            )
+            .await
+            .map_err(|e| {
+                e.context(format!(
+                    "LOOKBACK {l} does not apply to a {} watermark",
+                    type_name(&wm_type)
+                ))
+            })?;
+            Some(control::convert(&lowered, &wm_type, "LOOKBACK")?)
+        }
+        (Some(s), None, true) => Some(s.clone()),
+        _ => None,
+    };
+    let stats = scan
+        .clone()
+        .filter(above_pred.clone())?
+        .aggregate(
+            vec![],
+            vec![max(w.clone()).alias("m"), count(lit(1)).alias("n")],
+        )?
+        .collect()
+        .await?;
+    let (new_max, above_rows) = first_row_max_count(&stats)?;
+    let null_rows = scan.clone().filter(w.clone().is_null())?.count().await? as i64;
+    record.null_watermark_rows = null_rows;
+
+    let source_columns: Vec<String> = source
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mut window_batches: Vec<RecordBatch> = vec![];
+    let mut copy_df = scan.clone().filter(above_pred.clone())?;
+    if let (Some(lo), Some(s)) = (&lower, &start) {
+        let in_window = w
+            .clone()
+            .gt_eq(DfExpr::Literal(lo.clone(), None))
+            .and(w.clone().lt_eq(DfExpr::Literal(s.clone(), None)));
+        if !merge_keys.is_empty() {
+            // An upsert is idempotent: re-apply the window.
+            copy_df = scan
+                .clone()
+                .filter(w.clone().gt_eq(DfExpr::Literal(lo.clone(), None)))?;
+        } else if let Some(t) = &target {
+            let tprov = crate::catalog::provider_for(t).await?;
+            let tdf = session.ctx.read_table(tprov)?.filter(in_window.clone())?;
+            let tcols = tdf
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect::<Vec<_>>();
+            let proj: Vec<DfExpr> = source_columns
+                .iter()
+                .map(|c| match tcols.iter().find(|t| t.eq_ignore_ascii_case(c)) {
+                    Some(t) => col(Column::from_name(t)).alias(c),
+                    None => lit(ScalarValue::Null).alias(c),
+                })
+                .collect();
+            let sdf = storable(scan.clone().filter(in_window)?)?;
+            let tdf = tdf.select(proj)?;
+            let tdf = tdf.select(
+                sdf.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        datafusion::prelude::cast(
+                            col(Column::from_name(f.name())),
+                            f.data_type().clone(),
+                        )
+                        .alias(f.name())
+                    })
+                    .collect::<Vec<_>>(),
+            )?;
+            window_batches = multiset_minus(sdf, tdf, &source_columns)?.collect().await?;
+        }
+    }
+    let window_rows: i64 = window_batches.iter().map(|b| b.num_rows() as i64).sum();
+    let new_mark = match (&new_max, &start) {
+        (Some(m), _) => Some(m.clone()),
+        (None, s) => s.clone(),
+    };
+    record.new_mark = new_mark.as_ref().map(display_exact);
+    fail::fail_point!("copy::after_read", |_| std::process::abort());
+
+    let rows_to_copy = if merge_keys.is_empty() {
+        above_rows + window_rows
+    } else {
+        copy_df.clone().count().await? as i64
+    };
+    record.rows_copied = rows_to_copy;
+    if c.dry_run {
+        record.status = "dry_run".into();
+        record.target_version = target.as_ref().and_then(|t| t.version()).map(|v| v as i64);
+        return Ok(());
+    }
+
+    // Commit: one Delta commit with the rows, the txn action and the mark.
+    let mut target_version = target.as_ref().and_then(|t| t.version());
+    if rows_to_copy > 0 || target.is_none() {
+        let run = last_run + 1;
+        let meta = json!({
+            "app_id": app,
+            "run": run,
+            "run_id": record.run_id,
+            "source": source_name.to_string(),
+            "source_version": source.version,
+            "watermark_column": wm,
+            "previous_mark": start.as_ref().map(mark_json),
+            "new_mark": new_mark.as_ref().map(mark_json),
+            "rows": rows_to_copy,
+        });
+        let props = CommitProperties::default()
+            .with_application_transaction(Transaction::new(&app, run))
+            .with_metadata(vec![(META_KEY.to_string(), meta)]);
+        // Exactly once: nobody may have committed this pair's run since we read the state.
+        if let Some(t) = &target {
+            let mut fresh = t.clone();
+            fresh.update_state().await?;
+            let now = fresh
+                .snapshot()?
+                .transaction_version(fresh.log_store().as_ref(), &app)
+                .await?
+                .unwrap_or(0);
+            if now != last_run {
+                return Err(Error::Conflict(format!(
+                    "another run of this copy committed run {now} first"
+                )));
+            }
+        }
+        let state = Arc::new(session.ctx.state());
+        let committed = if merge_keys.is_empty() || target.is_none() {
+            let mut input = storable(copy_df.clone())?;
+            if !window_batches.is_empty() {
+                let extra = session.ctx.read_batches(window_batches.clone())?;
+                input = input.union(extra)?;
+            }
+            if !merge_keys.is_empty() {
+                input = latest_per_key(input, &merge_keys, &wm)?;
+            }
+            let handle = match &target {
+                Some(t) => t.clone(),
+                None => {
+                    std::fs::create_dir_all(session.warehouse.table_path(&target_name)?)?;
+                    session.warehouse.handle(&target_name).await?
+                }
+            };
+            let mut write = handle
+                .write(vec![])
+                .with_input_plan(input.into_unoptimized_plan())
+                .with_session_state(state)
+                .with_save_mode(SaveMode::Append)
+                .with_table_name(target_name.table.clone())
+                .with_commit_properties(props);
+            if new_columns {
+                write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
+            }
+            write.await?
+        } else {
+            let t = target.clone().expect("merge path has a target");
+            let input = latest_per_key(storable(copy_df.clone())?, &merge_keys, &wm)?;
+            if new_columns {
+                return Err(Error::Invalid(format!(
+                    "source {source_name} has columns the target {target_name} lacks; MERGE ON copies need them added first (ALTER TABLE ... ADD COLUMNS)"
+                )));
+            }
+            let cols: Vec<String> = input
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            let mut on: Option<DfExpr> = None;
+            for k in &merge_keys {
+                let e = col(Column::new(Some("target"), k)).eq(col(Column::new(Some("source"), k)));
+                on = Some(match on {
+                    Some(o) => o.and(e),
+                    None => e,
+                });
+            }
+            let cols2 = cols.clone();
+            let (t, _) = t
+                .merge(input, on.expect("at least one key"))
+                .with_source_alias("source")
+                .with_target_alias("target")
+                .with_session_state(state)
+                .with_commit_properties(props)
+                .when_matched_update(|mut u| {
+                    for c in &cols {
+                        u = u.update(c.as_str(), col(Column::new(Some("source"), c)));
+                    }
+                    u
+                })?
+                .when_not_matched_insert(|mut i| {
+                    for c in &cols2 {
+                        i = i.set(c.as_str(), col(Column::new(Some("source"), c)));
+                    }
+                    i
+                })?
+                .await?;
+            t
+        };
+        target_version = committed.version();
+        fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
+    }
+    record.target_version = target_version.map(|v| v as i64);
+
+    // Record: advance the control row as a typed value (compare-and-set on what we read).
+    if let (Some(row), Some(mark)) = (&control_row, &new_mark) {
+        let new_ctl = control::convert(mark, &row.mark_type, "new mark")?;
+        if new_ctl != row.mark
+            && (rows_to_copy > 0 || repair_control || start.as_ref() == Some(mark))
+        {
+            control::advance(session, row, &row.mark, &new_ctl).await?;
+        }
+    }
+    record.status = if rows_to_copy > 0 {
+        "succeeded".into()
+    } else {
+        "nothing_new".into()
+    };
+    Ok(())
+}
+
+/// Per key, the source row with the highest watermark.
+fn latest_per_key(df: DataFrame, keys: &[String], wm: &str) -> Result<DataFrame> {
+    use datafusion::functions_window::expr_fn::row_number;
+    let cols: Vec<DfExpr> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| col(Column::from_name(f.name())))
+        .collect();
+    let rn = row_number()
+        .partition_by(keys.iter().map(|k| col(Column::from_name(k))).collect())
+        .order_by(vec![wm_col(wm).sort(false, false)])
+        .build()?
+        .alias("__tidemark_rn");
+    let numbered = df.select(
+        cols.iter()
+            .cloned()
+            .chain(std::iter::once(rn))
+            .collect::<Vec<_>>(),
+    )?;
+    Ok(numbered
+        .filter(col("__tidemark_rn").eq(lit(1u64)))?
+        .select(cols)?)
+}
+
+fn first_row_max_count(batches: &[RecordBatch]) -> Result<(Option<ScalarValue>, i64)> {
+    let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else {
+        return Ok((None, 0));
+    };
+    let m = ScalarValue::try_from_array(b.column(0), 0)?;
+    let n = match ScalarValue::try_from_array(b.column(1), 0)? {
+        ScalarValue::Int64(Some(n)) => n,
+        _ => 0,
+    };
+    Ok((if m.is_null() { None } else { Some(m) }, n))
+}

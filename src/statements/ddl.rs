@@ -1,0 +1,536 @@
+//! Catalogs, schemas and tables: CREATE, DROP, ALTER and USE. Catalogs and schemas are
+//! directories; tables are Delta tables created through delta-rs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::sql::sqlparser::ast::{
+    ColumnDef, ColumnOption, CreateTable, CreateTableOptions, Expr, HiveDistributionStyle,
+    ObjectName, ObjectType, SchemaName, SqlOption,
+};
+use deltalake::kernel::StructField;
+use deltalake::protocol::SaveMode;
+
+use crate::catalog::{SAMPLES, SYSTEM, TableName, quote_ident, read_only};
+use crate::engine::types::{arrow_to_delta, sql_to_arrow};
+use crate::engine::{Output, Session, name_parts};
+use crate::error::{Error, Result};
+use crate::parser::UseKind;
+
+/// Column metadata key holding a column's DEFAULT expression (SQL text).
+pub const DEFAULT_KEY: &str = "tidemark.default";
+/// Column metadata key for comments (Spark's convention).
+pub const COMMENT_KEY: &str = "comment";
+
+/// `USE CATALOG c`, `USE SCHEMA s`, `USE c.s`.
+pub fn use_(session: &mut Session, kind: UseKind, name: &ObjectName) -> Result<Output> {
+    let parts: Vec<String> = name_parts(name)?.iter().map(|p| p.to_lowercase()).collect();
+    let (catalog, schema) = match (kind, parts.as_slice()) {
+        (UseKind::Catalog, [c]) => (c.clone(), "default".to_string()),
+        (UseKind::Schema | UseKind::Plain, [s]) => (session.catalog.clone(), s.clone()),
+        (UseKind::Schema | UseKind::Plain, [c, s]) => (c.clone(), s.clone()),
+        _ => {
+            return Err(Error::Invalid(format!(
+                "USE expects catalog, schema or catalog.schema, found '{name}'"
+            )));
+        }
+    };
+    if !session.warehouse.catalog_exists(&catalog) {
+        return Err(session
+            .warehouse
+            .missing_table_error(&TableName::new(&catalog, &schema, "_")));
+    }
+    if kind != UseKind::Catalog && !session.warehouse.schema_exists(&catalog, &schema) {
+        return Err(session
+            .warehouse
+            .missing_table_error(&TableName::new(&catalog, &schema, "_")));
+    }
+    session.catalog = catalog;
+    session.schema = schema;
+    Ok(Output::empty())
+}
+
+fn check_writable_catalog(catalog: &str) -> Result<()> {
+    if catalog == SAMPLES {
+        return Err(Error::Invalid(format!("catalog '{SAMPLES}' is read-only")));
+    }
+    Ok(())
+}
+
+/// `CREATE CATALOG [IF NOT EXISTS] c`.
+pub fn create_catalog(session: &Session, name: &ObjectName, if_not_exists: bool) -> Result<Output> {
+    let parts = name_parts(name)?;
+    let [catalog] = parts.as_slice() else {
+        return Err(Error::Invalid(format!(
+            "a catalog name has one part, found '{name}'"
+        )));
+    };
+    let catalog = catalog.to_lowercase();
+    check_writable_catalog(&catalog)?;
+    let path = session.warehouse.catalog_path(&catalog)?;
+    if path.is_dir() || catalog == SYSTEM {
+        if if_not_exists {
+            return Ok(Output::empty());
+        }
+        return Err(Error::AlreadyExists(format!(
+            "catalog '{catalog}' already exists (use CREATE CATALOG IF NOT EXISTS)"
+        )));
+    }
+    std::fs::create_dir_all(path.join("default"))?;
+    Ok(Output::empty())
+}
+
+/// `DROP CATALOG [IF EXISTS] c [CASCADE]`.
+pub fn drop_catalog(
+    session: &Session,
+    name: &ObjectName,
+    if_exists: bool,
+    cascade: bool,
+) -> Result<Output> {
+    let parts = name_parts(name)?;
+    let [catalog] = parts.as_slice() else {
+        return Err(Error::Invalid(format!(
+            "a catalog name has one part, found '{name}'"
+        )));
+    };
+    let catalog = catalog.to_lowercase();
+    if catalog == SAMPLES || catalog == SYSTEM {
+        return Err(Error::Invalid(format!(
+            "catalog '{catalog}' is built in and cannot be dropped"
+        )));
+    }
+    let path = session.warehouse.catalog_path(&catalog)?;
+    if !path.is_dir() {
+        if if_exists {
+            return Ok(Output::empty());
+        }
+        return Err(session
+            .warehouse
+            .missing_table_error(&TableName::new(&catalog, "_", "_")));
+    }
+    let has_tables = session
+        .warehouse
+        .schemas(&catalog)
+        .iter()
+        .any(|s| !session.warehouse.tables(&catalog, s).is_empty());
+    if has_tables && !cascade {
+        return Err(Error::Invalid(format!(
+            "catalog '{catalog}' is not empty: use DROP CATALOG {} CASCADE to drop it with its tables",
+            quote_ident(&catalog)
+        )));
+    }
+    std::fs::remove_dir_all(path)?;
+    Ok(Output::empty())
+}
+
+/// Resolve a schema name (`s` or `c.s`) in the current catalog.
+fn schema_of(session: &Session, name: &ObjectName) -> Result<(String, String)> {
+    let parts: Vec<String> = name_parts(name)?.iter().map(|p| p.to_lowercase()).collect();
+    match parts.as_slice() {
+        [s] => Ok((session.catalog.clone(), s.clone())),
+        [c, s] => Ok((c.clone(), s.clone())),
+        _ => Err(Error::Invalid(format!(
+            "a schema name is schema or catalog.schema, found '{name}'"
+        ))),
+    }
+}
+
+/// `CREATE SCHEMA [IF NOT EXISTS] [c.]s`.
+pub fn create_schema(session: &Session, name: &SchemaName, if_not_exists: bool) -> Result<Output> {
+    let SchemaName::Simple(name) = name else {
+        return Err(Error::Invalid(
+            "CREATE SCHEMA ... AUTHORIZATION is not supported".into(),
+        ));
+    };
+    let (catalog, schema) = schema_of(session, name)?;
+    check_writable_catalog(&catalog)?;
+    if !session.warehouse.catalog_exists(&catalog) {
+        return Err(session
+            .warehouse
+            .missing_table_error(&TableName::new(&catalog, &schema, "_")));
+    }
+    let path = session.warehouse.schema_path(&catalog, &schema)?;
+    if path.is_dir() {
+        if if_not_exists {
+            return Ok(Output::empty());
+        }
+        return Err(Error::AlreadyExists(format!(
+            "schema '{catalog}.{schema}' already exists (use CREATE SCHEMA IF NOT EXISTS)"
+        )));
+    }
+    std::fs::create_dir_all(path)?;
+    Ok(Output::empty())
+}
+
+/// `DROP TABLE|SCHEMA [IF EXISTS] name [CASCADE]`.
+pub fn drop(
+    session: &Session,
+    object_type: ObjectType,
+    if_exists: bool,
+    names: &[ObjectName],
+    cascade: bool,
+) -> Result<Output> {
+    for name in names {
+        match object_type {
+            ObjectType::Table => {
+                let table = session.table_name(name)?;
+                if table.catalog == SAMPLES {
+                    return Err(read_only(&table));
+                }
+                if !session.warehouse.table_exists(&table) {
+                    if if_exists {
+                        continue;
+                    }
+                    return Err(session.warehouse.missing_table_error(&table));
+                }
+                std::fs::remove_dir_all(session.warehouse.table_path(&table)?)?;
+            }
+            ObjectType::Schema | ObjectType::Database => {
+                let (catalog, schema) = schema_of(session, name)?;
+                check_writable_catalog(&catalog)?;
+                if !session.warehouse.schema_exists(&catalog, &schema) {
+                    if if_exists {
+                        continue;
+                    }
+                    return Err(session
+                        .warehouse
+                        .missing_table_error(&TableName::new(&catalog, &schema, "_")));
+                }
+                let tables = session.warehouse.tables(&catalog, &schema);
+                if !tables.is_empty() && !cascade {
+                    return Err(Error::Invalid(format!(
+                        "schema '{catalog}.{schema}' has {} table(s): use DROP SCHEMA {}.{} CASCADE to drop them too",
+                        tables.len(),
+                        quote_ident(&catalog),
+                        quote_ident(&schema)
+                    )));
+                }
+                std::fs::remove_dir_all(session.warehouse.schema_path(&catalog, &schema)?)?;
+            }
+            other => return Err(Error::Invalid(format!("DROP {other} is not supported"))),
+        }
+    }
+    Ok(Output::empty())
+}
+
+/// A column definition turned into an Arrow field plus Delta metadata (default, comment).
+pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)> {
+    let name = col.name.value.to_lowercase();
+    let data_type =
+        sql_to_arrow(&col.data_type).map_err(|e| e.context(format!("column '{name}'")))?;
+    let mut nullable = true;
+    let mut meta = HashMap::new();
+    for opt in &col.options {
+        match &opt.option {
+            ColumnOption::NotNull => nullable = false,
+            ColumnOption::Null => nullable = true,
+            ColumnOption::Default(e) => {
+                meta.insert(DEFAULT_KEY.to_string(), e.to_string());
+            }
+            ColumnOption::Comment(c) => {
+                meta.insert(COMMENT_KEY.to_string(), c.clone());
+            }
+            other => {
+                return Err(Error::Invalid(format!(
+                    "column '{name}': option {other} is not supported"
+                )));
+            }
+        }
+    }
+    Ok((Field::new(name, data_type, nullable), meta))
+}
+
+/// A Delta field with metadata.
+pub fn delta_field(field: &Field, meta: &HashMap<String, String>) -> Result<StructField> {
+    let f = arrow_to_delta(field)?;
+    Ok(f.with_metadata(meta.iter().map(|(k, v)| {
+        (
+            k.clone(),
+            deltalake::kernel::MetadataValue::String(v.clone()),
+        )
+    })))
+}
+
+fn option_text(e: &Expr) -> String {
+    match e {
+        Expr::Value(v) => match &v.value {
+            datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s)
+            | datafusion::sql::sqlparser::ast::Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn sql_options(opts: &[SqlOption]) -> Result<Vec<(String, String)>> {
+    opts.iter()
+        .map(|o| match o {
+            SqlOption::KeyValue { key, value } => Ok((
+                key.to_string().trim_matches('\'').to_string(),
+                option_text(value),
+            )),
+            other => Err(Error::Invalid(format!(
+                "table option {other} is not supported"
+            ))),
+        })
+        .collect()
+}
+
+/// `CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t (...)` and `CREATE TABLE t AS query`.
+pub async fn create_table(session: &Session, create: CreateTable) -> Result<Output> {
+    let table = session.table_name(&create.name)?;
+    if table.catalog == SAMPLES {
+        return Err(read_only(&table));
+    }
+    if !session
+        .warehouse
+        .schema_exists(&table.catalog, &table.schema)
+    {
+        return Err(session.warehouse.missing_table_error(&table));
+    }
+    let exists = session.warehouse.table_exists(&table);
+    if exists && !create.or_replace {
+        if create.if_not_exists {
+            return Ok(Output::empty());
+        }
+        return Err(Error::AlreadyExists(format!(
+            "table {table} already exists (use CREATE OR REPLACE TABLE to replace it, or IF NOT EXISTS)"
+        )));
+    }
+    let mut partition_columns: Vec<String> = match &create.hive_distribution {
+        HiveDistributionStyle::PARTITIONED { columns } => columns
+            .iter()
+            .map(|c| c.name.value.to_lowercase())
+            .collect(),
+        _ => vec![],
+    };
+    if let Some(p) = &create.partition_by {
+        partition_columns.extend(partition_expr_columns(p)?);
+    }
+    let properties = match &create.table_options {
+        CreateTableOptions::TableProperties(opts)
+        | CreateTableOptions::Options(opts)
+        | CreateTableOptions::With(opts) => sql_options(opts)?,
+        CreateTableOptions::None => vec![],
+        other => {
+            return Err(Error::Invalid(format!(
+                "table options {other} are not supported"
+            )));
+        }
+    };
+    let configuration: HashMap<String, Option<String>> =
+        properties.into_iter().map(|(k, v)| (k, Some(v))).collect();
+
+    if let Some(query) = create.query {
+        return create_table_as(
+            session,
+            &table,
+            *query,
+            exists,
+            partition_columns,
+            configuration,
+        )
+        .await;
+    }
+    if create.columns.is_empty() {
+        return Err(Error::Invalid(format!(
+            "CREATE TABLE {table} needs columns or AS query"
+        )));
+    }
+    let mut fields = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for col in &create.columns {
+        let (field, meta) = column_field(col)?;
+        if !seen.insert(field.name().clone()) {
+            return Err(Error::Invalid(format!(
+                "column '{}' is defined twice",
+                field.name()
+            )));
+        }
+        fields.push(delta_field(&field, &meta)?);
+    }
+    for p in &partition_columns {
+        if !seen.contains(p) {
+            return Err(Error::NotFound(format!(
+                "partition column '{p}' is not a column of {table}"
+            )));
+        }
+    }
+    std::fs::create_dir_all(session.warehouse.table_path(&table)?)?;
+    let handle = session.warehouse.handle(&table).await?;
+    let mut builder = handle
+        .create()
+        .with_table_name(table.table.clone())
+        .with_columns(fields)
+        .with_partition_columns(partition_columns)
+        .with_configuration(configuration)
+        .with_save_mode(if exists {
+            SaveMode::Overwrite
+        } else {
+            SaveMode::ErrorIfExists
+        });
+    if let Some(c) = &create.comment {
+        builder = builder.with_comment(comment_text(c));
+    }
+    builder
+        .await
+        .map_err(|e| Error::from(e).context(format!("cannot create {table}")))?;
+    Ok(Output::empty())
+}
+
+fn comment_text(c: &datafusion::sql::sqlparser::ast::CommentDef) -> String {
+    use datafusion::sql::sqlparser::ast::CommentDef;
+    match c {
+        CommentDef::WithEq(s) | CommentDef::WithoutEq(s) => s.clone(),
+    }
+}
+
+fn partition_expr_columns(e: &Expr) -> Result<Vec<String>> {
+    match e {
+        Expr::Identifier(i) => Ok(vec![i.value.to_lowercase()]),
+        Expr::Nested(e) => partition_expr_columns(e),
+        Expr::Tuple(items) => items
+            .iter()
+            .map(partition_expr_columns)
+            .collect::<Result<Vec<_>>>()
+            .map(|v| v.concat()),
+        other => Err(Error::Invalid(format!(
+            "PARTITIONED BY takes column names, found {other}"
+        ))),
+    }
+}
+
+/// `CREATE [OR REPLACE] TABLE t AS query`: the query's rows and schema, streamed into Delta.
+async fn create_table_as(
+    session: &Session,
+    table: &TableName,
+    query: datafusion::sql::sqlparser::ast::Query,
+    exists: bool,
+    partition_columns: Vec<String>,
+    configuration: HashMap<String, Option<String>>,
+) -> Result<Output> {
+    let (df, _bound) = super::query::query_dataframe(session, query).await?;
+    let df = normalize_for_storage(df)?;
+    std::fs::create_dir_all(session.warehouse.table_path(table)?)?;
+    let handle = session.warehouse.handle(table).await?;
+    let state = session.ctx.state();
+    let before = df.clone().count().await.ok();
+    let mut write = handle
+        .write(vec![])
+        .with_input_plan(df.into_unoptimized_plan())
+        .with_session_state(Arc::new(state))
+        .with_table_name(table.table.clone())
+        .with_save_mode(if exists {
+            SaveMode::Overwrite
+        } else {
+            SaveMode::ErrorIfExists
+        })
+        .with_configuration(configuration);
+    if exists {
+        write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Overwrite);
+    }
+    if !partition_columns.is_empty() {
+        write = write.with_partition_columns(partition_columns);
+    }
+    write
+        .await
+        .map_err(|e| Error::from(e).context(format!("cannot create {table}")))?;
+    let n = before.unwrap_or(0) as i64;
+    Ok(super::counts(&[
+        ("num_affected_rows", n),
+        ("num_inserted_rows", n),
+    ]))
+}
+
+/// Project a DataFrame to Delta-storable types (lower-case names, Utf8 strings, µs timestamps).
+pub fn normalize_for_storage(
+    df: datafusion::dataframe::DataFrame,
+) -> Result<datafusion::dataframe::DataFrame> {
+    use datafusion::prelude::{cast, col};
+    let exprs: Vec<datafusion::logical_expr::Expr> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let target = crate::engine::types::storage_type(f.data_type());
+            let c = col(datafusion::common::Column::from_name(f.name()));
+            let e = if &target == f.data_type() {
+                c
+            } else {
+                cast(c, target)
+            };
+            e.alias(f.name().to_lowercase())
+        })
+        .collect();
+    Ok(df.select(exprs)?)
+}
+
+/// `ALTER TABLE t ADD COLUMN[S] (...)`: existing rows read the DEFAULT, as in PostgreSQL.
+pub async fn add_columns(
+    session: &Session,
+    name: &ObjectName,
+    columns: Vec<ColumnDef>,
+) -> Result<Output> {
+    let table = session.table_name(name)?;
+    let t = session.warehouse.open(&table).await?;
+    let existing: Vec<String> = t
+        .snapshot()?
+        .schema()
+        .fields()
+        .map(|f| f.name().to_lowercase())
+        .collect();
+    let mut fields = Vec::new();
+    let mut defaults = Vec::new();
+    for col in &columns {
+        let (field, meta) = column_field(col)?;
+        if existing.contains(field.name()) {
+            return Err(Error::AlreadyExists(format!(
+                "column '{}' already exists in {table}",
+                field.name()
+            )));
+        }
+        if !field.is_nullable() && !meta.contains_key(DEFAULT_KEY) {
+            return Err(Error::Invalid(format!(
+                "cannot add NOT NULL column '{}' without a DEFAULT: existing rows would have no value",
+                field.name()
+            )));
+        }
+        if let Some(d) = meta.get(DEFAULT_KEY) {
+            defaults.push((field.name().clone(), d.clone(), field.data_type().clone()));
+        }
+        // Delta adds columns as nullable; NOT NULL with a default is enforced on insert.
+        let nullable = Field::new(field.name(), field.data_type().clone(), true);
+        fields.push(delta_field(&nullable, &meta)?);
+    }
+    let t = t.add_columns().with_fields(fields).await?;
+    if !defaults.is_empty() && t.snapshot()?.log_data().num_files() > 0 {
+        let state = session.ctx.state();
+        let mut update = t.update().with_session_state(Arc::new(state.clone()));
+        for (col, default, dt) in defaults {
+            let expr = super::dml::default_expr(session, &default, &dt).await?;
+            update = update.with_update(col, expr);
+        }
+        update.await?;
+    }
+    Ok(Output::empty())
+}
+
+/// `ALTER TABLE t SET TBLPROPERTIES (...)`.
+pub async fn set_properties(
+    session: &Session,
+    name: &ObjectName,
+    properties: Vec<(String, String)>,
+) -> Result<Output> {
+    let table = session.table_name(name)?;
+    let t = session.warehouse.open(&table).await?;
+    t.set_tbl_properties()
+        .with_properties(properties.into_iter().collect())
+        .await?;
+    Ok(Output::empty())
+}
+
+/// Arrow schema of a table as stored.
+pub fn arrow_schema(t: &deltalake::DeltaTable) -> Result<Arc<Schema>> {
+    Ok(t.snapshot()?.snapshot().arrow_schema())
+}

@@ -1,0 +1,688 @@
+//! INSERT, UPDATE, DELETE and MERGE on warehouse tables, each one Delta commit returning its
+//! row counts. Values are cast to the column types (errors name the column), omitted
+//! columns take their DEFAULT, NOT NULL is enforced before anything is written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, new_null_array};
+use datafusion::arrow::compute::{CastOptions, cast_with_options};
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::util::display::FormatOptions;
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::Expr as DfExpr;
+use datafusion::prelude::cast;
+use datafusion::sql::sqlparser::ast::{
+    Assignment, AssignmentTarget, Delete, Expr, ExprWithAlias, FromTable, Insert, Merge,
+    MergeAction, MergeClauseKind, MergeInsertKind, Query, SetExpr, TableFactor, TableObject,
+    Update,
+};
+use deltalake::DeltaTable;
+use deltalake::protocol::SaveMode;
+
+use super::counts;
+use super::ddl::DEFAULT_KEY;
+use crate::catalog::{SAMPLES, TableName, read_only};
+use crate::engine::types::type_name;
+use crate::engine::{Output, Session};
+use crate::error::{Error, Result};
+use crate::parser::MERGE_STAR;
+
+/// How many times a write that lost a race is retried against the new table state.
+const CONFLICT_RETRIES: usize = 8;
+
+/// Open a table for writing (never the samples catalog).
+async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTable> {
+    if table.catalog == SAMPLES {
+        return Err(read_only(table));
+    }
+    session.warehouse.open(table).await
+}
+
+/// Column defaults stored in the table's schema metadata.
+fn column_defaults(t: &DeltaTable) -> Result<HashMap<String, String>> {
+    let schema = t.snapshot()?.schema();
+    Ok(schema
+        .fields()
+        .filter_map(|f| match f.metadata().get(DEFAULT_KEY) {
+            Some(deltalake::kernel::MetadataValue::String(s)) => {
+                Some((f.name().to_lowercase(), s.clone()))
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+/// A column's DEFAULT as a DataFusion expression of the column's type.
+pub async fn default_expr(session: &Session, default_sql: &str, dt: &DataType) -> Result<DfExpr> {
+    let value = default_value(session, default_sql, dt).await?;
+    Ok(DfExpr::Literal(value, None))
+}
+
+async fn default_value(
+    session: &Session,
+    default_sql: &str,
+    dt: &DataType,
+) -> Result<datafusion::common::ScalarValue> {
+    let expr = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+        .try_with_sql(default_sql)?
+        .parse_expr()?;
+    let value = session.eval_scalar(&expr).await?;
+    value.cast_to(dt).map_err(|e| {
+        Error::Type(format!(
+            "DEFAULT {default_sql} cannot be cast to {}: {e}",
+            type_name(dt)
+        ))
+    })
+}
+
+/// Cast one column of inserted values, naming the column and the bad value on failure.
+fn cast_column(values: &ArrayRef, column: &str, to: &DataType) -> Result<ArrayRef> {
+    if values.data_type() == to {
+        return Ok(values.clone());
+    }
+    let strict = CastOptions {
+        safe: false,
+        format_options: FormatOptions::default(),
+    };
+    cast_with_options(values, to, &strict).map_err(|e| {
+        Error::Type(format!(
+            "cannot insert a {} value into column '{column}' of type {}: {e}",
+            type_name(values.data_type()),
+            type_name(to)
+        ))
+    })
+}
+
+/// `INSERT INTO|OVERWRITE [TABLE] t [(cols)] {VALUES ...|query}`.
+pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
+    let TableObject::TableName(name) = &insert.table else {
+        return Err(Error::Invalid(
+            "INSERT INTO a table function is not supported".into(),
+        ));
+    };
+    let table = session.table_name(name)?;
+    let t = open_writable(session, &table).await?;
+    let target = super::ddl::arrow_schema(&t)?;
+    let defaults = column_defaults(&t)?;
+    let Some(source) = insert.source else {
+        return Err(Error::Invalid("INSERT needs VALUES or a query".into()));
+    };
+    let columns: Vec<String> = insert
+        .columns
+        .iter()
+        .map(|c| c.to_string().trim_matches('`').to_lowercase())
+        .collect();
+    for c in &columns {
+        if target.field_with_name(c).is_err() {
+            let names: Vec<String> = target.fields().iter().map(|f| f.name().clone()).collect();
+            return Err(Error::NotFound(format!(
+                "column '{c}' not found in {table}{}",
+                crate::catalog::suggest(c, &names)
+            )));
+        }
+    }
+    let rows = source_batches(session, *source, &target, &columns).await?;
+    let width = rows
+        .first()
+        .map(|b| b.num_columns())
+        .unwrap_or(columns.len());
+    let mapped: Vec<String> = if columns.is_empty() {
+        if width > target.fields().len() {
+            return Err(Error::Invalid(format!(
+                "INSERT into {table} has {width} values per row but the table has {} columns",
+                target.fields().len()
+            )));
+        }
+        target
+            .fields()
+            .iter()
+            .take(width)
+            .map(|f| f.name().clone())
+            .collect()
+    } else {
+        if width != columns.len() {
+            return Err(Error::Invalid(format!(
+                "INSERT into {table} lists {} columns but gives {width} values per row",
+                columns.len()
+            )));
+        }
+        columns
+    };
+    let mut out = Vec::with_capacity(rows.len());
+    let mut default_cache: HashMap<String, datafusion::common::ScalarValue> = HashMap::new();
+    for batch in &rows {
+        let n = batch.num_rows();
+        let mut arrays = Vec::with_capacity(target.fields().len());
+        for field in target.fields() {
+            let array = match mapped.iter().position(|c| c == field.name()) {
+                Some(i) => cast_column(batch.column(i), field.name(), field.data_type())?,
+                None => match defaults.get(field.name()) {
+                    Some(d) => {
+                        if !default_cache.contains_key(field.name()) {
+                            let v = default_value(session, d, field.data_type()).await?;
+                            default_cache.insert(field.name().clone(), v);
+                        }
+                        default_cache[field.name()].to_array_of_size(n)?
+                    }
+                    None => new_null_array(field.data_type(), n),
+                },
+            };
+            if !field.is_nullable() && array.null_count() > 0 {
+                let first = (0..n).find(|&r| array.is_null(r)).unwrap_or(0);
+                return Err(Error::Type(format!(
+                    "column '{}' of {table} is NOT NULL, but row {} of the INSERT gives it NULL{}",
+                    field.name(),
+                    first + 1,
+                    if mapped.contains(field.name()) {
+                        ""
+                    } else {
+                        " (the column was not given and has no DEFAULT)"
+                    }
+                )));
+            }
+            arrays.push(array);
+        }
+        out.push(RecordBatch::try_new(target.clone(), arrays)?);
+    }
+    let n: usize = out.iter().map(|b| b.num_rows()).sum();
+    let mode = if insert.overwrite {
+        SaveMode::Overwrite
+    } else {
+        SaveMode::Append
+    };
+    if n > 0 || insert.overwrite {
+        let state = session.ctx.state();
+        t.write(out)
+            .with_save_mode(mode)
+            .with_session_state(Arc::new(state))
+            .await
+            .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;
+    }
+    Ok(counts(&[
+        ("num_affected_rows", n as i64),
+        ("num_inserted_rows", n as i64),
+    ]))
+}
+
+/// Run the INSERT's source (VALUES or a query) and collect its rows.
+async fn source_batches(
+    session: &Session,
+    mut source: Query,
+    target: &Schema,
+    columns: &[String],
+) -> Result<Vec<RecordBatch>> {
+    // VALUES rows are planned against the target's column types, so '2025-01-01' lands in a
+    // TIMESTAMP column and mixed literal types in one column still unify.
+    if let SetExpr::Values(values) = source.body.as_mut() {
+        let _bound = session.bind(values, &[]).await?;
+        return values_batches(session, values, target, columns).await;
+    }
+    let (df, _bound) = super::query::query_dataframe(session, source).await?;
+    Ok(df.collect().await?)
+}
+
+/// Evaluate each VALUES row's expressions one column at a time.
+async fn values_batches(
+    session: &Session,
+    values: &datafusion::sql::sqlparser::ast::Values,
+    target: &Schema,
+    columns: &[String],
+) -> Result<Vec<RecordBatch>> {
+    let width = values.rows.first().map(|r| r.len()).unwrap_or(0);
+    if let Some((i, r)) = values
+        .rows
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.len() != width)
+    {
+        return Err(Error::Invalid(format!(
+            "VALUES row {} has {} values but row 1 has {width}",
+            i + 1,
+            r.len()
+        )));
+    }
+    let state = session.ctx.state();
+    let empty = DFSchema::empty();
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(width);
+    let mut fields = Vec::with_capacity(width);
+    for col in 0..width {
+        let target_field = if columns.is_empty() {
+            target.fields().get(col).cloned()
+        } else {
+            columns
+                .get(col)
+                .and_then(|c| target.field_with_name(c).ok().map(|f| Arc::new(f.clone())))
+        };
+        let mut scalars = Vec::with_capacity(values.rows.len());
+        for row in &values.rows {
+            let e = state.create_logical_expr_from_sql_expr(
+                ExprWithAlias {
+                    expr: row[col].clone(),
+                    alias: None,
+                },
+                &empty,
+            )?;
+            let v = crate::statements::variables::eval_logical(session, e).await?;
+            scalars.push(v);
+        }
+        let name = target_field
+            .as_ref()
+            .map(|f| f.name().clone())
+            .unwrap_or_else(|| format!("column{}", col + 1));
+        let array = match &target_field {
+            Some(f) => {
+                let mut cast_values = Vec::with_capacity(scalars.len());
+                for (r, v) in scalars.into_iter().enumerate() {
+                    let c = if v.is_null() {
+                        datafusion::common::ScalarValue::try_from(f.data_type())?
+                    } else {
+                        let arr = v.to_array()?;
+                        let casted = cast_column(&arr, f.name(), f.data_type())
+                            .map_err(|e| e.context(format!("VALUES row {}", r + 1)))?;
+                        datafusion::common::ScalarValue::try_from_array(&casted, 0)?
+                    };
+                    cast_values.push(c);
+                }
+                datafusion::common::ScalarValue::iter_to_array(cast_values)?
+            }
+            None => datafusion::common::ScalarValue::iter_to_array(scalars)?,
+        };
+        fields.push(datafusion::arrow::datatypes::Field::new(
+            name,
+            array.data_type().clone(),
+            true,
+        ));
+        arrays.push(array);
+    }
+    if width == 0 {
+        return Ok(vec![]);
+    }
+    Ok(vec![RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        arrays,
+    )?])
+}
+
+/// Plan a SQL expression against a table's columns.
+fn logical_expr(session: &Session, expr: Expr, schema: &DFSchema) -> Result<DfExpr> {
+    Ok(session
+        .ctx
+        .state()
+        .create_logical_expr_from_sql_expr(ExprWithAlias { expr, alias: None }, schema)?)
+}
+
+fn assignment_column(a: &Assignment) -> Result<String> {
+    match &a.target {
+        AssignmentTarget::ColumnName(n) => {
+            let parts = crate::engine::name_parts(n)?;
+            Ok(parts.last().cloned().unwrap_or_default().to_lowercase())
+        }
+        AssignmentTarget::Tuple(_) => Err(Error::Invalid(
+            "SET (a, b) = ... is not supported; assign columns one by one".into(),
+        )),
+    }
+}
+
+/// Retry a write that lost a race against a concurrent writer, on fresh table state.
+async fn with_retries<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_conflict() && tries < CONFLICT_RETRIES => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20 * (1 << tries.min(5))))
+                    .await;
+            }
+            Err(e) if e.is_conflict() => {
+                return Err(Error::Conflict(format!(
+                    "{e} (gave up after {CONFLICT_RETRIES} retries)"
+                )));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn single_table(
+    t: &datafusion::sql::sqlparser::ast::TableWithJoins,
+) -> Result<&datafusion::sql::sqlparser::ast::ObjectName> {
+    match &t.relation {
+        TableFactor::Table { name, .. } if t.joins.is_empty() => Ok(name),
+        _ => Err(Error::Invalid(
+            "UPDATE/DELETE take one table (use MERGE to combine tables)".into(),
+        )),
+    }
+}
+
+/// `UPDATE t SET c = e, ... [WHERE p]`.
+pub async fn update(session: &Session, update: Update) -> Result<Output> {
+    if update.from.is_some() {
+        return Err(Error::Invalid(
+            "UPDATE ... FROM is not supported; use MERGE INTO".into(),
+        ));
+    }
+    let table = session.table_name(single_table(&update.table)?)?;
+    let n = with_retries(|| {
+        let update = update.clone();
+        let table = table.clone();
+        async move {
+            let t = open_writable(session, &table).await?;
+            let schema = super::ddl::arrow_schema(&t)?;
+            let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+            let state = Arc::new(session.ctx.state());
+            let mut builder = t.update().with_session_state(state);
+            for mut a in update.assignments {
+                let col = assignment_column(&a)?;
+                let field = schema.field_with_name(&col).map_err(|_| {
+                    Error::NotFound(format!(
+                        "column '{col}' not found in {table}{}",
+                        crate::catalog::suggest(&col, &columns)
+                    ))
+                })?;
+                let _b = session.bind(&mut a.value, &columns).await?;
+                let e = logical_expr(session, a.value, &df_schema)?;
+                builder = builder.with_update(col, cast(e, field.data_type().clone()));
+            }
+            if let Some(mut w) = update.selection {
+                let _b = session.bind(&mut w, &columns).await?;
+                builder = builder.with_predicate(logical_expr(session, w, &df_schema)?);
+            }
+            let (_, metrics) = builder.await.map_err(Error::from)?;
+            Ok(metrics.num_updated_rows as i64)
+        }
+    })
+    .await
+    .map_err(|e| e.context(format!("cannot update {table}")))?;
+    Ok(counts(&[("num_affected_rows", n)]))
+}
+
+/// `DELETE FROM t [WHERE p]`.
+pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
+    let from = match &delete.from {
+        FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+    };
+    let [target] = from.as_slice() else {
+        return Err(Error::Invalid("DELETE takes one table".into()));
+    };
+    if delete.using.is_some() {
+        return Err(Error::Invalid(
+            "DELETE ... USING is not supported; use MERGE INTO ... WHEN MATCHED THEN DELETE".into(),
+        ));
+    }
+    let table = session.table_name(single_table(target)?)?;
+    let n = with_retries(|| {
+        let selection = delete.selection.clone();
+        let table = table.clone();
+        async move {
+            let t = open_writable(session, &table).await?;
+            let schema = super::ddl::arrow_schema(&t)?;
+            let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+            let mut builder = t.delete().with_session_state(Arc::new(session.ctx.state()));
+            if let Some(mut w) = selection {
+                let _b = session.bind(&mut w, &columns).await?;
+                builder = builder.with_predicate(logical_expr(session, w, &df_schema)?);
+            }
+            let (_, metrics) = builder.await.map_err(Error::from)?;
+            Ok(metrics.num_deleted_rows.unwrap_or(0) as i64)
+        }
+    })
+    .await
+    .map_err(|e| e.context(format!("cannot delete from {table}")))?;
+    Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))
+}
+
+/// `MERGE INTO t USING s ON ... WHEN ...`.
+pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
+    let TableFactor::Table { name, alias, .. } = &merge.table else {
+        return Err(Error::Invalid("MERGE INTO needs a table".into()));
+    };
+    let table = session.table_name(name)?;
+    let target_alias = alias
+        .as_ref()
+        .map(|a| a.name.value.clone())
+        .unwrap_or_else(|| table.table.clone());
+    let (source_query, source_alias) = match &merge.source {
+        TableFactor::Table { name, alias, .. } => {
+            let q = format!("SELECT * FROM {name}");
+            let alias = alias
+                .as_ref()
+                .map(|a| a.name.value.clone())
+                .unwrap_or_else(|| {
+                    crate::engine::name_parts(name)
+                        .ok()
+                        .and_then(|p| p.last().cloned())
+                        .unwrap_or("source".into())
+                });
+            let query = *datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+                .try_with_sql(&q)?
+                .parse_query()?;
+            (query, alias)
+        }
+        TableFactor::Derived {
+            subquery, alias, ..
+        } => (
+            (**subquery).clone(),
+            alias
+                .as_ref()
+                .map(|a| a.name.value.clone())
+                .unwrap_or("source".into()),
+        ),
+        other => {
+            return Err(Error::Invalid(format!(
+                "MERGE source {other} is not supported"
+            )));
+        }
+    };
+    let metrics = with_retries(|| {
+        let merge = merge.clone();
+        let table = table.clone();
+        let source_query = source_query.clone();
+        let source_alias = source_alias.clone();
+        let target_alias = target_alias.clone();
+        async move {
+            let t = open_writable(session, &table).await?;
+            let target_cols: Vec<String> = super::ddl::arrow_schema(&t)?
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            let (source, _bound) = super::query::query_dataframe(session, source_query).await?;
+            let source_cols: Vec<String> = source
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            let mut scope = target_cols.clone();
+            scope.extend(source_cols.iter().cloned());
+            let mut on = *merge.on;
+            let _b = session.bind(&mut on, &scope).await?;
+            let mut builder = t
+                .merge(source, on.to_string())
+                .with_source_alias(source_alias.clone())
+                .with_target_alias(target_alias.clone())
+                .with_session_state(Arc::new(session.ctx.state()));
+            for mut clause in merge.clauses {
+                let _b = session.bind(&mut clause, &scope).await?;
+                let pred = clause.predicate.map(|p| p.to_string());
+                builder = match (clause.clause_kind, clause.action) {
+                    (MergeClauseKind::Matched, MergeAction::Update(u)) => {
+                        let sets = merge_assignments(
+                            &u.assignments,
+                            &target_cols,
+                            &source_cols,
+                            &source_alias,
+                        )?;
+                        builder.when_matched_update(|mut b| {
+                            if let Some(p) = pred {
+                                b = b.predicate(p);
+                            }
+                            for (c, e) in sets {
+                                b = b.update(c, e);
+                            }
+                            b
+                        })?
+                    }
+                    (MergeClauseKind::Matched, MergeAction::Delete { .. }) => builder
+                        .when_matched_delete(|mut b| {
+                            if let Some(p) = pred {
+                                b = b.predicate(p);
+                            }
+                            b
+                        })?,
+                    (
+                        MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget,
+                        MergeAction::Insert(i),
+                    ) => {
+                        let sets = merge_insert(
+                            &i.columns,
+                            &i.kind,
+                            &target_cols,
+                            &source_cols,
+                            &source_alias,
+                        )?;
+                        builder.when_not_matched_insert(|mut b| {
+                            if let Some(p) = pred {
+                                b = b.predicate(p);
+                            }
+                            for (c, e) in sets {
+                                b = b.set(c, e);
+                            }
+                            b
+                        })?
+                    }
+                    (MergeClauseKind::NotMatchedBySource, MergeAction::Update(u)) => {
+                        let sets = merge_assignments(
+                            &u.assignments,
+                            &target_cols,
+                            &source_cols,
+                            &source_alias,
+                        )?;
+                        builder.when_not_matched_by_source_update(|mut b| {
+                            if let Some(p) = pred {
+                                b = b.predicate(p);
+                            }
+                            for (c, e) in sets {
+                                b = b.update(c, e);
+                            }
+                            b
+                        })?
+                    }
+                    (MergeClauseKind::NotMatchedBySource, MergeAction::Delete { .. }) => builder
+                        .when_not_matched_by_source_delete(|mut b| {
+                            if let Some(p) = pred {
+                                b = b.predicate(p);
+                            }
+                            b
+                        })?,
+                    (kind, action) => {
+                        return Err(Error::Invalid(format!(
+                            "WHEN {kind} THEN {action} is not a valid MERGE clause"
+                        )));
+                    }
+                };
+            }
+            let (_, m) = builder.await.map_err(Error::from)?;
+            Ok(m)
+        }
+    })
+    .await
+    .map_err(|e| e.context(format!("cannot merge into {table}")))?;
+    let affected = metrics.num_target_rows_inserted
+        + metrics.num_target_rows_updated
+        + metrics.num_target_rows_deleted;
+    Ok(counts(&[
+        ("num_affected_rows", affected as i64),
+        ("num_updated_rows", metrics.num_target_rows_updated as i64),
+        ("num_deleted_rows", metrics.num_target_rows_deleted as i64),
+        ("num_inserted_rows", metrics.num_target_rows_inserted as i64),
+    ]))
+}
+
+fn source_column(col: &str, source_cols: &[String], source_alias: &str) -> Result<String> {
+    if !source_cols.iter().any(|c| c.eq_ignore_ascii_case(col)) {
+        return Err(Error::NotFound(format!(
+            "MERGE ... * needs column '{col}' in the source{}",
+            crate::catalog::suggest(col, source_cols)
+        )));
+    }
+    Ok(format!(
+        "{}.{}",
+        crate::catalog::quote_ident(source_alias),
+        crate::catalog::quote_ident(col)
+    ))
+}
+
+/// `UPDATE SET a = e, ...` or `UPDATE SET *` as (column, SQL expression) pairs.
+fn merge_assignments(
+    assignments: &[Assignment],
+    target_cols: &[String],
+    source_cols: &[String],
+    source_alias: &str,
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for a in assignments {
+        let col = assignment_column(a)?;
+        if col == MERGE_STAR {
+            for c in target_cols {
+                out.push((c.clone(), source_column(c, source_cols, source_alias)?));
+            }
+        } else {
+            out.push((col, a.value.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+/// `INSERT (cols) VALUES (exprs)` or `INSERT *` as (column, SQL expression) pairs.
+fn merge_insert(
+    columns: &[datafusion::sql::sqlparser::ast::ObjectName],
+    kind: &MergeInsertKind,
+    target_cols: &[String],
+    source_cols: &[String],
+    source_alias: &str,
+) -> Result<Vec<(String, String)>> {
+    let MergeInsertKind::Values(values) = kind else {
+        return Err(Error::Invalid(
+            "INSERT ROW is not supported; use INSERT * or INSERT (cols) VALUES (...)".into(),
+        ));
+    };
+    let names: Vec<String> = columns
+        .iter()
+        .map(|c| c.to_string().trim_matches('`').to_lowercase())
+        .collect();
+    if names.len() == 1 && names[0] == MERGE_STAR {
+        return target_cols
+            .iter()
+            .map(|c| Ok((c.clone(), source_column(c, source_cols, source_alias)?)))
+            .collect();
+    }
+    let [row] = values.rows.as_slice() else {
+        return Err(Error::Invalid(
+            "MERGE INSERT takes exactly one VALUES row".into(),
+        ));
+    };
+    let names = if names.is_empty() {
+        target_cols.to_vec()
+    } else {
+        names
+    };
+    if names.len() != row.len() {
+        return Err(Error::Invalid(format!(
+            "MERGE INSERT lists {} columns but {} values",
+            names.len(),
+            row.len()
+        )));
+    }
+    Ok(names
+        .into_iter()
+        .zip(row.iter().map(|e| e.to_string()))
+        .collect())
+}

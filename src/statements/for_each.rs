@@ -1,0 +1,345 @@
+//! `FOR EACH row IN (query) [CONCURRENCY n] DO ... END FOR`, the sequential scripting form
+//! `FOR [v AS] query DO ... END FOR`, and the one-statement job
+//! `COPY INCREMENTAL USING CONTROL TABLE`. The query runs once, up front; each iteration gets
+//! its own copy of the session variables; a failing iteration does not stop the others.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{
+    ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::sql::sqlparser::ast::{ExprWithAlias, Ident, ObjectName, ObjectNamePart};
+use futures::StreamExt;
+
+use super::control;
+use crate::engine::{LoopRow, Output, Session};
+use crate::error::{Error, Result};
+use crate::parser::{CopyIncremental, CopyUsingControl, ForEach};
+
+/// What one iteration did.
+#[derive(Debug, Clone)]
+struct IterationResult {
+    started_at_us: i64,
+    duration_ms: i64,
+    rows_affected: i64,
+    error: Option<String>,
+}
+
+/// Rows affected by a statement's output (DML counts, rows copied), else its row count.
+fn affected(out: &Output) -> i64 {
+    for name in ["num_affected_rows", "rows_copied"] {
+        if let Ok(i) = out.schema.index_of(name) {
+            return out
+                .batches
+                .iter()
+                .filter_map(|b| {
+                    b.column(i)
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .map(|a| a.iter().flatten().sum::<i64>())
+                })
+                .sum();
+        }
+    }
+    0
+}
+
+/// Split the loop query's result into rows of (column, value).
+fn rows_of(batches: &[RecordBatch]) -> Result<Vec<Vec<(String, ScalarValue)>>> {
+    let mut rows = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            let mut row = Vec::with_capacity(b.num_columns());
+            for (i, f) in b.schema().fields().iter().enumerate() {
+                row.push((
+                    f.name().to_lowercase(),
+                    ScalarValue::try_from_array(b.column(i), r)?,
+                ));
+            }
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Run the body statements of one iteration in `session`, stopping at the first error.
+async fn run_body(session: &mut Session, body: &[crate::parser::BodyStatement]) -> IterationResult {
+    let started = chrono::Utc::now().timestamp_micros();
+    let clock = Instant::now();
+    let mut rows = 0;
+    let mut error = None;
+    for stmt in body {
+        match session.run_sql(&stmt.sql).await {
+            Ok(out) => rows += affected(&out),
+            Err(e) => {
+                error = Some(format!("line {}:{}: {e}", stmt.line, stmt.col));
+                break;
+            }
+        }
+    }
+    IterationResult {
+        started_at_us: started,
+        duration_ms: clock.elapsed().as_millis() as i64,
+        rows_affected: rows,
+        error,
+    }
+}
+
+/// The per-iteration result table: iteration, the row's columns, status, timing, error.
+fn result_table(rows_batches: &[RecordBatch], results: &[IterationResult]) -> Result<Output> {
+    let mut fields = vec![Field::new("iteration", DataType::Int64, false)];
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(
+        (1..=results.len() as i64).collect::<Vec<_>>(),
+    ))];
+    if let Some(first) = rows_batches.first() {
+        let all = datafusion::arrow::compute::concat_batches(&first.schema(), rows_batches)?;
+        for (i, f) in all.schema().fields().iter().enumerate() {
+            fields.push(Field::new(f.name(), f.data_type().clone(), true));
+            columns.push(all.column(i).clone());
+        }
+    }
+    fields.extend([
+        Field::new("status", DataType::Utf8, false),
+        Field::new(
+            "started_at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new("duration_ms", DataType::Int64, false),
+        Field::new("rows_affected", DataType::Int64, false),
+        Field::new("error", DataType::Utf8, true),
+    ]);
+    columns.push(Arc::new(StringArray::from(
+        results
+            .iter()
+            .map(|r| {
+                if r.error.is_some() {
+                    "failed"
+                } else {
+                    "succeeded"
+                }
+            })
+            .collect::<Vec<_>>(),
+    )));
+    columns.push(Arc::new(
+        TimestampMicrosecondArray::from(
+            results.iter().map(|r| r.started_at_us).collect::<Vec<_>>(),
+        )
+        .with_timezone("UTC"),
+    ));
+    columns.push(Arc::new(Int64Array::from(
+        results.iter().map(|r| r.duration_ms).collect::<Vec<_>>(),
+    )));
+    columns.push(Arc::new(Int64Array::from(
+        results.iter().map(|r| r.rows_affected).collect::<Vec<_>>(),
+    )));
+    columns.push(Arc::new(StringArray::from(
+        results.iter().map(|r| r.error.clone()).collect::<Vec<_>>(),
+    )));
+    Ok(Output::batch(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?))
+}
+
+/// Fail the statement when any iteration failed, still handing back the result table.
+fn finish(output: Output, results: &[IterationResult]) -> Result<Output> {
+    let failed = results.iter().filter(|r| r.error.is_some()).count();
+    if failed == 0 {
+        return Ok(output);
+    }
+    let first = results.iter().position(|r| r.error.is_some()).unwrap_or(0);
+    Err(Error::Iterations {
+        message: format!(
+            "{failed} of {} iterations failed; first failure, iteration {}: {}",
+            results.len(),
+            first + 1,
+            results[first].error.as_deref().unwrap_or("")
+        ),
+        output: Box::new(output),
+    })
+}
+
+/// `FOR EACH ... DO ... END FOR` (parallel) and `FOR [v AS] query DO ... END FOR` (sequential).
+pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
+    let (df, _bound) = super::query::query_dataframe(session, *f.query.clone()).await?;
+    let batches = df.collect().await?;
+    let rows = rows_of(&batches)?;
+    let mut results = Vec::with_capacity(rows.len());
+    if !f.parallel {
+        // Scripting form: in the session itself, so SET VAR persists across iterations.
+        for row in rows {
+            session.vars.push_row(LoopRow {
+                name: f.var.clone(),
+                columns: row,
+            });
+            let r = run_body(session, &f.body).await;
+            session.vars.pop_row();
+            let failed = r.error.clone();
+            results.push(r);
+            if let Some(e) = failed {
+                let out = result_table(
+                    &batches,
+                    &pad(&results, batches.iter().map(|b| b.num_rows()).sum()),
+                )?;
+                return Err(Error::Iterations {
+                    message: format!("iteration {} failed: {e}", results.len()),
+                    output: Box::new(out),
+                });
+            }
+        }
+        return finish(result_table(&batches, &results)?, &results);
+    }
+    let n = f.concurrency.unwrap_or(1) as usize;
+    let body = Arc::new(f.body);
+    let mut indexed: Vec<(usize, IterationResult)> =
+        futures::stream::iter(rows.into_iter().enumerate())
+            .map(|(i, row)| {
+                let mut s = session.clone();
+                let body = body.clone();
+                let name = f.var.clone();
+                async move {
+                    s.vars.push_row(LoopRow { name, columns: row });
+                    (i, run_body(&mut s, &body).await)
+                }
+            })
+            .buffer_unordered(n.max(1))
+            .collect()
+            .await;
+    indexed.sort_by_key(|(i, _)| *i);
+    results.extend(indexed.into_iter().map(|(_, r)| r));
+    finish(result_table(&batches, &results)?, &results)
+}
+
+/// Results for iterations that did not run (after a failure in the sequential form).
+fn pad(results: &[IterationResult], total: usize) -> Vec<IterationResult> {
+    let mut v = results.to_vec();
+    while v.len() < total {
+        v.push(IterationResult {
+            started_at_us: 0,
+            duration_ms: 0,
+            rows_affected: 0,
+            error: Some("not run".into()),
+        });
+    }
+    v
+}
+
+/// A name stored in a control row as an object name (validated, never pasted into SQL).
+fn stored_name(raw: &str) -> Result<ObjectName> {
+    let parts = crate::catalog::split_qualified(raw)?;
+    Ok(ObjectName(
+        parts
+            .into_iter()
+            .map(|p| ObjectNamePart::Identifier(Ident::with_quote('`', p)))
+            .collect(),
+    ))
+}
+
+/// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
+pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> Result<Output> {
+    let ctl = session.table_name(&c.control)?;
+    let batches = control::read_all(session, &ctl).await?;
+    let mut df = session.ctx.read_batches(batches)?;
+    if let Some(mut pred) = c.filter.clone() {
+        let columns: Vec<String> = df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let _b = session.bind(&mut pred, &columns).await?;
+        let schema = DFSchema::try_from(df.schema().as_arrow().clone())?;
+        let e = session.ctx.state().create_logical_expr_from_sql_expr(
+            ExprWithAlias {
+                expr: pred,
+                alias: None,
+            },
+            &schema,
+        )?;
+        df = df.filter(e)?;
+    }
+    if df.schema().as_arrow().field_with_name("active").is_ok() {
+        df = df.filter(datafusion::logical_expr::col("active").is_not_false())?;
+    }
+    let keep: Vec<&str> = ["source_table", "target_table", "watermark_column"]
+        .into_iter()
+        .filter(|c| df.schema().as_arrow().field_with_name(c).is_ok())
+        .collect();
+    let df = df.select_columns(&keep)?;
+    let batches = df.collect().await?;
+    let rows = rows_of(&batches)?;
+    let n = c.concurrency.unwrap_or(4) as usize;
+    let mut indexed: Vec<(usize, IterationResult)> =
+        futures::stream::iter(rows.into_iter().enumerate())
+            .map(|(i, row)| {
+                let s = session.clone();
+                let ctl_name = c.control.clone();
+                let dry_run = c.dry_run;
+                async move {
+                    let started = chrono::Utc::now().timestamp_micros();
+                    let clock = Instant::now();
+                    let text = |name: &str| {
+                        row.iter()
+                            .find(|(c, _)| c == name)
+                            .and_then(|(_, v)| match v {
+                                ScalarValue::Utf8(s)
+                                | ScalarValue::Utf8View(s)
+                                | ScalarValue::LargeUtf8(s) => s.clone(),
+                                _ => None,
+                            })
+                    };
+                    let src = text("source_table").unwrap_or_default();
+                    let result = async {
+                        let source = stored_name(&src).map_err(|e| {
+                            e.context(format!("control row {} (source_table '{src}')", i + 1))
+                        })?;
+                        let tgt = text("target_table").ok_or_else(|| {
+                            Error::Invalid(format!(
+                                "control row {} (source_table '{src}') has no target_table",
+                                i + 1
+                            ))
+                        })?;
+                        let target = stored_name(&tgt).map_err(|e| {
+                            e.context(format!("control row {} (target_table '{tgt}')", i + 1))
+                        })?;
+                        let copy = CopyIncremental {
+                            source,
+                            target,
+                            watermark: None,
+                            since: None,
+                            control: Some(ctl_name),
+                            merge_on: vec![],
+                            lookback: None,
+                            dry_run,
+                        };
+                        super::copy_incremental::run(&s, &copy).await
+                    }
+                    .await;
+                    let r = match result {
+                        Ok(rep) => IterationResult {
+                            started_at_us: started,
+                            duration_ms: clock.elapsed().as_millis() as i64,
+                            rows_affected: rep.record.rows_copied,
+                            error: None,
+                        },
+                        Err(e) => IterationResult {
+                            started_at_us: started,
+                            duration_ms: clock.elapsed().as_millis() as i64,
+                            rows_affected: 0,
+                            error: Some(e.to_string()),
+                        },
+                    };
+                    (i, r)
+                }
+            })
+            .buffer_unordered(n.max(1))
+            .collect()
+            .await;
+    indexed.sort_by_key(|(i, _)| *i);
+    let results: Vec<IterationResult> = indexed.into_iter().map(|(_, r)| r).collect();
+    finish(result_table(&batches, &results)?, &results)
+}

@@ -1,0 +1,133 @@
+//! Statement execution: one file per family of statements, each with one entry point that
+//! takes the parsed statement and the session and returns record batches.
+
+pub mod control;
+pub mod copy_incremental;
+pub mod ddl;
+pub mod dml;
+pub mod for_each;
+pub mod history;
+pub mod maintenance;
+pub mod query;
+pub mod show;
+pub mod variables;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::sql::sqlparser::ast::Statement as Sql;
+
+use crate::engine::{Output, Session};
+use crate::error::{Error, Result};
+use crate::parser::Statement;
+
+/// Run one parsed statement.
+pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
+    match stmt {
+        Statement::Sql(s) => execute_sql(session, *s).await,
+        Statement::Use { kind, name } => ddl::use_(session, kind, &name),
+        Statement::Show { what, within } => show::show(session, what, within.as_ref()),
+        Statement::Describe { table, history } => {
+            if history {
+                show::describe_history(session, &table).await
+            } else {
+                show::describe(session, &table).await
+            }
+        }
+        Statement::CreateCatalog {
+            name,
+            if_not_exists,
+        } => ddl::create_catalog(session, &name, if_not_exists),
+        Statement::DropCatalog {
+            name,
+            if_exists,
+            cascade,
+        } => ddl::drop_catalog(session, &name, if_exists, cascade),
+        Statement::AddColumns { table, columns } => {
+            ddl::add_columns(session, &table, columns).await
+        }
+        Statement::SetProperties { table, properties } => {
+            ddl::set_properties(session, &table, properties).await
+        }
+        Statement::Optimize { table } => maintenance::optimize(session, &table).await,
+        Statement::Vacuum {
+            table,
+            retain_hours,
+            dry_run,
+        } => maintenance::vacuum(session, &table, retain_hours, dry_run).await,
+        Statement::Declare {
+            or_replace,
+            name,
+            data_type,
+            default,
+        } => variables::declare(session, or_replace, &name, data_type.as_ref(), default).await,
+        Statement::SetVariables { assignments } => variables::set(session, assignments).await,
+        Statement::SetVariablesFromQuery { names, query } => {
+            variables::set_from_query(session, names, *query).await
+        }
+        Statement::DropVariable { name, if_exists } => variables::drop(session, &name, if_exists),
+        Statement::CopyIncremental(c) => copy_incremental::execute(session, *c).await,
+        Statement::CopyUsingControl(c) => for_each::copy_using_control(session, *c).await,
+        Statement::ForEach(f) => for_each::execute(session, *f).await,
+    }
+}
+
+/// Standard SQL statements: queries go to DataFusion, writes to Delta.
+async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
+    match stmt {
+        Sql::Query(_) | Sql::Explain { .. } | Sql::ExplainTable { .. } => {
+            query::run(session, stmt).await
+        }
+        Sql::Insert(insert) => dml::insert(session, insert).await,
+        Sql::Update(update) => dml::update(session, update).await,
+        Sql::Delete(delete) => dml::delete(session, delete).await,
+        Sql::Merge(merge) => dml::merge(session, merge).await,
+        Sql::CreateTable(create) => ddl::create_table(session, create).await,
+        Sql::CreateSchema {
+            schema_name,
+            if_not_exists,
+            ..
+        } => ddl::create_schema(session, &schema_name, if_not_exists),
+        Sql::Drop {
+            object_type,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => ddl::drop(session, object_type, if_exists, &names, cascade),
+        Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
+        Sql::StartTransaction { .. } | Sql::Commit { .. } | Sql::Rollback { .. } => {
+            Err(Error::Invalid(
+                "transactions are not supported: every statement commits on its own, atomically"
+                    .into(),
+            ))
+        }
+        other => {
+            let kw = other
+                .to_string()
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            Err(Error::Invalid(format!(
+                "{kw} ... is not supported by tidemark (see \\help for the statements it runs)"
+            )))
+        }
+    }
+}
+
+/// A one-row result of named counts, like Databricks' DML output.
+pub fn counts(pairs: &[(&str, i64)]) -> Output {
+    let fields: Vec<Field> = pairs
+        .iter()
+        .map(|(n, _)| Field::new(*n, DataType::Int64, false))
+        .collect();
+    let cols: Vec<ArrayRef> = pairs
+        .iter()
+        .map(|(_, v)| Arc::new(Int64Array::from(vec![*v])) as ArrayRef)
+        .collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+        .expect("counts batch matches its schema");
+    Output::batch(batch)
+}

@@ -1,0 +1,43 @@
+//! Queries (SELECT, EXPLAIN, DataFusion SET/SHOW): bound to the warehouse, planned and run by
+//! DataFusion.
+
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::Statement as Sql;
+
+use crate::engine::{Output, Session};
+use crate::error::Result;
+
+/// Plan and run a query, collecting its rows.
+pub async fn run(session: &Session, mut stmt: Sql) -> Result<Output> {
+    let df = dataframe(session, &mut stmt).await?;
+    let schema = df.schema().inner().clone();
+    let batches = df.collect().await?;
+    Ok(Output { schema, batches })
+}
+
+/// Bind and plan a statement into a DataFrame (not executed yet).
+pub async fn dataframe(
+    session: &Session,
+    stmt: &mut Sql,
+) -> Result<datafusion::dataframe::DataFrame> {
+    let _bound = session.bind(stmt, &[]).await?;
+    let state = session.ctx.state();
+    let plan = state
+        .statement_to_plan(DFStatement::Statement(Box::new(stmt.clone())))
+        .await?;
+    Ok(session.ctx.execute_logical_plan(plan).await?)
+}
+
+/// Plan a query into a DataFrame; the returned guard keeps time-travel snapshots alive.
+pub async fn query_dataframe(
+    session: &Session,
+    query: datafusion::sql::sqlparser::ast::Query,
+) -> Result<(datafusion::dataframe::DataFrame, crate::engine::bind::Bound)> {
+    let mut stmt = Sql::Query(Box::new(query));
+    let bound = session.bind(&mut stmt, &[]).await?;
+    let state = session.ctx.state();
+    let plan = state
+        .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
+        .await?;
+    Ok((session.ctx.execute_logical_plan(plan).await?, bound))
+}

@@ -1,0 +1,236 @@
+//! SHOW CATALOGS|SCHEMAS|TABLES, DESCRIBE and DESCRIBE HISTORY: the warehouse read as tables.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::sql::sqlparser::ast::ObjectName;
+use futures::TryStreamExt;
+
+use super::ddl::{COMMENT_KEY, DEFAULT_KEY};
+use crate::catalog::{SAMPLES, TableName, samples};
+use crate::engine::types::type_name;
+use crate::engine::{Output, Session, name_parts};
+use crate::error::{Error, Result};
+use crate::parser::ShowWhat;
+
+fn strings(name: &str, values: Vec<String>) -> Output {
+    let schema = Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(values)) as ArrayRef],
+    )
+    .expect("one string column");
+    Output::batch(batch)
+}
+
+/// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES [IN [c.]s]`.
+pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> Result<Output> {
+    let parts: Vec<String> = match within {
+        Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
+        None => vec![],
+    };
+    let wh = &session.warehouse;
+    match what {
+        ShowWhat::Catalogs => Ok(strings("catalog", wh.catalogs())),
+        ShowWhat::Schemas => {
+            let catalog = parts
+                .first()
+                .cloned()
+                .unwrap_or_else(|| session.catalog.clone());
+            if !wh.catalog_exists(&catalog) {
+                return Err(wh.missing_table_error(&TableName::new(&catalog, "_", "_")));
+            }
+            Ok(strings("schema", wh.schemas(&catalog)))
+        }
+        ShowWhat::Tables => {
+            let (catalog, schema) = match parts.as_slice() {
+                [] => (session.catalog.clone(), session.schema.clone()),
+                [s] => (session.catalog.clone(), s.clone()),
+                [c, s] => (c.clone(), s.clone()),
+                _ => {
+                    return Err(Error::Invalid(
+                        "SHOW TABLES IN takes schema or catalog.schema".into(),
+                    ));
+                }
+            };
+            if !wh.schema_exists(&catalog, &schema) {
+                return Err(wh.missing_table_error(&TableName::new(&catalog, &schema, "_")));
+            }
+            let tables = wh.tables(&catalog, &schema);
+            let n = tables.len();
+            let schema_ref = Arc::new(Schema::new(vec![
+                Field::new("catalog", DataType::Utf8, false),
+                Field::new("schema", DataType::Utf8, false),
+                Field::new("table", DataType::Utf8, false),
+            ]));
+            let batch = RecordBatch::try_new(
+                schema_ref,
+                vec![
+                    Arc::new(StringArray::from(vec![catalog; n])) as ArrayRef,
+                    Arc::new(StringArray::from(vec![schema; n])),
+                    Arc::new(StringArray::from(tables)),
+                ],
+            )?;
+            Ok(Output::batch(batch))
+        }
+    }
+}
+
+/// `DESCRIBE [TABLE] t`: columns, types, nullability, defaults, comments.
+pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
+    let table = session.table_name(name)?;
+    let rows: Vec<(String, String, bool, Option<String>, Option<String>)> =
+        if table.catalog == SAMPLES {
+            let (schema, _) = samples::sample_batches(&table.table)
+                .ok_or_else(|| session.warehouse.missing_table_error(&table))?;
+            schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    (
+                        f.name().clone(),
+                        type_name(f.data_type()),
+                        f.is_nullable(),
+                        None,
+                        None,
+                    )
+                })
+                .collect()
+        } else {
+            let t = session.warehouse.open(&table).await?;
+            let arrow = super::ddl::arrow_schema(&t)?;
+            let kernel = t.snapshot()?.schema();
+            arrow
+                .fields()
+                .iter()
+                .map(|f| {
+                    let meta = kernel
+                        .field(f.name())
+                        .map(|k| k.metadata().clone())
+                        .unwrap_or_default();
+                    let text = |k: &str| match meta.get(k) {
+                        Some(deltalake::kernel::MetadataValue::String(s)) => Some(s.clone()),
+                        _ => None,
+                    };
+                    (
+                        f.name().clone(),
+                        type_name(f.data_type()),
+                        f.is_nullable(),
+                        text(DEFAULT_KEY),
+                        text(COMMENT_KEY),
+                    )
+                })
+                .collect()
+        };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("col_name", DataType::Utf8, false),
+        Field::new("data_type", DataType::Utf8, false),
+        Field::new("nullable", DataType::Boolean, false),
+        Field::new("default", DataType::Utf8, true),
+        Field::new("comment", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>(),
+            )) as ArrayRef,
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
+            )),
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.3.clone()).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.4.clone()).collect::<Vec<_>>(),
+            )),
+        ],
+    )?;
+    Ok(Output::batch(batch))
+}
+
+/// `DESCRIBE HISTORY t`: one row per commit, newest first.
+pub async fn describe_history(session: &Session, name: &ObjectName) -> Result<Output> {
+    let table = session.table_name(name)?;
+    let t = session.warehouse.open(&table).await?;
+    let latest = t.version().unwrap_or(0) as i64;
+    let infos: Vec<deltalake::kernel::CommitInfo> = t.history(None).try_collect().await?;
+    let n = infos.len();
+    let json = |v: &Option<std::collections::HashMap<String, serde_json::Value>>| {
+        v.as_ref().map(|m| {
+            serde_json::to_string(&m.iter().collect::<std::collections::BTreeMap<_, _>>())
+                .unwrap_or_default()
+        })
+    };
+    let metrics: Vec<Option<String>> = infos
+        .iter()
+        .map(|i| {
+            let m: std::collections::BTreeMap<&String, &serde_json::Value> = i
+                .info
+                .iter()
+                .filter(|(k, _)| k.as_str() != "clientVersion")
+                .collect();
+            if m.is_empty() {
+                None
+            } else {
+                serde_json::to_string(&m).ok()
+            }
+        })
+        .collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("version", DataType::Int64, false),
+        Field::new(
+            "timestamp",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("operation", DataType::Utf8, true),
+        Field::new("operation_parameters", DataType::Utf8, true),
+        Field::new("read_version", DataType::Int64, true),
+        Field::new("is_blind_append", DataType::Boolean, true),
+        Field::new("info", DataType::Utf8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(
+                (0..n).map(|i| latest - i as i64).collect::<Vec<_>>(),
+            )) as ArrayRef,
+            Arc::new(
+                TimestampMillisecondArray::from(
+                    infos.iter().map(|i| i.timestamp).collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(StringArray::from(
+                infos
+                    .iter()
+                    .map(|i| i.operation.clone())
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                infos
+                    .iter()
+                    .map(|i| json(&i.operation_parameters))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                infos
+                    .iter()
+                    .map(|i| i.read_version.map(|v| v as i64))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(BooleanArray::from(
+                infos.iter().map(|i| i.is_blind_append).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(metrics)),
+        ],
+    )?;
+    Ok(Output::batch(batch))
+}

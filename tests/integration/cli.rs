@@ -1,0 +1,175 @@
+//! The command line as users see it: stdout, stderr and exit code for `-c`, `-f`, stdin,
+//! meta-commands and errors (insta snapshots).
+
+use std::fmt::Write as _;
+
+use crate::common::{ok, run, tidemark, warehouse};
+
+/// stdout, stderr and exit code as one snapshot text, temp paths masked.
+fn transcript(out: &std::process::Output, wh: &std::path::Path) -> String {
+    let mask = |s: &[u8]| {
+        String::from_utf8_lossy(s).replace(&wh.parent().unwrap().display().to_string(), "[TMP]")
+    };
+    let mut t = String::new();
+    writeln!(t, "exit: {}", out.status.code().unwrap_or(-1)).unwrap();
+    writeln!(t, "--- stdout\n{}", mask(&out.stdout)).unwrap();
+    writeln!(t, "--- stderr\n{}", mask(&out.stderr)).unwrap();
+    t
+}
+
+#[test]
+fn command_runs_sql_and_prints_a_table() {
+    let (_d, wh) = warehouse();
+    let out = tidemark(&wh)
+        .args(["-c", "SELECT 1 AS one, 'a' AS letter"])
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&out, &wh));
+}
+
+#[test]
+fn formats() {
+    let (_d, wh) = warehouse();
+    let mut all = String::new();
+    for f in ["csv", "tsv", "json", "ndjson", "markdown", "table"] {
+        let out = tidemark(&wh)
+            .args(["--format", f, "-c", "SELECT 1 AS n, 'x,y' AS s, CAST(NULL AS INT) AS z UNION ALL SELECT 2, 'q', 3 ORDER BY n"])
+            .output()
+            .unwrap();
+        writeln!(all, "== {f}\n{}", transcript(&out, &wh)).unwrap();
+    }
+    insta::assert_snapshot!(all);
+}
+
+#[test]
+fn script_stops_at_first_error_with_file_line_col() {
+    let (d, wh) = warehouse();
+    let script = d.path().join("job.sql");
+    std::fs::write(
+        &script,
+        "CREATE SCHEMA main.s;\nCREATE TABLE main.s.t (id INT);\n\nINSERT INTO main.s.t VALUES (1);\nSELECT * FROM main.s.tt;\nINSERT INTO main.s.t VALUES (2);\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(wh.join("main")).unwrap();
+    let out = tidemark(&wh).arg("-f").arg(&script).output().unwrap();
+    insta::assert_snapshot!(transcript(&out, &wh));
+    // The statement after the error did not run.
+    assert_eq!(ok(&wh, "SELECT count(*) AS n FROM main.s.t"), "n\n1\n");
+}
+
+#[test]
+fn continue_on_error_runs_everything_but_still_fails() {
+    let (_d, wh) = warehouse();
+    let out = tidemark(&wh)
+        .args([
+            "--continue-on-error",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT 1 AS a; SELECT nope; SELECT 3 AS c",
+        ])
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&out, &wh));
+}
+
+#[test]
+fn stdin_is_a_script() {
+    let (_d, wh) = warehouse();
+    let out = tidemark(&wh)
+        .args(["--format", "csv"])
+        .write_stdin("-- comment; with semicolon\nSELECT 'a;b' AS s;\n\\format json\nSELECT 2 AS n;\nSELECT\n  1 +\n  FROM;\n")
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&out, &wh));
+}
+
+#[test]
+fn commands_and_files_run_in_the_order_given() {
+    let (d, wh) = warehouse();
+    let f = d.path().join("second.sql");
+    std::fs::write(&f, "SELECT 2 AS n;").unwrap();
+    let out = tidemark(&wh)
+        .args(["--format", "csv", "-c", "SELECT 1 AS n"])
+        .arg("-f")
+        .arg(&f)
+        .args(["-c", "SELECT 3 AS n"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n1\nn\n2\nn\n3\n");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_changes_nothing() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE orders (id BIGINT NOT NULL, placed_at TIMESTAMP, note STRING DEFAULT 'none')",
+    );
+    let cases = [
+        "SELEC 1",
+        "SELECT * FROM ordrs",
+        "SELECT * FROM mian.default.orders",
+        "SELECT * FROM main.defualt.orders",
+        "SELECT idd FROM orders",
+        "INSERT INTO orders VALUES (NULL, '2024-01-01', 'x')",
+        "INSERT INTO orders (id, placed_at) VALUES (1, 'not a time')",
+        "INSERT INTO samples.wanderbricks.users SELECT * FROM samples.wanderbricks.users",
+        "DROP TABLE missing",
+        "CREATE TABLE orders (id INT)",
+        "UPDATE orders SET nope = 1",
+    ];
+    let mut all = String::new();
+    for sql in cases {
+        let out = run(&wh, sql);
+        writeln!(all, "== {sql}\n{}", transcript(&out, &wh)).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{sql}");
+    }
+    insta::assert_snapshot!(all);
+    assert_eq!(ok(&wh, "SELECT count(*) AS n FROM orders"), "n\n0\n");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT count(*) AS versions FROM (DESCRIBE HISTORY orders)"
+        )
+        .trim()
+        .is_empty(),
+        false
+    );
+}
+
+#[test]
+fn meta_commands_work_in_scripts() {
+    let (_d, wh) = warehouse();
+    let out = tidemark(&wh)
+        .write_stdin(
+            "CREATE TABLE t (id INT COMMENT 'the id');\n\\format csv\n\\dt\n\\d t\n\\l\n\\nope\n",
+        )
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&out, &wh));
+}
+
+#[test]
+fn non_utf8_stdin_is_rejected_with_its_position() {
+    let (_d, wh) = warehouse();
+    let out = tidemark(&wh)
+        .write_stdin(b"SELECT 1;\nSELECT '\xff';\n".to_vec())
+        .output()
+        .unwrap();
+    insta::assert_snapshot!(transcript(&out, &wh));
+}
+
+#[test]
+fn start_up_does_not_read_the_warehouse() {
+    // A broken table directory must not matter to statements that do not use it.
+    let (_d, wh) = warehouse();
+    std::fs::create_dir_all(wh.join("main/default/broken/_delta_log")).unwrap();
+    std::fs::write(
+        wh.join("main/default/broken/_delta_log/00000000000000000000.json"),
+        "garbage",
+    )
+    .unwrap();
+    assert_eq!(ok(&wh, "SELECT 1 AS one"), "one\n1\n");
+}

@@ -1,0 +1,62 @@
+//! Helpers shared by the integration tests: a temp warehouse, the binary, result checks.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+
+/// The tidemark binary under test.
+pub fn tidemark(warehouse: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("tidemark").expect("binary is built by cargo test");
+    cmd.arg(warehouse)
+        .env_remove("TIDEMARK_WAREHOUSE")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+/// Run SQL via `-c` and return the output.
+pub fn run(warehouse: &Path, sql: &str) -> Output {
+    tidemark(warehouse)
+        .args(["--format", "csv", "-c", sql])
+        .output()
+        .expect("run tidemark")
+}
+
+/// Run SQL via `-c`, assert success, return stdout.
+pub fn ok(warehouse: &Path, sql: &str) -> String {
+    let out = run(warehouse, sql);
+    assert!(
+        out.status.success(),
+        "tidemark -c {sql:?} failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// A fresh warehouse directory.
+pub fn warehouse() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("wh");
+    (dir, path)
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A Python interpreter with the `deltalake` package, if the test environment has one.
+pub fn python() -> Option<String> {
+    let candidates = [
+        std::env::var("TIDEMARK_PYTHON").ok(),
+        Some(repo().join(".peers/bin/python").display().to_string()),
+        Some("python3".to_string()),
+    ];
+    candidates.into_iter().flatten().find(|p| {
+        std::process::Command::new(p)
+            .args(["-c", "import deltalake, pyarrow"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}

@@ -359,7 +359,50 @@ fn list_dirs(dir: &Path) -> Vec<String> {
 
 /// Open a table and build its DataFusion provider.
 pub async fn provider_for(table: &DeltaTable) -> Result<Arc<dyn TableProvider>> {
-    Ok(table.table_provider().await?)
+    Ok(Arc::new(ExactLimit(table.table_provider().await?)))
+}
+
+/// Wraps delta-rs' provider so a pushed-down LIMIT is always honoured: its metadata-only scan
+/// (used when no column is read, e.g. `SELECT 1 FROM t LIMIT 1`) ignores `fetch`.
+#[derive(Debug)]
+struct ExactLimit(Arc<dyn TableProvider>);
+
+#[async_trait::async_trait]
+impl TableProvider for ExactLimit {
+    fn schema(&self) -> datafusion::arrow::datatypes::SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        self.0.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[datafusion::logical_expr::Expr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        if projection.is_some_and(|p| p.is_empty()) && !self.0.schema().fields().is_empty() {
+            // Read one real column, then drop it: the row count is right, LIMIT included.
+            let plan = self.0.scan(state, Some(&vec![0]), filters, limit).await?;
+            let empty: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
+            return Ok(Arc::new(datafusion::physical_plan::projection::ProjectionExec::try_new(empty, plan)?));
+        }
+        self.0.scan(state, projection, filters, limit).await
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&datafusion::logical_expr::Expr],
+    ) -> datafusion::error::Result<Vec<datafusion::logical_expr::TableProviderFilterPushDown>> {
+        self.0.supports_filters_pushdown(filters)
+    }
+
+    fn statistics(&self) -> Option<datafusion::common::Statistics> {
+        self.0.statistics()
+    }
 }
 
 /// DataFusion's view of the warehouse: every catalog directory, plus samples and scratch.

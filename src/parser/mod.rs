@@ -35,6 +35,19 @@ impl IdentifierResolver for SyntaxOnly {
 
 /// Parse one statement (no trailing `;`).
 pub fn parse(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> {
+    parse_inner(sql, resolver).map_err(|e| match e {
+        // sqlparser gives no position for "found: EOF": point just past the statement.
+        Error::Parse { message, line: 1, col: 1 } if message.ends_with("found: EOF") => {
+            let trimmed = sql.trim_end();
+            let line = trimmed.matches('\n').count() + 1;
+            let col = trimmed.rsplit('\n').next().map(|l| l.chars().count() + 1).unwrap_or(1);
+            Error::Parse { message, line, col }
+        }
+        other => other,
+    })
+}
+
+fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> {
     let tokens = tokenize(sql)?;
     let first = first_words(&tokens, 2);
     let first_is = |i: usize, w: &str| first.get(i).is_some_and(|x| x.eq_ignore_ascii_case(w));
@@ -806,7 +819,7 @@ mod tests {
             }
         }
         let s = parse("SELECT * FROM IDENTIFIER(a || '.b')", &Fixed).unwrap();
-        assert_eq!(s.to_string(), "SELECT * FROM main.`x; DROP TABLE y`.t");
+        assert_eq!(s.to_string(), "SELECT * FROM `main`.`x; DROP TABLE y`.`t`");
     }
 
     #[test]

@@ -205,8 +205,11 @@ impl Scanner {
                 self.i += 1;
             } else if c == '\'' || c == '"' || c == '`' {
                 self.significant(i);
-                self.body().fresh = false;
-                self.body().lead = Lead::Other;
+                let b = self.body();
+                if b.fresh {
+                    b.lead = Lead::Other;
+                }
+                b.fresh = false;
                 self.i = self.skip_quote(i, false);
             } else if is_word_char(c) {
                 self.significant(i);
@@ -517,6 +520,12 @@ mod tests {
 
     fn pos(line: usize, col: usize) -> Pos {
         Pos { line, col }
+    }
+
+    #[test]
+    fn quotes_in_a_for_header_keep_the_block() {
+        let input = "FOR EACH r IN (SELECT 'a.b' AS s) DO\n  SELECT 1;\nEND FOR;\nSELECT 2;";
+        assert_eq!(sqls(input), vec!["FOR EACH r IN (SELECT 'a.b' AS s) DO\n  SELECT 1;\nEND FOR", "SELECT 2"]);
     }
 
     #[test]

@@ -388,7 +388,9 @@ impl TableProvider for ExactLimit {
             // Read one real column, then drop it: the row count is right, LIMIT included.
             let plan = self.0.scan(state, Some(&vec![0]), filters, limit).await?;
             let empty: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
-            return Ok(Arc::new(datafusion::physical_plan::projection::ProjectionExec::try_new(empty, plan)?));
+            return Ok(Arc::new(
+                datafusion::physical_plan::projection::ProjectionExec::try_new(empty, plan)?,
+            ));
         }
         self.0.scan(state, projection, filters, limit).await
     }

@@ -37,10 +37,18 @@ impl IdentifierResolver for SyntaxOnly {
 pub fn parse(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> {
     parse_inner(sql, resolver).map_err(|e| match e {
         // sqlparser gives no position for "found: EOF": point just past the statement.
-        Error::Parse { message, line: 1, col: 1 } if message.ends_with("found: EOF") => {
+        Error::Parse {
+            message,
+            line: 1,
+            col: 1,
+        } if message.ends_with("found: EOF") => {
             let trimmed = sql.trim_end();
             let line = trimmed.matches('\n').count() + 1;
-            let col = trimmed.rsplit('\n').next().map(|l| l.chars().count() + 1).unwrap_or(1);
+            let col = trimmed
+                .rsplit('\n')
+                .next()
+                .map(|l| l.chars().count() + 1)
+                .unwrap_or(1);
             Error::Parse { message, line, col }
         }
         other => other,

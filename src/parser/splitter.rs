@@ -525,7 +525,13 @@ mod tests {
     #[test]
     fn quotes_in_a_for_header_keep_the_block() {
         let input = "FOR EACH r IN (SELECT 'a.b' AS s) DO\n  SELECT 1;\nEND FOR;\nSELECT 2;";
-        assert_eq!(sqls(input), vec!["FOR EACH r IN (SELECT 'a.b' AS s) DO\n  SELECT 1;\nEND FOR", "SELECT 2"]);
+        assert_eq!(
+            sqls(input),
+            vec![
+                "FOR EACH r IN (SELECT 'a.b' AS s) DO\n  SELECT 1;\nEND FOR",
+                "SELECT 2"
+            ]
+        );
     }
 
     #[test]

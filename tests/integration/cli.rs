@@ -129,7 +129,11 @@ fn bad_input_is_a_clear_error_and_changes_nothing() {
     insta::assert_snapshot!(all);
     assert_eq!(ok(&wh, "SELECT count(*) AS n FROM orders"), "n\n0\n");
     let history = ok(&wh, "DESCRIBE HISTORY orders");
-    assert_eq!(history.lines().count(), 2, "header and the CREATE TABLE commit only: {history}");
+    assert_eq!(
+        history.lines().count(),
+        2,
+        "header and the CREATE TABLE commit only: {history}"
+    );
 }
 
 #[test]

@@ -1,1 +1,509 @@
+//! COPY INCREMENTAL: start points, ties, types, MERGE ON, LOOKBACK, DRY RUN, hostile control
+//! rows, and exactly-once under real process kills (fail points) and concurrent runs.
 
+use std::path::Path;
+
+use crate::common::{ok, run, tidemark, warehouse};
+
+/// Run several statements in one process (csv output), asserting success.
+fn sql(wh: &Path, stmts: &[&str]) -> String {
+    let mut cmd = tidemark(wh);
+    cmd.args(["--format", "csv"]);
+    for s in stmts {
+        cmd.args(["-c", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{stmts:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The single value of a one-row, one-column query.
+fn value(wh: &Path, query: &str) -> String {
+    let out = ok(wh, query);
+    let mut lines = out.lines();
+    lines.next();
+    lines.next().unwrap_or_default().to_string()
+}
+
+/// Source `src` (id, ts with ties, note) and the tutorial-style control table `ctl`.
+fn setup(wh: &Path) {
+    sql(
+        wh,
+        &[
+            "CREATE TABLE src (id BIGINT NOT NULL, ts TIMESTAMP, note STRING)",
+            "INSERT INTO src VALUES (1, '2024-01-01 00:00:01', 'a'), (2, '2024-01-01 00:00:02', 'b')",
+            "INSERT INTO src VALUES (3, '2024-01-01 00:00:03', 'c'), (4, '2024-01-01 00:00:03', 'd')",
+            "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark TIMESTAMP NOT NULL)",
+            "INSERT INTO ctl VALUES ('main.default.src', 'main.default.dst', 'ts', '1970-01-01')",
+        ],
+    );
+}
+
+const COPY: &str = "COPY INCREMENTAL FROM src INTO dst CONTROL TABLE ctl";
+
+/// Target equals source as a multiset, and the control row holds the source's maximum.
+fn assert_exact(wh: &Path) {
+    let diff = value(
+        wh,
+        "SELECT count(*) FROM ((SELECT id, ts, note, count(*) AS c FROM src GROUP BY 1, 2, 3) EXCEPT (SELECT id, ts, note, count(*) FROM dst GROUP BY 1, 2, 3))",
+    );
+    assert_eq!(diff, "0", "source rows missing from the target");
+    assert_eq!(
+        value(wh, "SELECT count(*) FROM dst"),
+        value(wh, "SELECT count(*) FROM src WHERE ts IS NOT NULL")
+    );
+    assert_eq!(
+        value(wh, "SELECT count(*) - count(DISTINCT id) FROM dst"),
+        "0",
+        "duplicated rows"
+    );
+    assert_eq!(
+        value(wh, "SELECT last_watermark FROM ctl"),
+        value(wh, "SELECT max(ts) FROM src")
+    );
+}
+
+#[test]
+fn full_load_then_increment_then_nothing_new() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    let first = sql(&wh, &[COPY]);
+    assert!(first.contains(",4,0,"), "4 rows copied, 0 NULL: {first}");
+    assert_exact(&wh);
+    // A row tied with the recorded high-water mark, and a newer one.
+    sql(
+        &wh,
+        &[
+            "INSERT INTO src VALUES (5, '2024-01-01 00:00:03', 'tie'), (6, '2024-01-01 00:00:04', 'new')",
+        ],
+    );
+    let second = sql(&wh, &[COPY]);
+    assert!(
+        second.contains("2024-01-01T00:00:03Z,2024-01-01T00:00:04Z,2,"),
+        "{second}"
+    );
+    assert_exact(&wh);
+    let third = sql(&wh, &[COPY]);
+    assert!(
+        third.contains(",0,0,") && third.contains("nothing_new"),
+        "{third}"
+    );
+    assert_exact(&wh);
+    // Every run is in the history with its range.
+    let history = ok(
+        &wh,
+        "SELECT rows_copied, status FROM system.tidemark.copy_runs ORDER BY started_at",
+    );
+    assert_eq!(
+        history,
+        "rows_copied,status\n4,succeeded\n2,succeeded\n0,nothing_new\n"
+    );
+}
+
+#[test]
+fn ties_are_copied_once_whichever_run_they_arrive_in() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    sql(&wh, &[COPY]);
+    for round in 0..3 {
+        sql(
+            &wh,
+            &[&format!(
+                "INSERT INTO src VALUES ({}, '2024-01-01 00:00:03', 'late tie')",
+                100 + round
+            )],
+        );
+        sql(&wh, &[COPY]);
+        assert_exact(&wh);
+    }
+}
+
+#[test]
+fn microseconds_are_never_confused() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT, ts TIMESTAMP)",
+            "INSERT INTO s VALUES (1, '2024-01-01T00:00:00.000100Z')",
+            "INSERT INTO s VALUES (2, '2024-01-01T00:00:00.000900Z')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts SINCE TIMESTAMP '2024-01-01T00:00:00.000899Z'",
+        ],
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t"), "id\n2\n");
+    sql(
+        &wh,
+        &[
+            "INSERT INTO s VALUES (3, '2024-01-01T00:00:00.000901Z')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+        ],
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n2\n3\n");
+}
+
+#[test]
+fn control_tables_of_other_types() {
+    for (ctl_type, wm_type, initial, rows) in [
+        ("BIGINT", "BIGINT", "0", "(1, 10), (2, 20)"),
+        (
+            "DATE",
+            "DATE",
+            "'1970-01-01'",
+            "(1, '2024-01-01'), (2, '2024-02-01')",
+        ),
+        (
+            "STRING",
+            "TIMESTAMP",
+            "'1970-01-01T00:00:00Z'",
+            "(1, '2024-01-01T00:00:00.123456Z'), (2, '2024-01-02')",
+        ),
+        ("STRING", "BIGINT", "'0'", "(1, 5), (2, 7)"),
+        (
+            "TIMESTAMP",
+            "DATE",
+            "'1970-01-01'",
+            "(1, '2024-01-01'), (2, '2024-02-01')",
+        ),
+    ] {
+        let (_d, wh) = warehouse();
+        sql(
+            &wh,
+            &[
+                &format!("CREATE TABLE s (id INT, w {wm_type})"),
+                &format!("INSERT INTO s VALUES {rows}"),
+                &format!(
+                    "CREATE TABLE c (source_table STRING, target_table STRING, watermark_column STRING, last_watermark {ctl_type})"
+                ),
+                &format!("INSERT INTO c VALUES ('s', 't', 'w', {initial})"),
+                "COPY INCREMENTAL s INTO t CONTROL TABLE c",
+                "COPY INCREMENTAL s INTO t CONTROL TABLE c",
+            ],
+        );
+        assert_eq!(
+            value(&wh, "SELECT count(*) FROM t"),
+            "2",
+            "{ctl_type}/{wm_type}"
+        );
+        let stored = value(&wh, "SELECT last_watermark FROM c");
+        let max = value(&wh, "SELECT max(w) FROM s");
+        if ctl_type == "TIMESTAMP" && wm_type == "DATE" {
+            assert_eq!(stored, format!("{max}T00:00:00Z"));
+        } else {
+            assert_eq!(stored, max, "{ctl_type}/{wm_type}");
+        }
+    }
+}
+
+#[test]
+fn a_control_column_that_cannot_hold_the_mark_is_an_error_before_copying() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE c2 (source_table STRING, target_table STRING, last_watermark DATE)",
+            "INSERT INTO c2 VALUES ('src', 'dst', '1970-01-01')",
+        ],
+    );
+    let out = run(
+        &wh,
+        "COPY INCREMENTAL src INTO dst WATERMARK ts CONTROL TABLE c2",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("last_watermark is DATE") && err.contains("cannot hold it exactly"),
+        "{err}"
+    );
+    assert!(!wh.join("main/default/dst").exists(), "nothing copied");
+    let history = ok(&wh, "SELECT status FROM system.tidemark.copy_runs");
+    assert_eq!(history, "status\nfailed\n");
+}
+
+#[test]
+fn missing_or_ambiguous_control_rows_are_errors() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    let out = run(&wh, "COPY INCREMENTAL src INTO other CONTROL TABLE ctl");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("has no row for source_table = 'main.default.src'")
+    );
+    sql(
+        &wh,
+        &["INSERT INTO ctl VALUES ('src', 'dst', 'ts', '1970-01-01')"],
+    );
+    let out = run(&wh, COPY);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has 2 rows"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!wh.join("main/default/dst").exists());
+}
+
+#[test]
+fn null_watermarks_are_counted_never_copied() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, w BIGINT)",
+            "INSERT INTO s VALUES (1, 1), (2, NULL), (3, NULL)",
+        ],
+    );
+    let out = sql(&wh, &["COPY INCREMENTAL s INTO t WATERMARK w"]);
+    assert!(out.contains(",1,2,"), "1 copied, 2 NULL: {out}");
+    assert_eq!(value(&wh, "SELECT count(*) FROM t"), "1");
+}
+
+#[test]
+fn merge_on_upserts_the_latest_row_per_key() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, v STRING, updated BIGINT)",
+            "INSERT INTO s VALUES (1, 'a', 1), (2, 'b', 2)",
+            "COPY INCREMENTAL s INTO t WATERMARK updated MERGE ON (id)",
+            "INSERT INTO s VALUES (1, 'a2', 3), (1, 'a3', 4), (3, 'c', 5)",
+            "COPY INCREMENTAL s INTO t WATERMARK updated MERGE ON (id)",
+            "COPY INCREMENTAL s INTO t WATERMARK updated MERGE ON (id)",
+        ],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, v FROM t ORDER BY id"),
+        "id,v\n1,a3\n2,b\n3,c\n"
+    );
+}
+
+#[test]
+fn lookback_catches_late_rows_without_duplicates() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, ts TIMESTAMP)",
+            "INSERT INTO s VALUES (1, '2024-01-01 10:00:00'), (2, '2024-01-01 12:00:00')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+            "INSERT INTO s VALUES (3, '2024-01-01 11:30:00')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+        ],
+    );
+    assert_eq!(
+        value(&wh, "SELECT count(*) FROM t"),
+        "2",
+        "a late row is below the mark"
+    );
+    sql(
+        &wh,
+        &[
+            "COPY INCREMENTAL s INTO t WATERMARK ts LOOKBACK INTERVAL '1' HOUR",
+            "COPY INCREMENTAL s INTO t WATERMARK ts LOOKBACK INTERVAL '1' HOUR",
+        ],
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n1\n2\n3\n");
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    let out = sql(
+        &wh,
+        &["COPY INCREMENTAL FROM src INTO dst CONTROL TABLE ctl DRY RUN"],
+    );
+    assert!(out.contains(",4,0,") && out.contains("dry_run"), "{out}");
+    assert!(!wh.join("main/default/dst").exists());
+    assert!(!wh.join("system").exists(), "no history row");
+    assert_eq!(
+        value(&wh, "SELECT last_watermark FROM ctl"),
+        "1970-01-01T00:00:00Z"
+    );
+}
+
+#[test]
+fn new_source_columns_reach_the_target_and_type_changes_are_errors() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    sql(
+        &wh,
+        &[
+            COPY,
+            "ALTER TABLE src ADD COLUMN extra INT",
+            "INSERT INTO src VALUES (9, '2024-02-01', 'x', 42)",
+            COPY,
+        ],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, extra FROM dst WHERE extra IS NOT NULL"),
+        "id,extra\n9,42\n"
+    );
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s2 (id BIGINT, ts TIMESTAMP, note INT)",
+            "INSERT INTO s2 VALUES (1, '2030-01-01', 1)",
+        ],
+    );
+    let out = run(&wh, "COPY INCREMENTAL s2 INTO dst WATERMARK ts");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("column 'note' is INT in source main.default.s2 but STRING in target"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hostile_control_rows_are_clear_errors_that_touch_nothing() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    sql(
+        &wh,
+        &[
+            "INSERT INTO ctl VALUES ('x; DROP TABLE ctl', 'main.default.t1', 'ts', '1970-01-01')",
+            "INSERT INTO ctl VALUES ('`it''s`', 'main.default.t2', 'ts', '1970-01-01')",
+            "INSERT INTO ctl VALUES ('main.default.src', 'main.default.t3', 'nope', '1970-01-01')",
+            "CREATE SCHEMA notables",
+        ],
+    );
+    std::fs::create_dir_all(wh.join("main/notables/plain_dir")).unwrap();
+    sql(
+        &wh,
+        &[
+            "INSERT INTO ctl VALUES ('main.notables.plain_dir', 'main.default.t4', 'ts', '1970-01-01')",
+        ],
+    );
+    let out = run(&wh, "COPY INCREMENTAL USING CONTROL TABLE ctl");
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "(source_table 'x; DROP TABLE ctl'): 'x; DROP TABLE ctl' is not a valid name"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("table 'main.default.`it''s`' not found") || stdout.contains("it's"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("watermark column 'nope' not found in main.default.src"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("main.notables.plain_dir is not a Delta table"),
+        "{stdout}"
+    );
+    // The good row still ran; the control table is intact.
+    assert_eq!(value(&wh, "SELECT count(*) FROM ctl"), "5");
+    assert_eq!(value(&wh, "SELECT count(*) FROM dst"), "4");
+    for t in ["t1", "t2", "t3", "t4"] {
+        assert!(
+            !wh.join("main/default").join(t).exists(),
+            "{t} must not be created"
+        );
+    }
+}
+
+#[test]
+fn two_processes_running_the_same_copy_land_each_row_once() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    for round in 0..4 {
+        sql(
+            &wh,
+            &[&format!(
+                "INSERT INTO src VALUES ({}, '2024-03-0{} 00:00:00', 'r')",
+                10 + round,
+                round + 1
+            )],
+        );
+        let a = tidemark(&wh).args(["-c", COPY]).spawn_output();
+        let b = tidemark(&wh).args(["-c", COPY]).spawn_output();
+        let (a, b) = (a.join().expect("thread"), b.join().expect("thread"));
+        assert!(
+            a.status.success() && b.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&a.stderr),
+            String::from_utf8_lossy(&b.stderr)
+        );
+        assert_exact(&wh);
+    }
+}
+
+/// Run a command on a thread, so two can run at the same moment.
+trait SpawnOutput {
+    fn spawn_output(&mut self) -> std::thread::JoinHandle<std::process::Output>;
+}
+
+impl SpawnOutput for assert_cmd::Command {
+    fn spawn_output(&mut self) -> std::thread::JoinHandle<std::process::Output> {
+        let mut cmd = std::process::Command::new(self.get_program());
+        cmd.args(self.get_args());
+        for (k, v) in self.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        std::thread::spawn(move || cmd.output().expect("run tidemark"))
+    }
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_killed_run_is_repaired_by_the_next_without_loss_or_duplicates() {
+    for point in [
+        "copy::after_read",
+        "copy::after_target_commit",
+        "copy::during_control_update",
+        "copy::during_history_write",
+    ] {
+        let (_d, wh) = warehouse();
+        setup(&wh);
+        sql(&wh, &[COPY]);
+        sql(
+            &wh,
+            &["INSERT INTO src VALUES (5, '2024-01-01 00:00:03', 'tie'), (6, '2024-01-02', 'new')"],
+        );
+        let out = tidemark(&wh)
+            .args(["-c", COPY])
+            .env("FAILPOINTS", format!("{point}=return"))
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success() && out.status.code().is_none(),
+            "{point}: the process must die: {out:?}"
+        );
+        // More rows arrive, including one tied with the mark the dead run may have recorded.
+        sql(
+            &wh,
+            &["INSERT INTO src VALUES (7, '2024-01-02', 'tie2'), (8, '2024-01-03', 'newer')"],
+        );
+        sql(&wh, &[COPY]);
+        assert_exact(&wh);
+        sql(&wh, &[COPY]);
+        assert_exact(&wh);
+    }
+}
+
+#[test]
+fn a_deliberate_reset_is_a_backfill() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    sql(
+        &wh,
+        &[
+            COPY,
+            "DELETE FROM dst WHERE ts > '2024-01-01 00:00:01'",
+            "UPDATE ctl SET last_watermark = '2024-01-01 00:00:01'",
+            COPY,
+        ],
+    );
+    assert_exact(&wh);
+}

@@ -61,6 +61,25 @@ fn const_value(expr: &Expr, vars: &Variables) -> Result<ScalarValue> {
                 .ok_or_else(|| not_constant(&parts.join(".")))
         }
         Expr::Nested(e) => const_value(e, vars),
+        Expr::Cast {
+            expr, data_type, ..
+        } => {
+            let v = const_value(expr, vars)?;
+            let target = super::types::sql_to_arrow(data_type)?;
+            match v.data_type() == target {
+                true => Ok(v),
+                false if matches!(target, datafusion::arrow::datatypes::DataType::Utf8) => {
+                    Ok(ScalarValue::Utf8(if v.is_null() {
+                        None
+                    } else {
+                        Some(as_text(&v))
+                    }))
+                }
+                false => v
+                    .cast_to(&target)
+                    .map_err(|e| Error::Type(format!("cannot cast {v} to {data_type}: {e}"))),
+            }
+        }
         Expr::BinaryOp {
             left,
             op: BinaryOperator::StringConcat,
@@ -200,6 +219,38 @@ struct VariableBinder<'a> {
 
 impl VisitorMut for VariableBinder<'_> {
     type Break = ();
+
+    /// `SELECT v` shows the variable's name as the column name, not its value.
+    fn pre_visit_select(
+        &mut self,
+        select: &mut datafusion::sql::sqlparser::ast::Select,
+    ) -> ControlFlow<()> {
+        for item in select.projection.iter_mut() {
+            let alias = match item {
+                SelectItem::UnnamedExpr(Expr::Identifier(i))
+                    if !self.columns.contains(&i.value.to_lowercase())
+                        && self.vars.lookup_bare(&i.value).is_some() =>
+                {
+                    Some(i.clone())
+                }
+                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+                    let names: Vec<String> = parts.iter().map(|p| p.value.clone()).collect();
+                    match self.vars.lookup_qualified(&names) {
+                        Ok(Some(_)) => parts.last().cloned(),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let (Some(alias), SelectItem::UnnamedExpr(e)) = (alias, &*item) {
+                *item = SelectItem::ExprWithAlias {
+                    expr: e.clone(),
+                    alias,
+                };
+            }
+        }
+        ControlFlow::Continue(())
+    }
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         match expr {

@@ -2,6 +2,9 @@
 
 mod cli;
 mod common;
+mod concurrency;
 mod copy;
+mod for_each;
+mod interop;
 mod slt;
 mod tutorial;

@@ -1,0 +1,190 @@
+//! FOR EACH: typed row references, per-iteration scope, concurrency bounds shown by the
+//! result's start times and durations, failure isolation, and the scripting form.
+
+use crate::common::{ok, run, warehouse};
+
+#[test]
+fn row_values_are_typed_and_usable_in_identifier() {
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE a (x INT)");
+    ok(&wh, "CREATE TABLE b (x INT)");
+    let out = ok(
+        &wh,
+        "FOR EACH r IN (SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS v(name, n)) CONCURRENCY 2 DO \
+           INSERT INTO IDENTIFIER(r.name) VALUES (r.n * 10); \
+           INSERT INTO IDENTIFIER(name) VALUES (n + 1); \
+         END FOR",
+    );
+    assert!(
+        out.starts_with("iteration,name,n,status,started_at,duration_ms,rows_affected,error\n"),
+        "{out}"
+    );
+    assert_eq!(ok(&wh, "SELECT x FROM a ORDER BY x"), "x\n2\n10\n");
+    assert_eq!(ok(&wh, "SELECT x FROM b ORDER BY x"), "x\n3\n20\n");
+}
+
+#[test]
+fn each_iteration_has_its_own_variables() {
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE log (i INT, v INT)");
+    let out = ok(
+        &wh,
+        "DECLARE v INT DEFAULT 0; \
+         FOR EACH r IN (SELECT * FROM (VALUES (1), (2), (3)) AS t(i)) CONCURRENCY 3 DO \
+           SET VAR v = v + r.i; \
+           DECLARE local INT DEFAULT 100; \
+           INSERT INTO log VALUES (r.i, v + local); \
+         END FOR; \
+         SELECT v",
+    );
+    assert!(
+        out.ends_with("v\n0\n"),
+        "the session's v is untouched: {out}"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT i, v FROM log ORDER BY i"),
+        "i,v\n1,101\n2,102\n3,103\n"
+    );
+}
+
+/// Iterations' [start, end) intervals in microseconds from the result table.
+fn intervals(csv: &str) -> Vec<(i64, i64)> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let s = header.iter().position(|h| *h == "started_at").unwrap();
+    let d = header.iter().position(|h| *h == "duration_ms").unwrap();
+    lines
+        .filter(|l| l.contains(",succeeded,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let start = chrono::DateTime::parse_from_rfc3339(f[s])
+                .unwrap()
+                .timestamp_micros();
+            (start, start + f[d].parse::<i64>().unwrap() * 1000)
+        })
+        .collect()
+}
+
+/// The most intervals overlapping at one instant.
+fn max_overlap(iv: &[(i64, i64)]) -> usize {
+    iv.iter()
+        .map(|(s, _)| iv.iter().filter(|(a, b)| a <= s && s < b).count())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn concurrency_bounds_the_running_iterations() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE src AS SELECT * FROM samples.wanderbricks.bookings",
+    );
+    let body = "DO CREATE OR REPLACE TABLE IDENTIFIER('t' || CAST(r.i AS STRING)) AS SELECT * FROM src CROSS JOIN (SELECT 1) ORDER BY booking_id; END FOR";
+    let serial = ok(
+        &wh,
+        &format!(
+            "FOR EACH r IN (SELECT * FROM (VALUES (1), (2), (3), (4), (5), (6)) AS t(i)) CONCURRENCY 1 {body}"
+        ),
+    );
+    assert_eq!(max_overlap(&intervals(&serial)), 1, "{serial}");
+    let parallel = ok(
+        &wh,
+        &format!(
+            "FOR EACH r IN (SELECT * FROM (VALUES (1), (2), (3), (4), (5), (6)) AS t(i)) CONCURRENCY 3 {body}"
+        ),
+    );
+    let overlap = max_overlap(&intervals(&parallel));
+    assert!(
+        (2..=3).contains(&overlap),
+        "at most 3 and more than one at once: {overlap}\n{parallel}"
+    );
+}
+
+#[test]
+fn a_failing_iteration_ends_only_itself() {
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE t (x INT)");
+    let out = run(
+        &wh,
+        "FOR EACH r IN (SELECT * FROM (VALUES (1), (0), (3)) AS v(i)) CONCURRENCY 2 DO \
+           INSERT INTO t VALUES (10 / r.i); \
+           INSERT INTO missing VALUES (1); \
+         END FOR",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains(",failed,")).count(),
+        3,
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("3 of 3 iterations failed"), "{stderr}");
+    // Iterations 1 and 3 ran their first statement before failing on the second.
+    assert_eq!(ok(&wh, "SELECT x FROM t ORDER BY x"), "x\n3\n10\n");
+}
+
+#[test]
+fn the_scripting_form_runs_in_the_session() {
+    let (_d, wh) = warehouse();
+    let out = ok(
+        &wh,
+        "DECLARE total INT DEFAULT 0; \
+         FOR r AS SELECT * FROM (VALUES (1), (2), (3), (4)) AS v(i) DO SET VAR total = total + r.i; END FOR; \
+         FOR SELECT * FROM (VALUES (10)) AS v(i) DO SET VAR total = total + i; END FOR; \
+         SELECT total",
+    );
+    assert!(out.ends_with("total\n20\n"), "{out}");
+}
+
+#[test]
+fn the_one_statement_job_copies_in_parallel_and_skips_inactive_rows() {
+    let (_d, wh) = warehouse();
+    let mut stmts = vec![
+        "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark BIGINT, active BOOLEAN)".to_string(),
+    ];
+    for i in 0..20 {
+        stmts.push(format!("CREATE TABLE s{i} (id BIGINT, v STRING)"));
+        stmts.push(format!(
+            "INSERT INTO s{i} VALUES ({i}, 'a'), ({}, 'b')",
+            i + 100
+        ));
+        stmts.push(format!(
+            "INSERT INTO ctl VALUES ('s{i}', 't{i}', 'id', -1, {})",
+            i != 7
+        ));
+    }
+    let mut cmd = crate::common::tidemark(&wh);
+    cmd.args(["--format", "csv"]);
+    for s in &stmts {
+        cmd.args(["-c", s]);
+    }
+    assert!(cmd.output().unwrap().status.success());
+    let out = ok(
+        &wh,
+        "COPY INCREMENTAL USING CONTROL TABLE ctl CONCURRENCY 8",
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.contains(",succeeded,")).count(),
+        19,
+        "{out}"
+    );
+    assert!(!wh.join("main/default/t7").exists(), "inactive row skipped");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT count(*) AS n FROM ctl WHERE active AND last_watermark = CAST(regexp_replace(source_table, 's', '') AS BIGINT) + 100"
+        ),
+        "n\n19\n"
+    );
+    let again = ok(
+        &wh,
+        "COPY INCREMENTAL USING CONTROL TABLE ctl WHERE source_table <> 's3' CONCURRENCY 8",
+    );
+    assert_eq!(
+        again.lines().filter(|l| l.contains(",succeeded,")).count(),
+        18,
+        "{again}"
+    );
+}

@@ -8,6 +8,8 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 /// One parsed statement: standard SQL handed to the engine, or one of tidemark's own.
+// Statements are parsed one at a time and moved rarely: variant size does not matter here.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {
     /// Standard SQL (SELECT, DML, DDL) with every `IDENTIFIER()` already resolved.

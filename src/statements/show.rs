@@ -79,52 +79,54 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
     }
 }
 
+/// One DESCRIBE row: name, type, nullable, default, comment.
+type ColumnRow = (String, String, bool, Option<String>, Option<String>);
+
 /// `DESCRIBE [TABLE] t`: columns, types, nullability, defaults, comments.
 pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
-    let rows: Vec<(String, String, bool, Option<String>, Option<String>)> =
-        if table.catalog == SAMPLES {
-            let (schema, _) = samples::sample_batches(&table.table)
-                .ok_or_else(|| session.warehouse.missing_table_error(&table))?;
-            schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    (
-                        f.name().clone(),
-                        type_name(f.data_type()),
-                        f.is_nullable(),
-                        None,
-                        None,
-                    )
-                })
-                .collect()
-        } else {
-            let t = session.warehouse.open(&table).await?;
-            let arrow = super::ddl::arrow_schema(&t)?;
-            let kernel = t.snapshot()?.schema();
-            arrow
-                .fields()
-                .iter()
-                .map(|f| {
-                    let meta = kernel
-                        .field(f.name())
-                        .map(|k| k.metadata().clone())
-                        .unwrap_or_default();
-                    let text = |k: &str| match meta.get(k) {
-                        Some(deltalake::kernel::MetadataValue::String(s)) => Some(s.clone()),
-                        _ => None,
-                    };
-                    (
-                        f.name().clone(),
-                        type_name(f.data_type()),
-                        f.is_nullable(),
-                        text(DEFAULT_KEY),
-                        text(COMMENT_KEY),
-                    )
-                })
-                .collect()
-        };
+    let rows: Vec<ColumnRow> = if table.catalog == SAMPLES {
+        let (schema, _) = samples::sample_batches(&table.table)
+            .ok_or_else(|| session.warehouse.missing_table_error(&table))?;
+        schema
+            .fields()
+            .iter()
+            .map(|f| {
+                (
+                    f.name().clone(),
+                    type_name(f.data_type()),
+                    f.is_nullable(),
+                    None,
+                    None,
+                )
+            })
+            .collect()
+    } else {
+        let t = session.warehouse.open(&table).await?;
+        let arrow = super::ddl::arrow_schema(&t)?;
+        let kernel = t.snapshot()?.schema();
+        arrow
+            .fields()
+            .iter()
+            .map(|f| {
+                let meta = kernel
+                    .field(f.name())
+                    .map(|k| k.metadata().clone())
+                    .unwrap_or_default();
+                let text = |k: &str| match meta.get(k) {
+                    Some(deltalake::kernel::MetadataValue::String(s)) => Some(s.clone()),
+                    _ => None,
+                };
+                (
+                    f.name().clone(),
+                    type_name(f.data_type()),
+                    f.is_nullable(),
+                    text(DEFAULT_KEY),
+                    text(COMMENT_KEY),
+                )
+            })
+            .collect()
+    };
     let schema = Arc::new(Schema::new(vec![
         Field::new("col_name", DataType::Utf8, false),
         Field::new("data_type", DataType::Utf8, false),

@@ -22,6 +22,7 @@ use serde_json::json;
 
 use super::control::{self, ControlRow};
 use super::history::{self, RunRecord};
+use super::whole_file;
 use crate::catalog::{SAMPLES, TableName, read_only, suggest};
 use crate::engine::types::{display_exact, storage_type, type_name};
 use crate::engine::{Output, Session, name_parts};
@@ -101,6 +102,8 @@ fn now_us() -> i64 {
 
 /// A source pinned at one snapshot.
 struct Source {
+    /// The Delta table, pinned at `version` (None for the built-in samples).
+    table: Option<DeltaTable>,
     provider: Arc<dyn TableProvider>,
     version: Option<i64>,
     schema: SchemaRef,
@@ -119,6 +122,7 @@ async fn open_source(session: &Session, name: &TableName) -> Result<Source> {
             .ok_or_else(|| session.warehouse.missing_table_error(name))?;
         let schema = provider.schema();
         return Ok(Source {
+            table: None,
             provider,
             version: None,
             schema,
@@ -137,9 +141,11 @@ async fn open_source(session: &Session, name: &TableName) -> Result<Source> {
     let t = session.warehouse.open(name).await?;
     let provider = crate::catalog::provider_for(&t).await?;
     let schema = provider.schema();
+    let version = t.version().map(|v| v as i64);
     Ok(Source {
+        table: Some(t),
         provider,
-        version: t.version().map(|v| v as i64),
+        version,
         schema,
     })
 }
@@ -505,16 +511,6 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         (Some(s), None, true) => Some(s.clone()),
         _ => None,
     };
-    let stats = scan
-        .clone()
-        .filter(above_pred.clone())?
-        .aggregate(
-            vec![],
-            vec![max(w.clone()).alias("m"), count(lit(1)).alias("n")],
-        )?
-        .collect()
-        .await?;
-    let (new_max, above_rows) = first_row_max_count(&stats)?;
     let null_rows = scan.clone().filter(w.clone().is_null())?.count().await? as i64;
     record.null_watermark_rows = null_rows;
 
@@ -571,6 +567,61 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         }
     }
     let window_rows: i64 = window_batches.iter().map(|b| b.num_rows() as i64).sum();
+
+    // Whole files: a Delta source appended into a target of the same schema.
+    let file_plan = match &source.table {
+        Some(st)
+            if merge_keys.is_empty()
+                && !new_columns
+                && whole_file::supports(&wm_type)
+                && st.snapshot()?.metadata().partition_columns().is_empty()
+                // (delta-rs does not re-export the kernel's ColumnMappingMode type)
+                && st.snapshot()?.table_config().column_mapping_mode.is_none_or(|m| format!("{m:?}") == "None")
+                && match &target {
+                    Some(t) => super::ddl::arrow_schema(t)?.fields() == source_arrow_schema(st)?.fields(),
+                    None => true,
+                } =>
+        {
+            Some(whole_file::plan(st, &wm, &wm_type, start.as_ref())?)
+        }
+        _ => None,
+    };
+    let (new_max, above_rows) = match (&file_plan, &source.table) {
+        (Some(fp), Some(st)) => {
+            let decoded = if fp.decode.is_empty() {
+                0
+            } else {
+                let paths: Vec<String> = fp.decode.iter().map(|f| f.add.path.clone()).collect();
+                files_df(session, st, paths)
+                    .await?
+                    .filter(above_pred.clone())?
+                    .count()
+                    .await? as i64
+            };
+            let best = files_df(session, st, fp.max_candidates())
+                .await?
+                .filter(above_pred.clone())?
+                .aggregate(
+                    vec![],
+                    vec![max(w.clone()).alias("m"), count(lit(1)).alias("n")],
+                )?
+                .collect()
+                .await?;
+            (first_row_max_count(&best)?.0, fp.whole_rows() + decoded)
+        }
+        _ => {
+            let stats = scan
+                .clone()
+                .filter(above_pred.clone())?
+                .aggregate(
+                    vec![],
+                    vec![max(w.clone()).alias("m"), count(lit(1)).alias("n")],
+                )?
+                .collect()
+                .await?;
+            first_row_max_count(&stats)?
+        }
+    };
     let new_mark = match (&new_max, &start) {
         (Some(m), _) => Some(m.clone()),
         (None, s) => s.clone(),
@@ -624,7 +675,20 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
             }
         }
         let state = Arc::new(session.ctx.state());
-        let committed = if merge_keys.is_empty() || target.is_none() {
+        let committed = if let (Some(fp), Some(st)) = (&file_plan, &source.table) {
+            fast_commit(
+                session,
+                st,
+                &target_name,
+                target.clone(),
+                fp,
+                above_pred.clone(),
+                &window_batches,
+                props,
+                &record.run_id,
+            )
+            .await?
+        } else if merge_keys.is_empty() || target.is_none() {
             let mut input = storable(copy_df.clone())?;
             if !window_batches.is_empty() {
                 let extra = session.ctx.read_batches(window_batches.clone())?;
@@ -715,6 +779,123 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         "nothing_new".into()
     };
     Ok(())
+}
+
+/// The source table's schema as stored (what its Parquet files hold).
+fn source_arrow_schema(t: &DeltaTable) -> Result<SchemaRef> {
+    super::ddl::arrow_schema(t)
+}
+
+/// A DataFrame over some files of the pinned source snapshot.
+async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Result<DataFrame> {
+    let provider = t.table_provider().with_file_paths(paths).await?;
+    Ok(session.ctx.read_table(provider)?)
+}
+
+/// Commit whole files (linked), straddling files (decoded and filtered) and window rows in
+/// one Delta commit carrying `props` (the txn action and the mark).
+#[allow(clippy::too_many_arguments)]
+async fn fast_commit(
+    session: &Session,
+    source: &DeltaTable,
+    target_name: &TableName,
+    target: Option<DeltaTable>,
+    plan: &whole_file::FilePlan,
+    above_pred: DfExpr,
+    window_batches: &[RecordBatch],
+    props: CommitProperties,
+    run_id: &str,
+) -> Result<DeltaTable> {
+    use deltalake::writer::DeltaWriter;
+    let target_dir = session.warehouse.table_path(target_name)?;
+    let target = match target {
+        Some(t) => t,
+        None => {
+            // Created with the source's exact schema, so whole files read as they are.
+            std::fs::create_dir_all(&target_dir)?;
+            let fields: Vec<deltalake::kernel::StructField> =
+                source.snapshot()?.schema().fields().cloned().collect();
+            session
+                .warehouse
+                .handle(target_name)
+                .await?
+                .create()
+                .with_table_name(target_name.table.clone())
+                .with_columns(fields)
+                .await?
+        }
+    };
+    let source_root = source
+        .log_store()
+        .root_url()
+        .to_file_path()
+        .map_err(|_| Error::Invalid("whole-file copies need a local source".into()))?;
+    let mut actions: Vec<deltalake::kernel::Action> = whole_file::link_files(
+        &source_root,
+        &target_dir,
+        &plan.whole,
+        run_id,
+        session.settings.hard_links,
+    )?
+    .into_iter()
+    .map(deltalake::kernel::Action::Add)
+    .collect();
+    let mut writer = deltalake::writer::RecordBatchWriter::for_table(&target)?;
+    let schema = writer.arrow_schema();
+    let mut wrote = false;
+    let write = |batch: RecordBatch| -> Result<RecordBatch> {
+        let cols = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let c = batch
+                    .column_by_name(f.name())
+                    .ok_or_else(|| Error::NotFound(format!("column '{}' missing", f.name())))?;
+                Ok(datafusion::arrow::compute::cast(c, f.data_type())?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(schema.clone(), cols)?)
+    };
+    if !plan.decode.is_empty() {
+        let paths: Vec<String> = plan.decode.iter().map(|f| f.add.path.clone()).collect();
+        let mut stream = files_df(session, source, paths)
+            .await?
+            .filter(above_pred)?
+            .execute_stream()
+            .await?;
+        while let Some(batch) = stream.try_next().await? {
+            if batch.num_rows() > 0 {
+                writer.write(write(batch)?).await?;
+                wrote = true;
+            }
+        }
+    }
+    for batch in window_batches {
+        writer.write(write(batch.clone())?).await?;
+        wrote = true;
+    }
+    if wrote {
+        actions.extend(
+            writer
+                .flush()
+                .await?
+                .into_iter()
+                .map(deltalake::kernel::Action::Add),
+        );
+    }
+    let operation = deltalake::protocol::DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: None,
+        predicate: None,
+    };
+    let snapshot = target.snapshot()?;
+    let finalized = deltalake::kernel::transaction::CommitBuilder::from(props)
+        .with_actions(actions)
+        .build(Some(snapshot), target.log_store(), operation)
+        .await?;
+    let mut t = target.clone();
+    t.load_version(finalized.version()).await?;
+    Ok(t)
 }
 
 /// Per key, the source row with the highest watermark.

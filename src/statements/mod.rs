@@ -11,6 +11,7 @@ pub mod maintenance;
 pub mod query;
 pub mod show;
 pub mod variables;
+pub mod whole_file;
 
 use std::sync::Arc;
 

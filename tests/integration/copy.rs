@@ -507,3 +507,48 @@ fn a_deliberate_reset_is_a_backfill() {
     );
     assert_exact(&wh);
 }
+
+/// Parquet files of a table directory with their hard-link counts.
+#[cfg(unix)]
+fn link_counts(dir: &Path) -> Vec<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+        .map(|e| e.metadata().unwrap().nlink())
+        .collect();
+    v.sort();
+    v
+}
+
+#[cfg(unix)]
+#[test]
+fn whole_files_are_linked_and_only_straddling_files_decoded() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT, ts TIMESTAMP)",
+            "INSERT INTO s VALUES (1, '2024-01-01'), (2, '2024-01-02')",
+            "INSERT INTO s VALUES (3, '2024-01-03'), (4, '2024-01-04')",
+            "INSERT INTO s VALUES (5, '2024-01-05')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts SINCE TIMESTAMP '2024-01-01 12:00:00'",
+        ],
+    );
+    // Two whole files linked (link count 2), the straddling one rewritten with its one row.
+    assert_eq!(link_counts(&wh.join("main/default/t")), vec![1, 2, 2]);
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n2\n3\n4\n5\n");
+    // With hard links off, whole files are byte copies.
+    let out = tidemark(&wh)
+        .args([
+            "--no-hard-links",
+            "-c",
+            "COPY INCREMENTAL s INTO t2 WATERMARK ts",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(link_counts(&wh.join("main/default/t2")), vec![1, 1, 1]);
+    assert_eq!(value(&wh, "SELECT count(*) FROM t2"), "5");
+}

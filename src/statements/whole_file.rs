@@ -1,0 +1,258 @@
+//! The whole-file fast path of COPY INCREMENTAL: a source file whose statistics put every row
+//! above the start point (no NULL watermark, no deletion vector, a schema the target reads as
+//! it is) is not decoded at all. It is hard-linked (or byte-copied) into the target and
+//! committed with its statistics; only files that straddle the mark are read and filtered.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::common::ScalarValue;
+use deltalake::DeltaTable;
+use deltalake::kernel::Add;
+
+use crate::error::{Error, Result};
+
+/// One source file and what its statistics say about the watermark.
+#[derive(Debug, Clone)]
+pub struct FileChoice {
+    pub add: Add,
+    /// Upper bound of the file's watermark (stats are truncated to milliseconds).
+    pub max_upper: Option<ScalarValue>,
+    pub rows: Option<i64>,
+}
+
+/// Which source files to link whole and which to decode.
+#[derive(Debug, Default)]
+pub struct FilePlan {
+    pub whole: Vec<FileChoice>,
+    pub decode: Vec<FileChoice>,
+}
+
+impl FilePlan {
+    /// Rows in whole files, from their statistics.
+    pub fn whole_rows(&self) -> i64 {
+        self.whole.iter().map(|f| f.rows.unwrap_or(0)).sum()
+    }
+
+    /// Files that may hold the highest watermark: their upper bound reaches the best lower
+    /// bound of any file's maximum.
+    pub fn max_candidates(&self) -> Vec<String> {
+        let all: Vec<&FileChoice> = self.whole.iter().chain(self.decode.iter()).collect();
+        let Some(best) = all
+            .iter()
+            .filter_map(|f| f.max_upper.clone())
+            .max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+        else {
+            return all.iter().map(|f| f.add.path.clone()).collect();
+        };
+        all.iter()
+            .filter(|f| match &f.max_upper {
+                // A file's true maximum lies in [upper - slack, upper]; keep every file whose
+                // upper bound is not below the smallest value the best file may hold.
+                Some(u) => u >= &lower_of(&best),
+                None => true,
+            })
+            .map(|f| f.add.path.clone())
+            .collect()
+    }
+}
+
+/// How far a statistic may sit below the true value (Delta truncates timestamps to ms).
+fn slack(dt: &DataType) -> i64 {
+    match dt {
+        DataType::Timestamp(TimeUnit::Microsecond, _) => 999,
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => 999_999,
+        _ => 0,
+    }
+}
+
+fn shift(v: &ScalarValue, by: i64) -> ScalarValue {
+    match v {
+        ScalarValue::TimestampMicrosecond(Some(x), tz) => {
+            ScalarValue::TimestampMicrosecond(Some(x + by), tz.clone())
+        }
+        ScalarValue::TimestampNanosecond(Some(x), tz) => {
+            ScalarValue::TimestampNanosecond(Some(x + by), tz.clone())
+        }
+        other => other.clone(),
+    }
+}
+
+fn lower_of(upper: &ScalarValue) -> ScalarValue {
+    let s = slack(&upper.data_type());
+    shift(upper, -s)
+}
+
+/// Whether the fast path can serve this watermark type.
+pub fn supports(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _)
+            | DataType::Date32
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+    )
+}
+
+/// A statistic as a value of the watermark's type.
+fn stat_value(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
+    let raw = match v {
+        serde_json::Value::String(s) => ScalarValue::Utf8(Some(s.clone())),
+        serde_json::Value::Number(n) => ScalarValue::Int64(Some(n.as_i64()?)),
+        _ => return None,
+    };
+    raw.cast_to(dt).ok().filter(|x| !x.is_null())
+}
+
+/// Sort the snapshot's files: whole (every row above `start`), decode (may hold rows above
+/// `start`), or skipped (none can).
+pub fn plan(
+    source: &DeltaTable,
+    wm: &str,
+    dt: &DataType,
+    start: Option<&ScalarValue>,
+) -> Result<FilePlan> {
+    let mut plan = FilePlan::default();
+    for view in source.snapshot()?.log_data().iter() {
+        #[allow(deprecated)] // the Add action is exactly what is re-committed in the target
+        let add = view.add_action();
+        let stats: Option<serde_json::Value> = add
+            .stats
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok());
+        let get = |key: &str| {
+            stats
+                .as_ref()
+                .and_then(|s| s.get(key))
+                .and_then(|m| m.get(wm))
+        };
+        let min = get("minValues").and_then(|v| stat_value(v, dt));
+        let max = get("maxValues").and_then(|v| stat_value(v, dt));
+        let nulls = get("nullCount").and_then(|v| v.as_i64());
+        let rows = stats
+            .as_ref()
+            .and_then(|s| s.get("numRecords"))
+            .and_then(|v| v.as_i64());
+        let max_upper = max.as_ref().map(|m| shift(m, slack(dt)));
+        let choice = FileChoice {
+            add: add.clone(),
+            max_upper: max_upper.clone(),
+            rows,
+        };
+        // No row can be above the start point: skip the file.
+        if let (Some(s), Some(u)) = (start, &max_upper)
+            && u <= s
+        {
+            continue;
+        }
+        let all_above = match (start, &min) {
+            (None, _) => true,
+            (Some(s), Some(m)) => m > s,
+            (Some(_), None) => false,
+        };
+        let whole = all_above
+            && nulls == Some(0)
+            && rows.is_some()
+            && add.deletion_vector.is_none()
+            && add.partition_values.is_empty();
+        if whole {
+            plan.whole.push(choice);
+        } else {
+            plan.decode.push(choice);
+        }
+    }
+    Ok(plan)
+}
+
+/// Link (or copy) the whole files into the target directory under new names and return their
+/// Add actions, statistics unchanged.
+pub fn link_files(
+    source_root: &Path,
+    target_root: &Path,
+    files: &[FileChoice],
+    run_id: &str,
+    hard_links: bool,
+) -> Result<Vec<Add>> {
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut adds = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        let rel = percent_decode(&f.add.path);
+        let from = source_root.join(&rel);
+        let file_name = Path::new(&rel)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("part.parquet");
+        let name = format!("tm-{}-{i:05}-{file_name}", &run_id[..8.min(run_id.len())]);
+        let to = target_root.join(&name);
+        let linked = hard_links && std::fs::hard_link(&from, &to).is_ok();
+        if !linked {
+            std::fs::copy(&from, &to).map_err(|e| {
+                Error::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot copy {} to {}: {e}", from.display(), to.display()),
+                ))
+            })?;
+        }
+        adds.push(Add {
+            path: name,
+            partition_values: HashMap::new(),
+            size: f.add.size,
+            modification_time: now,
+            data_change: true,
+            stats: f.add.stats.clone(),
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        });
+    }
+    Ok(adds)
+}
+
+/// Add paths are URL-encoded relative paths.
+fn percent_decode(p: &str) -> String {
+    let bytes = p.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(
+                std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
+                16,
+            )
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_percent_escapes() {
+        assert_eq!(percent_decode("a%20b.parquet"), "a b.parquet");
+        assert_eq!(percent_decode("plain.parquet"), "plain.parquet");
+    }
+
+    #[test]
+    fn timestamp_stats_are_widened_by_the_truncation() {
+        let dt = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let v = stat_value(&serde_json::json!("2024-01-01T00:00:00.001Z"), &dt).unwrap();
+        assert_eq!(
+            shift(&v, slack(&dt)),
+            ScalarValue::TimestampMicrosecond(Some(1_704_067_200_001_999), Some("UTC".into()))
+        );
+    }
+}

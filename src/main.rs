@@ -48,6 +48,10 @@ struct Args {
     /// Never hard-link source files in whole-file copies; always copy bytes.
     #[arg(long)]
     no_hard_links: bool,
+
+    /// Never copy source files whole: decode and rewrite every copied row.
+    #[arg(long)]
+    no_whole_file_copies: bool,
 }
 
 /// Inputs in command-line order.
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
 async fn run(matches: ArgMatches, args: Args) -> ExitCode {
     let interactive_out = std::io::stdout().is_terminal();
     let settings = Settings {
+        whole_files: !args.no_whole_file_copies,
         hard_links: !args.no_hard_links,
         progress: interactive_out && !args.quiet,
     };

@@ -53,6 +53,8 @@ impl Output {
 /// Options that change how statements run (set from the command line).
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// Copy source files whole (not decoded) when their statistics allow.
+    pub whole_files: bool,
     /// Allow whole-file copies to hard-link source files.
     pub hard_links: bool,
     /// Show progress bars (only on a terminal).
@@ -61,10 +63,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings {
-            hard_links: true,
-            progress: false,
-        }
+        Settings { whole_files: true, hard_links: true, progress: false }
     }
 }
 

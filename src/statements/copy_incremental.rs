@@ -571,7 +571,8 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
     // Whole files: a Delta source appended into a target of the same schema.
     let file_plan = match &source.table {
         Some(st)
-            if merge_keys.is_empty()
+            if session.settings.whole_files
+                && merge_keys.is_empty()
                 && !new_columns
                 && whole_file::supports(&wm_type)
                 && st.snapshot()?.metadata().partition_columns().is_empty()

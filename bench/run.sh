@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One command for the benchmark report: release build, the ../shared/bench workload, tidemark
+# and its peers side by side, docs/benchmarks.md written. Extra arguments go to bench.py
+# (--reps N, --quick).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared="${TIDEMARK_SHARED_BENCH:-../shared/bench}"
+cargo build --release
+target="${CARGO_TARGET_DIR:-target}"
+if ! .peers/bin/python -c 'import deltalake, polars, pyarrow, duckdb, numpy' 2>/dev/null; then
+  python3 -m venv .peers
+  .peers/bin/pip install --quiet --disable-pip-version-check deltalake polars pyarrow duckdb numpy
+fi
+.peers/bin/python bench/bench.py "$target/release/tidemark" "$shared" "${TIDEMARK_BENCH_DIR:-bench-data}" "$@"

@@ -3,6 +3,7 @@
 //! terminals.
 
 pub mod bind;
+pub mod progress;
 pub mod types;
 pub mod variables;
 
@@ -63,7 +64,11 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { whole_files: true, hard_links: true, progress: false }
+        Settings {
+            whole_files: true,
+            hard_links: true,
+            progress: false,
+        }
     }
 }
 

@@ -2,15 +2,14 @@
 //! `last_watermark` can hold the source's watermark losslessly, and advancing it as a typed
 //! value with compare-and-set, so concurrent runs never regress or lose an advance.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr as DfExpr, col, lit};
-use tokio::sync::Mutex;
 
+use super::group_commit::Registry;
 use crate::catalog::{TableName, split_qualified};
 use crate::engine::Session;
 use crate::engine::types::type_name;
@@ -170,48 +169,75 @@ pub fn convert(value: &ScalarValue, to: &DataType, what: &str) -> Result<ScalarV
     Ok(ScalarValue::try_from_array(&out, 0)?)
 }
 
-/// In-process lock per control table: iterations of one job queue their updates instead of
-/// racing each other (other processes are handled by compare-and-set with retries).
-static LOCKS: LazyLock<std::sync::Mutex<HashMap<TableName, Arc<Mutex<()>>>>> =
-    LazyLock::new(Default::default);
-
-fn lock_for(table: &TableName) -> Arc<Mutex<()>> {
-    let mut map = LOCKS.lock().unwrap_or_else(|e| e.into_inner());
-    map.entry(table.clone()).or_default().clone()
+/// One pending advance of a control row.
+pub struct Advance {
+    row: ControlRow,
+    old: ScalarValue,
+    new: ScalarValue,
 }
 
-/// Advance `last_watermark` from `old` to `new` (both in the control column's type) if it
-/// still holds `old`. Returns false when someone else changed it first (left as they set it).
+/// Queued advances per control table: iterations of one job advance their rows in shared
+/// commits instead of racing each other.
+static ADVANCES: Registry<Advance> = Registry::new();
+
+/// Advance `last_watermark` from `old` to `new` (both in the control column's type), only
+/// where it still holds `old` (compare-and-set: a value someone else set is left alone).
 pub async fn advance(
     session: &Session,
     row: &ControlRow,
     old: &ScalarValue,
     new: &ScalarValue,
-) -> Result<bool> {
-    let lock = lock_for(&row.table);
-    let _guard = lock.lock().await;
-    let mut tries = 0u32;
-    loop {
-        let t = session.warehouse.open(&row.table).await?;
-        let mut pred: DfExpr = col("source_table").eq(lit(row.source_value.clone()));
-        if let Some(tv) = &row.target_value {
-            pred = pred.and(col("target_table").eq(lit(tv.clone())));
+) -> Result<()> {
+    let item = Advance {
+        row: row.clone(),
+        old: old.clone(),
+        new: new.clone(),
+    };
+    ADVANCES
+        .group(&row.table)
+        .submit(item, |batch| apply_advances(session, &row.table, batch))
+        .await
+        .map_err(|e| e.context(format!("cannot advance last_watermark in {}", row.table)))
+}
+
+/// One UPDATE for a batch: `SET last_watermark = CASE WHEN <row i still holds old i> THEN
+/// new i ... END`, retried on conflicts with other processes.
+async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance>) -> Result<()> {
+    let mut conds = Vec::with_capacity(batch.len());
+    for a in &batch {
+        let mut c: DfExpr = col("source_table").eq(lit(a.row.source_value.clone()));
+        if let Some(tv) = &a.row.target_value {
+            c = c.and(col("target_table").eq(lit(tv.clone())));
         }
-        let same = if old.is_null() {
+        c = c.and(if a.old.is_null() {
             col("last_watermark").is_null()
         } else {
-            col("last_watermark").eq(DfExpr::Literal(old.clone(), None))
-        };
-        pred = pred.and(same);
+            col("last_watermark").eq(DfExpr::Literal(a.old.clone(), None))
+        });
+        conds.push((c, DfExpr::Literal(a.new.clone(), None)));
+    }
+    let mut cases = datafusion::logical_expr::when(conds[0].0.clone(), conds[0].1.clone());
+    for (c, v) in &conds[1..] {
+        cases = cases.when(c.clone(), v.clone());
+    }
+    let value = cases.otherwise(col("last_watermark"))?;
+    let pred = conds
+        .iter()
+        .map(|(c, _)| c.clone())
+        .reduce(|a, b| a.or(b))
+        .expect("a batch has one advance or more");
+    let mut tries = 0u32;
+    loop {
+        let t = session.warehouse.open(table).await?;
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
         let result = t
             .update()
-            .with_predicate(pred)
-            .with_update("last_watermark", DfExpr::Literal(new.clone(), None))
+            .with_predicate(pred.clone())
+            .with_update("last_watermark", value.clone())
             .with_session_state(Arc::new(session.ctx.state()))
             .await;
         match result {
-            Ok((_, m)) => return Ok(m.num_updated_rows > 0),
+            Ok(_) => return Ok(()),
             Err(e) => {
                 let e = Error::from(e);
                 if e.is_conflict() && tries < 30 {
@@ -223,7 +249,7 @@ pub async fn advance(
                     .await;
                     continue;
                 }
-                return Err(e.context(format!("cannot advance last_watermark in {}", row.table)));
+                return Err(e);
             }
         }
     }

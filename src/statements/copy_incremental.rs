@@ -24,6 +24,7 @@ use super::control::{self, ControlRow};
 use super::history::{self, RunRecord};
 use super::whole_file;
 use crate::catalog::{SAMPLES, TableName, read_only, suggest};
+use crate::engine::progress::CopyProgress;
 use crate::engine::types::{display_exact, storage_type, type_name};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
@@ -176,7 +177,6 @@ fn mark_json(v: &ScalarValue) -> serde_json::Value {
 
 /// Read a mark written by [`mark_json`] back as a value of type `dt`.
 fn mark_from_json(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
-    use datafusion::arrow::datatypes::TimeUnit;
     let raw = if let Some(us) = v.get("us").and_then(|x| x.as_i64()) {
         ScalarValue::TimestampMicrosecond(Some(us), Some("UTC".into()))
     } else if let Some(ns) = v.get("ns").and_then(|x| x.as_i64()) {
@@ -202,14 +202,14 @@ fn mark_from_json(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
         }
         _ => dt,
     };
-    let _ = TimeUnit::Microsecond;
     raw.cast_to(dt).ok()
 }
 
 /// The last mark this pair committed to the target, from its commit metadata.
 #[derive(Debug, Clone)]
 struct Recorded {
-    previous: Option<ScalarValue>,
+    /// The control row's `last_watermark` the run started from (None without a control row).
+    control: Option<ScalarValue>,
     mark: Option<ScalarValue>,
 }
 
@@ -236,13 +236,13 @@ async fn recorded_mark(
         {
             continue;
         }
-        let previous = meta
-            .get("previous_mark")
+        let control = meta
+            .get("control_mark")
             .and_then(|v| mark_from_json(v, wm_type));
         let mark = meta
             .get("new_mark")
             .and_then(|v| mark_from_json(v, wm_type));
-        return Ok((run, Some(Recorded { previous, mark })));
+        return Ok((run, Some(Recorded { control, mark })));
     }
     Ok((run, None))
 }
@@ -452,6 +452,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
     // Start point: SINCE, else the control row (repaired if a run died after its target
     // commit), else the target's own recorded mark, else a full load.
     let mut repair_control = false;
+    let mut control_mark: Option<ScalarValue> = None;
     let (start, from_state): (Option<ScalarValue>, bool) = if let Some(since) = &c.since {
         let v = session.eval_scalar(since).await?;
         (Some(control::convert(&v, &wm_type, "SINCE")?), false)
@@ -461,14 +462,17 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
             &wm_type,
             &format!("last_watermark of {}", row.table),
         )?;
+        control_mark = Some(m.clone());
         match &recorded {
+            // The control row still holds what the last committed run started from: that
+            // run (or a chain of runs) died before advancing it. Repair from the target.
             Some(r)
-                if r.previous.as_ref() == Some(&m) && r.mark.as_ref().is_some_and(|x| x > &m) =>
+                if r.control.as_ref() == Some(&m) && r.mark.as_ref().is_some_and(|x| x > &m) =>
             {
                 repair_control = true;
                 (r.mark.clone(), true)
             }
-            Some(r) if r.previous.is_none() && m.is_null() => {
+            Some(r) if m.is_null() && r.control.is_none() && r.mark.is_some() => {
                 repair_control = true;
                 (r.mark.clone(), true)
             }
@@ -654,6 +658,9 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
             "source_version": source.version,
             "watermark_column": wm,
             "previous_mark": start.as_ref().map(mark_json),
+            // What the control row held when this run started: a later run that finds the
+            // control row still there knows this commit's mark was never recorded in it.
+            "control_mark": control_mark.as_ref().map(mark_json),
             "new_mark": new_mark.as_ref().map(mark_json),
             "rows": rows_to_copy,
         });
@@ -676,6 +683,11 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
             }
         }
         let state = Arc::new(session.ctx.state());
+        let progress = CopyProgress::start(
+            session.settings.progress,
+            &format!("{source_name} -> {target_name}"),
+            rows_to_copy as u64,
+        );
         let committed = if let (Some(fp), Some(st)) = (&file_plan, &source.table) {
             fast_commit(
                 session,
@@ -687,6 +699,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
                 &window_batches,
                 props,
                 &record.run_id,
+                &progress,
             )
             .await?
         } else if merge_keys.is_empty() || target.is_none() {
@@ -760,6 +773,8 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
                 .await?;
             t
         };
+        progress.inc((rows_to_copy as u64).saturating_sub(progress.position()));
+        drop(progress);
         target_version = committed.version();
         fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
     }
@@ -806,6 +821,7 @@ async fn fast_commit(
     window_batches: &[RecordBatch],
     props: CommitProperties,
     run_id: &str,
+    progress: &CopyProgress,
 ) -> Result<DeltaTable> {
     use deltalake::writer::DeltaWriter;
     let target_dir = session.warehouse.table_path(target_name)?;
@@ -823,7 +839,15 @@ async fn fast_commit(
                 .create()
                 .with_table_name(target_name.table.clone())
                 .with_columns(fields)
-                .await?
+                .await
+                .map_err(|e| {
+                    if session.warehouse.table_exists(target_name) {
+                        // Another run created it first: start over on its state.
+                        Error::Conflict(format!("{target_name} was created by another run"))
+                    } else {
+                        Error::from(e)
+                    }
+                })?
         }
     };
     let source_root = source
@@ -841,6 +865,7 @@ async fn fast_commit(
     .into_iter()
     .map(deltalake::kernel::Action::Add)
     .collect();
+    progress.inc(plan.whole_rows() as u64);
     let mut writer = deltalake::writer::RecordBatchWriter::for_table(&target)?;
     let schema = writer.arrow_schema();
     let mut wrote = false;
@@ -866,6 +891,7 @@ async fn fast_commit(
             .await?;
         while let Some(batch) = stream.try_next().await? {
             if batch.num_rows() > 0 {
+                progress.inc(batch.num_rows() as u64);
                 writer.write(write(batch)?).await?;
                 wrote = true;
             }

@@ -15,6 +15,7 @@ use datafusion::sql::sqlparser::ast::{ExprWithAlias, Ident, ObjectName, ObjectNa
 use futures::StreamExt;
 
 use super::control;
+use crate::engine::progress::LoopProgress;
 use crate::engine::{LoopRow, Output, Session};
 use crate::error::{Error, Result};
 use crate::parser::{CopyIncremental, CopyUsingControl, ForEach};
@@ -195,13 +196,18 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
     }
     let n = f.concurrency.unwrap_or(1) as usize;
     let body = Arc::new(f.body);
+    let progress = LoopProgress::start(session.settings.progress, rows.len() as u64);
+    let quiet = quiet_settings(session);
     let mut indexed: Vec<(usize, IterationResult)> =
         futures::stream::iter(rows.into_iter().enumerate())
             .map(|(i, row)| {
                 let mut s = session.clone();
+                s.settings = quiet.clone();
                 let body = body.clone();
                 let name = f.var.clone();
+                let line = progress.clone();
                 async move {
+                    let _line = line.iteration(format!("iteration {}", i + 1));
                     s.vars.push_row(LoopRow { name, columns: row });
                     (i, run_body(&mut s, &body).await)
                 }
@@ -209,9 +215,18 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
             .buffer_unordered(n.max(1))
             .collect()
             .await;
+    progress.finish();
     indexed.sort_by_key(|(i, _)| *i);
     results.extend(indexed.into_iter().map(|(_, r)| r));
     finish(result_table(&batches, &results)?, &results)
+}
+
+/// Settings for loop iterations: the loop draws the progress, not each statement.
+fn quiet_settings(session: &Session) -> Arc<crate::engine::Settings> {
+    Arc::new(crate::engine::Settings {
+        progress: false,
+        ..(*session.settings).clone()
+    })
 }
 
 /// Results for iterations that did not run (after a failure in the sequential form).
@@ -273,10 +288,14 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     let batches = df.collect().await?;
     let rows = rows_of(&batches)?;
     let n = c.concurrency.unwrap_or(4) as usize;
+    let progress = LoopProgress::start(session.settings.progress, rows.len() as u64);
+    let quiet = quiet_settings(session);
     let mut indexed: Vec<(usize, IterationResult)> =
         futures::stream::iter(rows.into_iter().enumerate())
             .map(|(i, row)| {
-                let s = session.clone();
+                let mut s = session.clone();
+                s.settings = quiet.clone();
+                let line = progress.clone();
                 let ctl_name = c.control.clone();
                 let dry_run = c.dry_run;
                 async move {
@@ -293,6 +312,10 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                             })
                     };
                     let src = text("source_table").unwrap_or_default();
+                    let _line = line.iteration(format!(
+                        "{src} -> {}",
+                        text("target_table").unwrap_or_default()
+                    ));
                     let result = async {
                         let source = stored_name(&src).map_err(|e| {
                             e.context(format!("control row {} (source_table '{src}')", i + 1))
@@ -339,6 +362,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
             .buffer_unordered(n.max(1))
             .collect()
             .await;
+    progress.finish();
     indexed.sort_by_key(|(i, _)| *i);
     let results: Vec<IterationResult> = indexed.into_iter().map(|(_, r)| r).collect();
     finish(result_table(&batches, &results)?, &results)

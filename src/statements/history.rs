@@ -9,6 +9,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::protocol::SaveMode;
 
+use super::group_commit::Registry;
 use crate::catalog::{SYSTEM, TableName};
 use crate::engine::Session;
 use crate::error::{Error, Result};
@@ -98,6 +99,9 @@ pub fn to_batch(records: &[RunRecord]) -> Result<RecordBatch> {
     )?)
 }
 
+/// Queued history rows: concurrent copies of this process share history commits.
+static APPENDS: Registry<RunRecord> = Registry::new();
+
 /// Append run records to the history table, creating it on first use.
 pub async fn append(session: &Session, records: &[RunRecord]) -> Result<()> {
     if records.is_empty() {
@@ -105,7 +109,19 @@ pub async fn append(session: &Session, records: &[RunRecord]) -> Result<()> {
     }
     fail::fail_point!("copy::during_history_write", |_| std::process::abort());
     let name = table_name();
-    let batch = to_batch(records)?;
+    let group = APPENDS.group(&name);
+    for r in records {
+        group
+            .submit(r.clone(), |batch| write(session, batch))
+            .await?;
+    }
+    Ok(())
+}
+
+/// One blind append of a batch of records.
+async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
+    let name = table_name();
+    let batch = to_batch(&records)?;
     std::fs::create_dir_all(session.warehouse.table_path(&name)?)?;
     let mut last = None;
     for _ in 0..8 {
@@ -118,9 +134,8 @@ pub async fn append(session: &Session, records: &[RunRecord]) -> Result<()> {
         match result {
             Ok(_) => return Ok(()),
             Err(e) => {
-                let e = Error::from(e);
                 // Two first writers racing to create the table: the loser appends next time.
-                last = Some(e);
+                last = Some(Error::from(e));
                 tokio::time::sleep(std::time::Duration::from_millis(25)).await;
             }
         }

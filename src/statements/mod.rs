@@ -6,6 +6,7 @@ pub mod copy_incremental;
 pub mod ddl;
 pub mod dml;
 pub mod for_each;
+pub mod group_commit;
 pub mod history;
 pub mod maintenance;
 pub mod query;

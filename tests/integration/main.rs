@@ -5,6 +5,8 @@ mod common;
 mod concurrency;
 mod copy;
 mod for_each;
+mod fuzz;
 mod interop;
+mod kill;
 mod slt;
 mod tutorial;

@@ -1,0 +1,132 @@
+//! Progress on a terminal: a bar for copies that run longer than a second, and a live view of
+//! running loop iterations. Nothing is drawn when output is piped (indicatif hides itself when
+//! stderr is not a terminal, and the session only asks for progress on a terminal).
+
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Shown only once the work has run this long.
+const DELAY: Duration = Duration::from_secs(1);
+
+fn reveal_later(bar: &ProgressBar) {
+    let bar = bar.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(DELAY).await;
+        if !bar.is_finished() {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            bar.enable_steady_tick(Duration::from_millis(120));
+        }
+    });
+}
+
+/// Rows copied so far by one COPY INCREMENTAL.
+pub struct CopyProgress(Option<ProgressBar>);
+
+impl CopyProgress {
+    /// A bar for `total` rows, drawn after a second if `enabled`.
+    pub fn start(enabled: bool, label: &str, total: u64) -> Self {
+        if !enabled {
+            return CopyProgress(None);
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg} [{bar:30}] {human_pos}/{human_len} rows ({per_sec}, {elapsed})",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_message(label.to_string());
+        reveal_later(&bar);
+        CopyProgress(Some(bar))
+    }
+
+    /// Rows counted so far.
+    pub fn position(&self) -> u64 {
+        self.0.as_ref().map(|b| b.position()).unwrap_or(0)
+    }
+
+    /// `n` more rows copied.
+    pub fn inc(&self, n: u64) {
+        if let Some(b) = &self.0 {
+            b.inc(n);
+        }
+    }
+}
+
+impl Drop for CopyProgress {
+    fn drop(&mut self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// A line per running loop iteration plus an overall bar.
+#[derive(Clone)]
+pub struct LoopProgress(Option<(MultiProgress, ProgressBar)>);
+
+impl LoopProgress {
+    /// Progress over `total` iterations, drawn after a second if `enabled`.
+    pub fn start(enabled: bool, total: u64) -> Self {
+        if !enabled {
+            return LoopProgress(None);
+        }
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let overall = multi.add(ProgressBar::new(total));
+        overall.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {human_pos}/{human_len} iterations done [{bar:30}] {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        let (m, o) = (multi.clone(), overall.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(DELAY).await;
+            if !o.is_finished() {
+                m.set_draw_target(ProgressDrawTarget::stderr());
+                o.enable_steady_tick(Duration::from_millis(120));
+            }
+        });
+        LoopProgress(Some((multi, overall)))
+    }
+
+    /// A line for a running iteration; dropping the guard removes it and counts it done.
+    pub fn iteration(&self, label: String) -> IterationLine {
+        match &self.0 {
+            None => IterationLine(None),
+            Some((multi, overall)) => {
+                let line = multi.insert_before(overall, ProgressBar::new_spinner());
+                line.set_style(
+                    ProgressStyle::with_template("  {spinner} {msg} ({elapsed})")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                line.set_message(label);
+                line.enable_steady_tick(Duration::from_millis(120));
+                IterationLine(Some((multi.clone(), line, overall.clone())))
+            }
+        }
+    }
+
+    /// Clear the display.
+    pub fn finish(&self) {
+        if let Some((_, overall)) = &self.0 {
+            overall.finish_and_clear();
+        }
+    }
+}
+
+/// One running iteration's line.
+pub struct IterationLine(Option<(MultiProgress, ProgressBar, ProgressBar)>);
+
+impl Drop for IterationLine {
+    fn drop(&mut self) {
+        if let Some((multi, line, overall)) = &self.0 {
+            line.finish_and_clear();
+            multi.remove(line);
+            overall.inc(1);
+        }
+    }
+}

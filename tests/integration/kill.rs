@@ -1,0 +1,223 @@
+//! The kill suite: the full job (two FOR EACH loops over a control table of 10 sources, APPEND
+//! and MERGE ON, timestamp and integer watermarks) is SIGKILLed at random moments while a
+//! writer process keeps inserting and updating source rows. After a final clean run every
+//! target equals its source, every control row equals its source's maximum, and every
+//! successful history row matches a commit of its target.
+//!
+//! `TIDEMARK_KILLS` sets the number of kills (default 24); `TIDEMARK_KILL_SEED` replays a run.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::common::{ok, warehouse};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+const SOURCES: usize = 10;
+
+/// Source i: APPEND when even, MERGE ON (id) when odd; timestamp watermark when i % 4 < 2.
+fn mode(i: usize) -> &'static str {
+    if i.is_multiple_of(2) {
+        "append"
+    } else {
+        "merge"
+    }
+}
+
+fn wm(i: usize) -> &'static str {
+    if i % 4 < 2 { "ts" } else { "seq" }
+}
+
+const JOB: &str = "
+FOR EACH r IN (SELECT * FROM ctl WHERE mode = 'append') CONCURRENCY 4 DO
+  COPY INCREMENTAL IDENTIFIER(r.source_table) INTO IDENTIFIER(r.target_table) CONTROL TABLE ctl;
+END FOR;
+FOR EACH r IN (SELECT * FROM ctl WHERE mode = 'merge') CONCURRENCY 4 DO
+  COPY INCREMENTAL IDENTIFIER(r.source_table) INTO IDENTIFIER(r.target_table) CONTROL TABLE ctl MERGE ON (id);
+END FOR;
+";
+
+fn tidemark(wh: &Path) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("tidemark"));
+    c.arg(wh).args(["--format", "csv"]);
+    c
+}
+
+fn setup(wh: &Path) {
+    let mut stmts = vec![
+        "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark STRING NOT NULL, mode STRING NOT NULL)".to_string(),
+    ];
+    for i in 0..SOURCES {
+        stmts.push(format!(
+            "CREATE TABLE s{i} (id BIGINT NOT NULL, v BIGINT, ts TIMESTAMP, seq BIGINT)"
+        ));
+        stmts.push(format!(
+            "INSERT INTO ctl VALUES ('s{i}', 't{i}', '{}', '{}', '{}')",
+            wm(i),
+            if wm(i) == "ts" {
+                "1970-01-01T00:00:00Z"
+            } else {
+                "-1"
+            },
+            mode(i)
+        ));
+    }
+    let mut cmd = tidemark(wh);
+    for s in &stmts {
+        cmd.args(["-c", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One write to the sources: an insert anywhere, or an update of a MERGE source. `seq`
+/// grows with every write, like a real watermark; `ts` is truncated to the second on insert
+/// so rows tie with the high-water mark.
+fn write_once(wh: &Path, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
+    let i = (rng.next() % SOURCES as u64) as usize;
+    *seq += 1;
+    let sql = if mode(i) == "merge" && rng.next().is_multiple_of(3) && *next_id > 0 {
+        let id = (rng.next() % (*next_id as u64).max(1)) as i64;
+        format!("UPDATE s{i} SET v = v + 1, ts = now(), seq = {seq} WHERE id = {id}")
+    } else {
+        let id = *next_id;
+        *next_id += 1;
+        format!("INSERT INTO s{i} VALUES ({id}, 0, date_trunc('second', now()), {seq})")
+    };
+    let _ = tidemark(wh)
+        .args(["-c", &sql])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn value(wh: &Path, q: &str) -> String {
+    ok(wh, q).lines().nth(1).unwrap_or_default().to_string()
+}
+
+fn check(wh: &Path, seed: u64) {
+    for i in 0..SOURCES {
+        let cols = "id, v, ts, seq";
+        let diff = value(
+            wh,
+            &format!(
+                "SELECT count(*) FROM ((SELECT {cols}, count(*) AS c FROM s{i} GROUP BY {cols}) EXCEPT (SELECT {cols}, count(*) FROM t{i} GROUP BY {cols}))"
+            ),
+        );
+        let (ns, nt) = (
+            value(wh, &format!("SELECT count(*) FROM s{i}")),
+            value(wh, &format!("SELECT count(*) FROM t{i}")),
+        );
+        assert!(
+            diff == "0" && ns == nt,
+            "seed {seed}: t{i} ({}) differs from s{i}: {diff} rows missing, {ns} vs {nt}",
+            mode(i)
+        );
+        let mark = value(
+            wh,
+            &format!("SELECT last_watermark FROM ctl WHERE source_table = 's{i}'"),
+        );
+        let max = value(
+            wh,
+            &format!("SELECT CAST(max({}) AS STRING) FROM s{i}", wm(i)),
+        );
+        let max_ts = value(wh, &format!("SELECT max({}) FROM s{i}", wm(i)));
+        assert!(
+            mark == max || mark == max_ts,
+            "seed {seed}: ctl row of s{i} is {mark}, source max {max_ts}"
+        );
+    }
+    // Every successful run in the history is a commit of its target with the same run id.
+    let runs = ok(
+        wh,
+        "SELECT run_id, target, target_version FROM system.tidemark.copy_runs WHERE status = 'succeeded'",
+    );
+    for line in runs.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let table = f[1].rsplit('.').next().unwrap();
+        let version: u64 = f[2].parse().unwrap();
+        let commit = std::fs::read_to_string(wh.join(format!(
+            "main/default/{table}/_delta_log/{version:020}.json"
+        )));
+        let Ok(commit) = commit else { continue }; // cleaned up by log retention
+        assert!(
+            commit.contains(f[0]),
+            "seed {seed}: history run {} is not commit {version} of {table}",
+            f[0]
+        );
+    }
+}
+
+#[test]
+fn killed_jobs_never_lose_or_duplicate_rows() {
+    let kills: usize = std::env::var("TIDEMARK_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    let seed: u64 = std::env::var("TIDEMARK_KILL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("kill suite seed {seed} ({kills} kills)");
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (wh, stop) = (wh.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut rng = Rng(seed ^ 0xABCD);
+            let (mut next_id, mut seq) = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                write_once(&wh, &mut rng, &mut next_id, &mut seq);
+            }
+        })
+    };
+    let mut rng = Rng(seed);
+    let mut killed = 0;
+    while killed < kills {
+        let mut child = tidemark(&wh)
+            .args(["-c", JOB])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50 + rng.next() % 900));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            killed += 1;
+        }
+        let _ = child.wait();
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "seed {seed}: final run failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check(&wh, seed);
+}

@@ -172,7 +172,8 @@ pub fn convert(value: &ScalarValue, to: &DataType, what: &str) -> Result<ScalarV
 /// One pending advance of a control row.
 pub struct Advance {
     row: ControlRow,
-    old: ScalarValue,
+    /// The values the row may hold for the advance to apply.
+    expected: Vec<ScalarValue>,
     new: ScalarValue,
 }
 
@@ -180,17 +181,17 @@ pub struct Advance {
 /// commits instead of racing each other.
 static ADVANCES: Registry<Advance> = Registry::new();
 
-/// Advance `last_watermark` from `old` to `new` (both in the control column's type), only
-/// where it still holds `old` (compare-and-set: a value someone else set is left alone).
+/// Advance `last_watermark` to `new` (in the control column's type), only where it still
+/// holds one of `expected` (compare-and-set: a value someone else set is left alone).
 pub async fn advance(
     session: &Session,
     row: &ControlRow,
-    old: &ScalarValue,
+    expected: &[ScalarValue],
     new: &ScalarValue,
 ) -> Result<()> {
     let item = Advance {
         row: row.clone(),
-        old: old.clone(),
+        expected: expected.to_vec(),
         new: new.clone(),
     };
     ADVANCES
@@ -209,11 +210,19 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         if let Some(tv) = &a.row.target_value {
             c = c.and(col("target_table").eq(lit(tv.clone())));
         }
-        c = c.and(if a.old.is_null() {
-            col("last_watermark").is_null()
-        } else {
-            col("last_watermark").eq(DfExpr::Literal(a.old.clone(), None))
-        });
+        let holds = a
+            .expected
+            .iter()
+            .map(|old| {
+                if old.is_null() {
+                    col("last_watermark").is_null()
+                } else {
+                    col("last_watermark").eq(DfExpr::Literal(old.clone(), None))
+                }
+            })
+            .reduce(|x, y| x.or(y))
+            .unwrap_or_else(|| lit(false));
+        c = c.and(holds);
         conds.push((c, DfExpr::Literal(a.new.clone(), None)));
     }
     let mut cases = datafusion::logical_expr::when(conds[0].0.clone(), conds[0].1.clone());

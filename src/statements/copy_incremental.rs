@@ -208,8 +208,10 @@ fn mark_from_json(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
 /// The last mark this pair committed to the target, from its commit metadata.
 #[derive(Debug, Clone)]
 struct Recorded {
-    /// The control row's `last_watermark` the run started from (None without a control row).
+    /// The control row's `last_watermark` the run saw (None without a control row).
     control: Option<ScalarValue>,
+    /// The start point the run copied from.
+    previous: Option<ScalarValue>,
     mark: Option<ScalarValue>,
 }
 
@@ -239,10 +241,20 @@ async fn recorded_mark(
         let control = meta
             .get("control_mark")
             .and_then(|v| mark_from_json(v, wm_type));
+        let previous = meta
+            .get("previous_mark")
+            .and_then(|v| mark_from_json(v, wm_type));
         let mark = meta
             .get("new_mark")
             .and_then(|v| mark_from_json(v, wm_type));
-        return Ok((run, Some(Recorded { control, mark })));
+        return Ok((
+            run,
+            Some(Recorded {
+                control,
+                previous,
+                mark,
+            }),
+        ));
     }
     Ok((run, None))
 }
@@ -451,7 +463,6 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
 
     // Start point: SINCE, else the control row (repaired if a run died after its target
     // commit), else the target's own recorded mark, else a full load.
-    let mut repair_control = false;
     let mut control_mark: Option<ScalarValue> = None;
     let (start, from_state): (Option<ScalarValue>, bool) = if let Some(since) = &c.since {
         let v = session.eval_scalar(since).await?;
@@ -464,16 +475,16 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         )?;
         control_mark = Some(m.clone());
         match &recorded {
-            // The control row still holds what the last committed run started from: that
-            // run (or a chain of runs) died before advancing it. Repair from the target.
+            // The control row still holds what the last committed run saw or started from:
+            // that run died (or lost a race) before advancing it. Repair from the target.
+            // Any other value was set on purpose (a backfill) and is honoured.
             Some(r)
-                if r.control.as_ref() == Some(&m) && r.mark.as_ref().is_some_and(|x| x > &m) =>
+                if (r.control.as_ref() == Some(&m) || r.previous.as_ref() == Some(&m))
+                    && r.mark.as_ref().is_some_and(|x| x > &m) =>
             {
-                repair_control = true;
                 (r.mark.clone(), true)
             }
             Some(r) if m.is_null() && r.control.is_none() && r.mark.is_some() => {
-                repair_control = true;
                 (r.mark.clone(), true)
             }
             _ => (
@@ -688,6 +699,24 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
             &format!("{source_name} -> {target_name}"),
             rows_to_copy as u64,
         );
+        // A new target is created (empty) in a commit of its own first, so the data commit
+        // always meets an existing table and its txn check: two first runs cannot both land.
+        let target = match target.clone() {
+            Some(t) => t,
+            None => {
+                let fields = match (&file_plan, &source.table) {
+                    // Whole files are read as they are: the source's exact schema.
+                    (Some(_), Some(st)) => st.snapshot()?.schema().fields().cloned().collect(),
+                    _ => storable(copy_df.clone())?
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| crate::engine::types::arrow_to_delta(f))
+                        .collect::<Result<Vec<_>>>()?,
+                };
+                create_target(session, &target_name, fields).await?
+            }
+        };
         let committed = if let (Some(fp), Some(st)) = (&file_plan, &source.table) {
             fast_commit(
                 session,
@@ -698,11 +727,10 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
                 above_pred.clone(),
                 &window_batches,
                 props,
-                &record.run_id,
                 &progress,
             )
             .await?
-        } else if merge_keys.is_empty() || target.is_none() {
+        } else if merge_keys.is_empty() {
             let mut input = storable(copy_df.clone())?;
             if !window_batches.is_empty() {
                 let extra = session.ctx.read_batches(window_batches.clone())?;
@@ -711,14 +739,8 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
             if !merge_keys.is_empty() {
                 input = latest_per_key(input, &merge_keys, &wm)?;
             }
-            let handle = match &target {
-                Some(t) => t.clone(),
-                None => {
-                    std::fs::create_dir_all(session.warehouse.table_path(&target_name)?)?;
-                    session.warehouse.handle(&target_name).await?
-                }
-            };
-            let mut write = handle
+            let mut write = target
+                .clone()
                 .write(vec![])
                 .with_input_plan(input.into_unoptimized_plan())
                 .with_session_state(state)
@@ -730,7 +752,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
             }
             write.await?
         } else {
-            let t = target.clone().expect("merge path has a target");
+            let t = target.clone();
             let input = latest_per_key(storable(copy_df.clone())?, &merge_keys, &wm)?;
             if new_columns {
                 return Err(Error::Invalid(format!(
@@ -783,10 +805,14 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
     // Record: advance the control row as a typed value (compare-and-set on what we read).
     if let (Some(row), Some(mark)) = (&control_row, &new_mark) {
         let new_ctl = control::convert(mark, &row.mark_type, "new mark")?;
-        if new_ctl != row.mark
-            && (rows_to_copy > 0 || repair_control || start.as_ref() == Some(mark))
-        {
-            control::advance(session, row, &row.mark, &new_ctl).await?;
+        if new_ctl != row.mark {
+            // Compare-and-set: the row may still hold what this run saw, or the start point a
+            // concurrent run of this copy committed and recorded meanwhile.
+            let mut expected = vec![row.mark.clone()];
+            if let Some(s) = &start {
+                expected.push(control::convert(s, &row.mark_type, "start point")?);
+            }
+            control::advance(session, row, &expected, &new_ctl).await?;
         }
     }
     record.status = if rows_to_copy > 0 {
@@ -802,6 +828,30 @@ fn source_arrow_schema(t: &DeltaTable) -> Result<SchemaRef> {
     super::ddl::arrow_schema(t)
 }
 
+/// Create an empty target; if another run created it first, start over on its state.
+async fn create_target(
+    session: &Session,
+    name: &TableName,
+    fields: Vec<deltalake::kernel::StructField>,
+) -> Result<DeltaTable> {
+    std::fs::create_dir_all(session.warehouse.table_path(name)?)?;
+    session
+        .warehouse
+        .handle(name)
+        .await?
+        .create()
+        .with_table_name(name.table.clone())
+        .with_columns(fields)
+        .await
+        .map_err(|e| {
+            if session.warehouse.table_exists(name) {
+                Error::Conflict(format!("{name} was created by another run"))
+            } else {
+                Error::from(e)
+            }
+        })
+}
+
 /// A DataFrame over some files of the pinned source snapshot.
 async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Result<DataFrame> {
     let provider = t.table_provider().with_file_paths(paths).await?;
@@ -815,58 +865,64 @@ async fn fast_commit(
     session: &Session,
     source: &DeltaTable,
     target_name: &TableName,
-    target: Option<DeltaTable>,
+    target: DeltaTable,
     plan: &whole_file::FilePlan,
     above_pred: DfExpr,
     window_batches: &[RecordBatch],
     props: CommitProperties,
-    run_id: &str,
     progress: &CopyProgress,
 ) -> Result<DeltaTable> {
-    use deltalake::writer::DeltaWriter;
     let target_dir = session.warehouse.table_path(target_name)?;
-    let target = match target {
-        Some(t) => t,
-        None => {
-            // Created with the source's exact schema, so whole files read as they are.
-            std::fs::create_dir_all(&target_dir)?;
-            let fields: Vec<deltalake::kernel::StructField> =
-                source.snapshot()?.schema().fields().cloned().collect();
-            session
-                .warehouse
-                .handle(target_name)
-                .await?
-                .create()
-                .with_table_name(target_name.table.clone())
-                .with_columns(fields)
-                .await
-                .map_err(|e| {
-                    if session.warehouse.table_exists(target_name) {
-                        // Another run created it first: start over on its state.
-                        Error::Conflict(format!("{target_name} was created by another run"))
-                    } else {
-                        Error::from(e)
-                    }
-                })?
-        }
-    };
     let source_root = source
         .log_store()
         .root_url()
         .to_file_path()
         .map_err(|_| Error::Invalid("whole-file copies need a local source".into()))?;
-    let mut actions: Vec<deltalake::kernel::Action> = whole_file::link_files(
+    let linked = whole_file::link_files(
         &source_root,
         &target_dir,
         &plan.whole,
-        run_id,
         session.settings.hard_links,
-    )?
-    .into_iter()
-    .map(deltalake::kernel::Action::Add)
-    .collect();
+    )?;
+    let result = commit_files(
+        session,
+        source,
+        &target,
+        plan,
+        &linked,
+        above_pred,
+        window_batches,
+        props,
+        progress,
+    )
+    .await;
+    if result.is_err() {
+        whole_file::unlink(&target_dir, &linked);
+    }
+    result
+}
+
+/// Write the decoded rows and commit them with the linked files, in one commit.
+#[allow(clippy::too_many_arguments)]
+async fn commit_files(
+    session: &Session,
+    source: &DeltaTable,
+    target: &DeltaTable,
+    plan: &whole_file::FilePlan,
+    linked: &[deltalake::kernel::Add],
+    above_pred: DfExpr,
+    window_batches: &[RecordBatch],
+    props: CommitProperties,
+    progress: &CopyProgress,
+) -> Result<DeltaTable> {
+    use deltalake::writer::DeltaWriter;
+    let mut actions: Vec<deltalake::kernel::Action> = linked
+        .iter()
+        .cloned()
+        .map(deltalake::kernel::Action::Add)
+        .collect();
     progress.inc(plan.whole_rows() as u64);
-    let mut writer = deltalake::writer::RecordBatchWriter::for_table(&target)?;
+    let mut writer = deltalake::writer::RecordBatchWriter::for_table(target)?;
     let schema = writer.arrow_schema();
     let mut wrote = false;
     let write = |batch: RecordBatch| -> Result<RecordBatch> {

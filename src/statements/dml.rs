@@ -304,14 +304,24 @@ async fn values_batches(
     )?])
 }
 
-/// Plan a SQL expression against a table's columns.
+/// Plan a SQL expression against a table's columns, with constants folded and types
+/// coerced: delta-rs records the predicate as text and cannot print unfolded casts.
 fn logical_expr(session: &Session, expr: Expr, schema: &DFSchema) -> Result<DfExpr> {
-    Ok(session
+    use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+    let planned = session
         .ctx
         .state()
-        .create_logical_expr_from_sql_expr(ExprWithAlias { expr, alias: None }, schema)?)
+        .create_logical_expr_from_sql_expr(ExprWithAlias { expr, alias: None }, schema)?;
+    let schema = Arc::new(schema.clone());
+    let coerced =
+        datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&schema);
+    let planned = datafusion::common::tree_node::TreeNode::rewrite(planned, &mut { coerced })?.data;
+    let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
+        .with_schema(schema)
+        .with_current_time()
+        .build();
+    Ok(ExprSimplifier::new(context).simplify(planned)?)
 }
-
 fn assignment_column(a: &Assignment) -> Result<String> {
     match &a.target {
         AssignmentTarget::ColumnName(n) => {

@@ -167,16 +167,17 @@ pub fn plan(
     Ok(plan)
 }
 
-/// Link (or copy) the whole files into the target directory under new names and return their
-/// Add actions, statistics unchanged.
+/// Link (or copy) the whole files into the target directory under new, never-used names and
+/// return their Add actions, statistics unchanged. A link shares the source file's inode, so
+/// an existing destination is never opened for writing (that would truncate the source).
 pub fn link_files(
     source_root: &Path,
     target_root: &Path,
     files: &[FileChoice],
-    run_id: &str,
     hard_links: bool,
 ) -> Result<Vec<Add>> {
     let now = chrono::Utc::now().timestamp_millis();
+    let batch = uuid::Uuid::new_v4().simple().to_string();
     let mut adds = Vec::with_capacity(files.len());
     for (i, f) in files.iter().enumerate() {
         let rel = percent_decode(&f.add.path);
@@ -185,16 +186,11 @@ pub fn link_files(
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or("part.parquet");
-        let name = format!("tm-{}-{i:05}-{file_name}", &run_id[..8.min(run_id.len())]);
+        let name = format!("tm-{batch}-{i:05}-{file_name}");
         let to = target_root.join(&name);
         let linked = hard_links && std::fs::hard_link(&from, &to).is_ok();
         if !linked {
-            std::fs::copy(&from, &to).map_err(|e| {
-                Error::Io(std::io::Error::new(
-                    e.kind(),
-                    format!("cannot copy {} to {}: {e}", from.display(), to.display()),
-                ))
-            })?;
+            copy_new(&from, &to)?;
         }
         adds.push(Add {
             path: name,
@@ -211,6 +207,32 @@ pub fn link_files(
         });
     }
     Ok(adds)
+}
+
+/// Remove files linked for a commit that did not happen (best effort: they are unreferenced).
+pub fn unlink(target_root: &Path, adds: &[Add]) {
+    for a in adds {
+        let _ = std::fs::remove_file(target_root.join(&a.path));
+    }
+}
+
+/// Byte-copy into a file that must not exist yet.
+fn copy_new(from: &Path, to: &Path) -> Result<()> {
+    let io = |e: std::io::Error| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("cannot copy {} to {}: {e}", from.display(), to.display()),
+        ))
+    };
+    let mut src = std::fs::File::open(from).map_err(io)?;
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .map_err(io)?;
+    std::io::copy(&mut src, &mut dst).map_err(io)?;
+    dst.sync_all().map_err(io)?;
+    Ok(())
 }
 
 /// Add paths are URL-encoded relative paths.

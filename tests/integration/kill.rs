@@ -221,3 +221,93 @@ fn killed_jobs_never_lose_or_duplicate_rows() {
     );
     check(&wh, seed);
 }
+
+#[test]
+fn racing_jobs_and_maintenance_keep_the_invariants() {
+    let seed: u64 = std::env::var("TIDEMARK_KILL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(42);
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (wh, stop) = (wh.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut rng = Rng(seed ^ 0x5EED);
+            let (mut next_id, mut seq) = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                write_once(&wh, &mut rng, &mut next_id, &mut seq);
+            }
+        })
+    };
+    let maintenance = {
+        let (wh, stop) = (wh.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let stmts = [
+                "UPDATE ctl SET mode = mode",
+                "OPTIMIZE ctl",
+                "VACUUM ctl",
+                "DELETE FROM system.tidemark.copy_runs WHERE started_at < TIMESTAMP '2000-01-01'",
+                "OPTIMIZE system.tidemark.copy_runs",
+            ];
+            let mut failures = vec![];
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let out = tidemark(&wh)
+                    .args(["-c", stmts[i % stmts.len()]])
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr).to_string();
+                if !out.status.success()
+                    && !err.contains("can be run again")
+                    && !err.contains("not found")
+                {
+                    failures.push(err);
+                }
+                i += 1;
+            }
+            failures
+        })
+    };
+    let jobs: Vec<_> = (0..3)
+        .map(|_| {
+            let wh = wh.clone();
+            std::thread::spawn(move || {
+                let mut errors = vec![];
+                for _ in 0..4 {
+                    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
+                    if !out.status.success() {
+                        errors.push(format!(
+                            "{}{}",
+                            String::from_utf8_lossy(&out.stdout),
+                            String::from_utf8_lossy(&out.stderr)
+                        ));
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let job_errors: Vec<String> = jobs.into_iter().flat_map(|j| j.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let maintenance_failures = maintenance.join().unwrap();
+    assert!(
+        maintenance_failures.is_empty(),
+        "seed {seed}: maintenance failed without a retryable error: {maintenance_failures:?}"
+    );
+    for e in &job_errors {
+        assert!(
+            e.contains("can be run again"),
+            "seed {seed}: a job failed without a clear, retryable error: {e}"
+        );
+    }
+    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "seed {seed}: final run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check(&wh, seed);
+}

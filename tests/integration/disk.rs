@@ -7,7 +7,11 @@ use std::process::Command;
 use crate::common::tidemark;
 
 /// A tmpfs of `mb` megabytes, unmounted on drop.
-struct Tmpfs(PathBuf, tempfile::TempDir);
+struct Tmpfs {
+    mnt: PathBuf,
+    /// Keeps the mount point's parent directory alive.
+    _dir: tempfile::TempDir,
+}
 
 impl Tmpfs {
     fn new(mb: u32) -> Self {
@@ -23,13 +27,13 @@ impl Tmpfs {
             status.success(),
             "the disk test mounts a tmpfs and needs root (CI runs as root)"
         );
-        Tmpfs(mnt, dir)
+        Tmpfs { mnt, _dir: dir }
     }
 }
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = Command::new("umount").arg(&self.mnt).status();
     }
 }
 
@@ -60,7 +64,7 @@ fn value(wh: &Path, q: &str) -> String {
 #[test]
 fn a_full_disk_fails_clearly_and_the_next_run_completes() {
     let fs = Tmpfs::new(24);
-    let wh = fs.0.join("wh");
+    let wh = fs.mnt.join("wh");
     let setup = sql(
         &wh,
         &[],
@@ -72,11 +76,11 @@ fn a_full_disk_fails_clearly_and_the_next_run_completes() {
         String::from_utf8_lossy(&setup.stderr)
     );
     // Leave almost no room, then copy through the decode path (which writes new files).
-    let filler = fs.0.join("filler");
+    let filler = fs.mnt.join("filler");
     let free = {
         let out = Command::new("df")
             .args(["--output=avail", "-B1"])
-            .arg(&fs.0)
+            .arg(&fs.mnt)
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout)

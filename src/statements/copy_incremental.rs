@@ -228,33 +228,33 @@ async fn recorded_mark(
     if run == 0 {
         return Ok((0, None));
     }
-    let infos: Vec<deltalake::kernel::CommitInfo> = t.history(Some(500)).try_collect().await?;
-    for info in infos {
-        let Some(meta) = info.info.get(META_KEY) else {
-            continue;
-        };
-        if meta.get("app_id").and_then(|v| v.as_str()) != Some(app)
-            || meta.get("run").and_then(|v| v.as_i64()) != Some(run)
-        {
-            continue;
+    // The run's commit is almost always among the newest: look at a few, then more.
+    let latest = t.version().unwrap_or(0) as usize + 1;
+    let mut seen = 0;
+    for limit in [8usize, 128, 2048] {
+        let infos: Vec<deltalake::kernel::CommitInfo> =
+            t.history(Some(limit)).try_collect().await?;
+        for info in infos.iter().skip(seen) {
+            let Some(meta) = info.info.get(META_KEY) else {
+                continue;
+            };
+            if meta.get("app_id").and_then(|v| v.as_str()) != Some(app)
+                || meta.get("run").and_then(|v| v.as_i64()) != Some(run)
+            {
+                continue;
+            }
+            let mark_of = |key: &str| meta.get(key).and_then(|v| mark_from_json(v, wm_type));
+            let recorded = Recorded {
+                control: mark_of("control_mark"),
+                previous: mark_of("previous_mark"),
+                mark: mark_of("new_mark"),
+            };
+            return Ok((run, Some(recorded)));
         }
-        let control = meta
-            .get("control_mark")
-            .and_then(|v| mark_from_json(v, wm_type));
-        let previous = meta
-            .get("previous_mark")
-            .and_then(|v| mark_from_json(v, wm_type));
-        let mark = meta
-            .get("new_mark")
-            .and_then(|v| mark_from_json(v, wm_type));
-        return Ok((
-            run,
-            Some(Recorded {
-                control,
-                previous,
-                mark,
-            }),
-        ));
+        seen = infos.len();
+        if limit >= latest {
+            break;
+        }
     }
     Ok((run, None))
 }

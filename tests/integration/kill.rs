@@ -311,3 +311,43 @@ fn racing_jobs_and_maintenance_keep_the_invariants() {
     );
     check(&wh, seed);
 }
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_a_job_cleanly_and_the_rerun_completes_it() {
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    let mut rng = Rng(7);
+    let (mut next_id, mut seq) = (0, 0);
+    for _ in 0..40 {
+        write_once(&wh, &mut rng, &mut next_id, &mut seq);
+    }
+    let child = tidemark(&wh)
+        .args(["-c", JOB])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    if out.status.code() != Some(0) {
+        // Interrupted: a non-zero exit that says so (it may also have finished first).
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
+    }
+    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check(&wh, 7);
+}

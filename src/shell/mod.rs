@@ -242,7 +242,10 @@ impl Shell {
 
     /// The interactive loop.
     pub async fn repl(&mut self) {
-        let config = rustyline::Config::builder().auto_add_history(false).build();
+        let config = rustyline::Config::builder()
+            .auto_add_history(false)
+            .completion_type(rustyline::CompletionType::List)
+            .build();
         let mut editor: rustyline::Editor<helper::ShellHelper, rustyline::history::FileHistory> =
             match rustyline::Editor::with_config(config) {
                 Ok(e) => e,

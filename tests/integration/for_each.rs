@@ -188,3 +188,70 @@ fn the_one_statement_job_copies_in_parallel_and_skips_inactive_rows() {
         "{again}"
     );
 }
+
+#[test]
+fn a_hundred_tables_at_concurrency_16_twice_at_once_advance_every_row() {
+    let (_d, wh) = warehouse();
+    let mut script = String::from(
+        "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark BIGINT NOT NULL);\n",
+    );
+    let mut rows = vec![];
+    for i in 0..100 {
+        script.push_str(&format!("CREATE TABLE s{i} (id BIGINT, v STRING);\nINSERT INTO s{i} VALUES ({i}, 'a'), ({}, 'b');\n", 1000 + i));
+        rows.push(format!("('s{i}', 't{i}', 'id', -1)"));
+    }
+    script.push_str(&format!("INSERT INTO ctl VALUES {};\n", rows.join(", ")));
+    let out = crate::common::tidemark(&wh)
+        .write_stdin(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job = "COPY INCREMENTAL USING CONTROL TABLE ctl CONCURRENCY 16";
+    let spawn = || {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
+            .arg(&wh)
+            .args(["--format", "csv", "-c", job])
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(spawn);
+        let b = s.spawn(spawn);
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    for o in [&a, &b] {
+        assert!(
+            o.status.success(),
+            "no conflict reaches the user: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT count(*) AS n FROM ctl WHERE last_watermark = CAST(substr(source_table, 2) AS BIGINT) + 1000"
+        ),
+        "n\n100\n"
+    );
+    let all: Vec<String> = (0..100)
+        .map(|i| format!("SELECT 't{i}' AS t, id FROM t{i}"))
+        .collect();
+    let union = all.join(" UNION ALL ");
+    assert_eq!(
+        ok(&wh, &format!("SELECT count(*) AS n FROM ({union})")),
+        "n\n200\n"
+    );
+    assert_eq!(
+        ok(
+            &wh,
+            &format!(
+                "SELECT count(*) AS dup FROM (SELECT t, id FROM ({union}) GROUP BY t, id HAVING count(*) > 1)"
+            )
+        ),
+        "dup\n0\n",
+        "each row once"
+    );
+}

@@ -140,7 +140,7 @@ def polars_job():
 
 
 job_rows = 10_000
-for rep in range(args.reps):
+for rep in range(min(args.reps, 2)):
     s, mb, _ = measured(tm(jobs, JOB))
     record("job over 100 tables, nothing new", "tidemark (one statement, CONCURRENCY 8)", s, mb)
     s, mb = polars_job()
@@ -153,6 +153,33 @@ for rep in range(args.reps):
     record("job over 100 tables, 10,000 new rows each", "tidemark (one statement, CONCURRENCY 8)", s, mb)
     s, mb = polars_job()
     record("job over 100 tables, 10,000 new rows each", "100 runs of the polars peer", s, mb)
+
+# 4. Staying fast as runs accumulate: the control table after N watermark advances.
+acc = f"{W}/acc"
+os.makedirs(f"{acc}/main/src")
+gen(f"{acc}/main/src/s", 10_000, 1)
+setup = [TM, acc, "--format", "csv",
+         "-c", "CREATE TABLE main.src.ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark TIMESTAMP NOT NULL, n BIGINT)",
+         "-c", "INSERT INTO main.src.ctl VALUES ('main.src.s', 'main.src.t', 'created_at', '1970-01-01', 0)",
+         "-c", "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl"]
+subprocess.run(setup, check=True, capture_output=True)
+done = 1
+ADVANCES = int(os.environ.get("TIDEMARK_BENCH_ADVANCES", "10000"))
+for n in [10, ADVANCES]:
+    todo = n - done
+    if todo > 0:
+        # Each iteration is one commit of the control table, like one watermark advance.
+        loop = f"FOR SELECT * FROM range({todo}) DO UPDATE main.src.ctl SET n = n + 1, last_watermark = last_watermark; END FOR"
+        t0 = time.perf_counter()
+        subprocess.run([TM, acc, "-q", "-c", loop], check=True, capture_output=True)
+        print(f"{todo} advances took {time.perf_counter() - t0:.1f}s", flush=True)
+        done = n
+    for rep in range(args.reps):
+        s_, mb, _ = measured(tm(acc, "SELECT * FROM main.src.ctl"))
+        record(f"read the control table after {n:,} advances", "tidemark", s_, mb)
+        s_, mb, _ = measured(tm(acc, "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl"))
+        record(f"job (nothing new) after {n:,} advances", "tidemark", s_, mb)
+log_files = len(os.listdir(f"{acc}/main/src/ctl/_delta_log"))
 
 # Report.
 cpu = "unknown"
@@ -182,7 +209,8 @@ for scenario, tools in results.items():
         m = statistics.median(x for _, x in runs)
         ratio = f"{t / base:.1f}x" if base else ""
         lines.append(f"| {scenario} | {tool} | {t:.3f} | {m:.0f} | {ratio} |")
-lines += ["", f"Source size on disk: {BIG_NAME} {parquet_size(src_big) / 2**20:.0f} MB of Parquet.", ""]
+lines += ["", f"Source size on disk: {BIG_NAME} {parquet_size(src_big) / 2**20:.0f} MB of Parquet.",
+          f"The control table's `_delta_log` held {log_files} files after {ADVANCES:,} advances (checkpoints every 100 commits).", ""]
 report = "\n".join(lines)
 print(report)
 os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -614,29 +614,11 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
                     .count()
                     .await? as i64
             };
-            let best = files_df(session, st, fp.max_candidates())
-                .await?
-                .filter(above_pred.clone())?
-                .aggregate(
-                    vec![],
-                    vec![max(w.clone()).alias("m"), count(lit(1)).alias("n")],
-                )?
-                .collect()
-                .await?;
-            (first_row_max_count(&best)?.0, fp.whole_rows() + decoded)
+            let candidates = files_df(session, st, fp.max_candidates()).await?;
+            let (best, _) = max_and_count(candidates.filter(above_pred.clone())?, &w).await?;
+            (best, fp.whole_rows() + decoded)
         }
-        _ => {
-            let stats = scan
-                .clone()
-                .filter(above_pred.clone())?
-                .aggregate(
-                    vec![],
-                    vec![max(w.clone()).alias("m"), count(lit(1)).alias("n")],
-                )?
-                .collect()
-                .await?;
-            first_row_max_count(&stats)?
-        }
+        _ => max_and_count(scan.clone().filter(above_pred.clone())?, &w).await?,
     };
     let new_mark = match (&new_max, &start) {
         (Some(m), _) => Some(m.clone()),
@@ -1006,7 +988,15 @@ fn latest_per_key(df: DataFrame, keys: &[String], wm: &str) -> Result<DataFrame>
         .select(cols)?)
 }
 
-fn first_row_max_count(batches: &[RecordBatch]) -> Result<(Option<ScalarValue>, i64)> {
+/// The maximum watermark (None when no row) and the row count of `df`.
+async fn max_and_count(df: DataFrame, w: &DfExpr) -> Result<(Option<ScalarValue>, i64)> {
+    let batches = df
+        .aggregate(
+            vec![],
+            vec![max(w.clone()).alias("m"), count(lit(1)).alias("n")],
+        )?
+        .collect()
+        .await?;
     let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else {
         return Ok((None, 0));
     };

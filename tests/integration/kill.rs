@@ -12,19 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::common::{ok, warehouse};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+use crate::common::{Rng, ok, warehouse};
 
 const SOURCES: usize = 10;
 
@@ -108,6 +96,18 @@ fn write_once(wh: &Path, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
         .status();
 }
 
+/// A thread that keeps writing to the sources until `stop` is set.
+fn spawn_writer(wh: &Path, stop: &Arc<AtomicBool>, seed: u64) -> std::thread::JoinHandle<()> {
+    let (wh, stop) = (wh.to_path_buf(), stop.clone());
+    std::thread::spawn(move || {
+        let mut rng = Rng(seed);
+        let (mut next_id, mut seq) = (0, 0);
+        while !stop.load(Ordering::Relaxed) {
+            write_once(&wh, &mut rng, &mut next_id, &mut seq);
+        }
+    })
+}
+
 fn value(wh: &Path, q: &str) -> String {
     ok(wh, q).lines().nth(1).unwrap_or_default().to_string()
 }
@@ -184,16 +184,7 @@ fn killed_jobs_never_lose_or_duplicate_rows() {
     let (_d, wh) = warehouse();
     setup(&wh);
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (wh, stop) = (wh.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut rng = Rng(seed ^ 0xABCD);
-            let (mut next_id, mut seq) = (0, 0);
-            while !stop.load(Ordering::Relaxed) {
-                write_once(&wh, &mut rng, &mut next_id, &mut seq);
-            }
-        })
-    };
+    let writer = spawn_writer(&wh, &stop, seed ^ 0xABCD);
     let mut rng = Rng(seed);
     let mut killed = 0;
     while killed < kills {
@@ -231,16 +222,7 @@ fn racing_jobs_and_maintenance_keep_the_invariants() {
     let (_d, wh) = warehouse();
     setup(&wh);
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (wh, stop) = (wh.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut rng = Rng(seed ^ 0x5EED);
-            let (mut next_id, mut seq) = (0, 0);
-            while !stop.load(Ordering::Relaxed) {
-                write_once(&wh, &mut rng, &mut next_id, &mut seq);
-            }
-        })
-    };
+    let writer = spawn_writer(&wh, &stop, seed ^ 0x5EED);
     let maintenance = {
         let (wh, stop) = (wh.clone(), stop.clone());
         std::thread::spawn(move || {

@@ -181,6 +181,17 @@ for n in [10, ADVANCES]:
         record(f"job (nothing new) after {n:,} advances", "tidemark", s_, mb)
 log_files = len(os.listdir(f"{acc}/main/src/ctl/_delta_log"))
 
+# 5. Start-up does not scan the warehouse: SELECT 1 with no tables and with 1,000.
+empty = f"{W}/empty"
+many = f"{W}/many"
+script = "".join(f"CREATE TABLE t{i} (id BIGINT);\n" for i in range(1000))
+subprocess.run([TM, many, "-q"], input=script.encode(), check=True, capture_output=True)
+for rep in range(args.reps):
+    s_, mb, _ = measured(tm(empty, "SELECT 1"))
+    record("start-up: SELECT 1", "tidemark, empty warehouse", s_, mb)
+    s_, mb, _ = measured(tm(many, "SELECT 1"))
+    record("start-up: SELECT 1", "tidemark, 1,000 tables", s_, mb)
+
 # Report.
 cpu = "unknown"
 try:

@@ -76,14 +76,14 @@ fn setup(wh: &Path) {
 }
 
 /// One write to the sources: an insert anywhere, or an update of a MERGE source. `seq`
-/// grows with every write, like a real watermark; `ts` is truncated to the second on insert
-/// so rows tie with the high-water mark.
+/// grows with every write, like a real watermark; `ts` is the write's time truncated to the
+/// second, so it never goes back and rows often tie with the high-water mark.
 fn write_once(wh: &Path, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
     let i = (rng.next() % SOURCES as u64) as usize;
     *seq += 1;
     let sql = if mode(i) == "merge" && rng.next().is_multiple_of(3) && *next_id > 0 {
         let id = (rng.next() % (*next_id as u64).max(1)) as i64;
-        format!("UPDATE s{i} SET v = v + 1, ts = now(), seq = {seq} WHERE id = {id}")
+        format!("UPDATE s{i} SET v = v + 1, ts = date_trunc('second', now()), seq = {seq} WHERE id = {id}")
     } else {
         let id = *next_id;
         *next_id += 1;

@@ -408,6 +408,17 @@ impl Session {
                 };
                 let dt = chrono::DateTime::from_timestamp_micros(us)
                     .ok_or_else(|| Error::Type("timestamp out of range".into()))?;
+                // delta-rs falls back to version 0 for times before the table existed.
+                let infos: Vec<deltalake::kernel::CommitInfo> =
+                    futures::TryStreamExt::try_collect(t.history(None)).await?;
+                let created = infos.iter().filter_map(|i| i.timestamp).min();
+                if created.is_some_and(|c| dt.timestamp_millis() < c) {
+                    return Err(Error::NotFound(format!(
+                        "{table} has no version at or before {dt}: it was created at {}",
+                        chrono::DateTime::from_timestamp_millis(created.unwrap_or(0))
+                            .unwrap_or_default()
+                    )));
+                }
                 t.load_with_datetime(dt).await.map_err(|e| {
                     Error::NotFound(format!("{table} has no version at or before {dt}: {e}"))
                 })?;

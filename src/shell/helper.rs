@@ -136,12 +136,21 @@ impl Completer for ShellHelper {
         }
         let upper = word.to_uppercase();
         let lower = word.to_lowercase();
+        // Keywords come back in the case the word was typed in.
+        let lower_typed = word.chars().any(|c| c.is_ascii_lowercase());
         let mut out: Vec<Pair> = KEYWORDS
             .iter()
             .filter(|k| k.starts_with(&upper))
-            .map(|k| Pair {
-                display: k.to_string(),
-                replacement: k.to_string(),
+            .map(|k| {
+                let k = if lower_typed {
+                    k.to_lowercase()
+                } else {
+                    k.to_string()
+                };
+                Pair {
+                    display: k.clone(),
+                    replacement: k,
+                }
             })
             .collect();
         out.extend(

@@ -365,6 +365,8 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         .with_columns(fields)
         .with_partition_columns(partition_columns)
         .with_configuration(configuration)
+        // Custom keys (owner, team, ...) are allowed, as in Databricks.
+        .with_raise_if_key_not_exists(false)
         .with_save_mode(if exists {
             SaveMode::Overwrite
         } else {

@@ -83,7 +83,9 @@ fn write_once(wh: &Path, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
     *seq += 1;
     let sql = if mode(i) == "merge" && rng.next().is_multiple_of(3) && *next_id > 0 {
         let id = (rng.next() % (*next_id as u64).max(1)) as i64;
-        format!("UPDATE s{i} SET v = v + 1, ts = date_trunc('second', now()), seq = {seq} WHERE id = {id}")
+        format!(
+            "UPDATE s{i} SET v = v + 1, ts = date_trunc('second', now()), seq = {seq} WHERE id = {id}"
+        )
     } else {
         let id = *next_id;
         *next_id += 1;

@@ -9,5 +9,6 @@ mod for_each;
 mod fuzz;
 mod interop;
 mod kill;
+mod repl;
 mod slt;
 mod tutorial;

@@ -1,0 +1,47 @@
+//! The REPL at a terminal (driven through a pseudo-terminal by `support/repl.py`):
+//! multi-line statements, Tab completion of table names, Ctrl-C cancelling the running
+//! statement while the shell stays, Ctrl-D leaving, history kept in the home directory.
+
+use crate::common::{repo, warehouse};
+
+#[cfg(unix)]
+#[test]
+fn the_repl_works_at_a_terminal() {
+    let (d, wh) = warehouse();
+    let home = d.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(repo().join("tests/integration/support/repl.py"))
+        .arg(assert_cmd::cargo::cargo_bin("tidemark"))
+        .arg(&wh)
+        .arg(&home)
+        .output()
+        .expect("python3 runs the terminal driver");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{screen}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        screen.contains("| 42     |"),
+        "multi-line statement: {screen}"
+    );
+    assert!(
+        screen.contains("SELECT id FROM zebra_stats"),
+        "Tab completed the table name: {screen}"
+    );
+    assert!(
+        screen.contains("statement cancelled"),
+        "Ctrl-C cancels: {screen}"
+    );
+    assert!(
+        screen.trim_end().ends_with("EXIT 0"),
+        "Ctrl-D leaves with 0: {screen}"
+    );
+    let history = std::fs::read_to_string(home.join(".tidemark_history")).expect("history file");
+    assert!(
+        history.contains("SELECT 'still here' AS shell;"),
+        "{history}"
+    );
+}

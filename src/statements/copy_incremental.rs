@@ -824,6 +824,9 @@ async fn create_target(
         .create()
         .with_table_name(name.table.clone())
         .with_columns(fields)
+        // No retry: a create that finds version 0 taken must fail, not commit a second
+        // CREATE (new table id) on top of the other run's table.
+        .with_commit_properties(CommitProperties::default().with_max_retries(0))
         .await
         .map_err(|e| {
             if session.warehouse.table_exists(name) {

@@ -367,6 +367,10 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         .with_configuration(configuration)
         // Custom keys (owner, team, ...) are allowed, as in Databricks.
         .with_raise_if_key_not_exists(false)
+        // A concurrent CREATE of the same table must fail here, not land on top of it.
+        .with_commit_properties(
+            deltalake::kernel::transaction::CommitProperties::default().with_max_retries(0),
+        )
         .with_save_mode(if exists {
             SaveMode::Overwrite
         } else {

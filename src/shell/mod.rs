@@ -209,6 +209,10 @@ impl Shell {
             }
             Command::Timing(v) => {
                 self.print.timing = v.unwrap_or(!self.print.timing);
+                if self.print.timing {
+                    // Asking for timings asks for the line that carries them.
+                    self.print.quiet = false;
+                }
                 if !self.print.quiet {
                     eprintln!(
                         "Timing is {}.",

@@ -170,3 +170,36 @@ fn start_up_does_not_read_the_warehouse() {
     .unwrap();
     assert_eq!(ok(&wh, "SELECT 1 AS one"), "one\n1\n");
 }
+
+#[test]
+fn include_timing_and_the_environment_warehouse() {
+    let (d, wh) = warehouse();
+    std::fs::write(d.path().join("inner.sql"), "SELECT 'inner' AS src;\n").unwrap();
+    let outer = d.path().join("outer.sql");
+    std::fs::write(&outer, "\\i inner.sql\n\\timing on\nSELECT 2 AS n;\n").unwrap();
+    let out = tidemark(&wh)
+        .args(["--format", "csv", "-f"])
+        .arg(&outer)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "src\ninner\nn\n2\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Timing is on.") && err.contains("1 row in "),
+        "{err}"
+    );
+    // $TIDEMARK_WAREHOUSE stands in for the positional argument.
+    let mut cmd = assert_cmd::Command::cargo_bin("tidemark").unwrap();
+    let out = cmd
+        .env("TIDEMARK_WAREHOUSE", &wh)
+        .args(["--format", "csv", "-c", "CREATE TABLE envt (a INT)"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(wh.join("main/default/envt/_delta_log").is_dir());
+}

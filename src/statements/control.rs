@@ -55,12 +55,7 @@ fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<Str
 pub async fn read_all(session: &Session, table: &TableName) -> Result<Vec<RecordBatch>> {
     let t = session.warehouse.open(table).await?;
     let provider = crate::catalog::provider_for(&t).await?;
-    let batches = session.ctx.read_table(provider)?.collect().await?;
-    let schema = batches.first().map(|b| b.schema()).unwrap_or_else(|| {
-        t.snapshot()
-            .map(|s| s.snapshot().arrow_schema())
-            .unwrap_or_else(|_| Arc::new(datafusion::arrow::datatypes::Schema::empty()))
-    });
+    let schema = provider.schema();
     for required in ["source_table", "last_watermark"] {
         if schema.field_with_name(required).is_err() {
             return Err(Error::Invalid(format!(
@@ -68,6 +63,7 @@ pub async fn read_all(session: &Session, table: &TableName) -> Result<Vec<Record
             )));
         }
     }
+    let batches = session.ctx.read_table(provider)?.collect().await?;
     Ok(batches)
 }
 

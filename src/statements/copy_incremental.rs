@@ -177,10 +177,15 @@ fn mark_json(v: &ScalarValue) -> serde_json::Value {
 
 /// Read a mark written by [`mark_json`] back as a value of type `dt`.
 fn mark_from_json(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
+    // Timestamps keep their instant number; the zone (or none, for NTZ) is the watermark's.
+    let tz = match dt {
+        DataType::Timestamp(_, tz) => tz.clone(),
+        _ => Some("UTC".into()),
+    };
     let raw = if let Some(us) = v.get("us").and_then(|x| x.as_i64()) {
-        ScalarValue::TimestampMicrosecond(Some(us), Some("UTC".into()))
+        ScalarValue::TimestampMicrosecond(Some(us), tz)
     } else if let Some(ns) = v.get("ns").and_then(|x| x.as_i64()) {
-        ScalarValue::TimestampNanosecond(Some(ns), Some("UTC".into()))
+        ScalarValue::TimestampNanosecond(Some(ns), tz)
     } else if let Some(d) = v.get("days").and_then(|x| x.as_i64()) {
         ScalarValue::Date32(Some(d as i32))
     } else if let Some(i) = v.get("int").and_then(|x| x.as_i64()) {
@@ -189,18 +194,6 @@ fn mark_from_json(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
         ScalarValue::Utf8(Some(s.to_string()))
     } else {
         return None;
-    };
-    let dt = match dt {
-        DataType::Timestamp(unit, None) if matches!(raw, ScalarValue::TimestampMicrosecond(..)) => {
-            // NTZ: same instant number, no zone.
-            if let ScalarValue::TimestampMicrosecond(x, _) = raw {
-                return ScalarValue::TimestampMicrosecond(x, None)
-                    .cast_to(&DataType::Timestamp(*unit, None))
-                    .ok();
-            }
-            dt
-        }
-        _ => dt,
     };
     raw.cast_to(dt).ok()
 }

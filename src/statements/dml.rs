@@ -460,7 +460,6 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
         .unwrap_or_else(|| table.table.clone());
     let (source_query, source_alias) = match &merge.source {
         TableFactor::Table { name, alias, .. } => {
-            let q = format!("SELECT * FROM {name}");
             let alias = alias
                 .as_ref()
                 .map(|a| a.name.value.clone())
@@ -470,9 +469,25 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                         .and_then(|p| p.last().cloned())
                         .unwrap_or("source".into())
                 });
-            let query = *datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-                .try_with_sql(&q)?
-                .parse_query()?;
+            // `SELECT * FROM <the source>`, built as a tree: the name is never pasted as text.
+            let mut query =
+                *datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+                    .try_with_sql("SELECT * FROM source")?
+                    .parse_query()?;
+            if let SetExpr::Select(select) = query.body.as_mut() {
+                select.from[0].relation = TableFactor::Table {
+                    name: name.clone(),
+                    alias: None,
+                    args: None,
+                    with_hints: vec![],
+                    version: None,
+                    with_ordinality: false,
+                    partitions: vec![],
+                    json_path: None,
+                    sample: None,
+                    index_hints: vec![],
+                };
+            }
             (query, alias)
         }
         TableFactor::Derived {

@@ -3,6 +3,7 @@
 
 pub mod samples;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -155,14 +156,29 @@ fn check_part(kind: &str, name: &str) -> Result<()> {
 #[derive(Debug)]
 pub struct Warehouse {
     root: PathBuf,
+    /// Tables tidemark keeps loaded between commits of its own (the run history), refreshed
+    /// incrementally before each use instead of replaying their log from the start.
+    kept: std::sync::Mutex<HashMap<TableName, KeptTable>>,
 }
+
+/// A table kept loaded; `None` until first loaded (or after a failed write).
+pub type KeptTable = Arc<tokio::sync::Mutex<Option<DeltaTable>>>;
 
 impl Warehouse {
     /// A warehouse rooted at `root` (created lazily on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let root = std::path::absolute(&root).unwrap_or(root);
-        Warehouse { root }
+        Warehouse {
+            root,
+            kept: Default::default(),
+        }
+    }
+
+    /// The slot of a table kept loaded between commits.
+    pub fn kept(&self, name: &TableName) -> KeptTable {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.entry(name.clone()).or_default().clone()
     }
 
     /// The root directory.

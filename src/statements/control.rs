@@ -242,7 +242,10 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
             .with_session_state(Arc::new(session.ctx.state()))
             .await;
         match result {
-            Ok(_) => return Ok(()),
+            Ok((t, _)) => {
+                super::upkeep::after_commit(&t).await;
+                return Ok(());
+            }
             Err(e) => {
                 let e = Error::from(e);
                 if e.is_conflict() && tries < 30 {

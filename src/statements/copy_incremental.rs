@@ -57,6 +57,9 @@ const RESULT_COLUMNS: [usize; 11] = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
 pub async fn run(session: &Session, c: &CopyIncremental) -> Result<CopyReport> {
     let started = now_us();
     let clock = Instant::now();
+    if !c.dry_run {
+        history::prefetch(session);
+    }
     let mut record = RunRecord {
         run_id: uuid::Uuid::new_v4().to_string(),
         started_at_us: started,
@@ -206,6 +209,8 @@ struct Recorded {
     /// The start point the run copied from.
     previous: Option<ScalarValue>,
     mark: Option<ScalarValue>,
+    /// The source version the run read.
+    source_version: Option<i64>,
 }
 
 async fn recorded_mark(
@@ -241,6 +246,7 @@ async fn recorded_mark(
                 control: mark_of("control_mark"),
                 previous: mark_of("previous_mark"),
                 mark: mark_of("new_mark"),
+                source_version: meta.get("source_version").and_then(|v| v.as_i64()),
             };
             return Ok((run, Some(recorded)));
         }
@@ -362,7 +368,19 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         return Err(session.warehouse.missing_table_error(&target_name));
     }
 
-    // Resolve: source snapshot, control row, watermark column, target state.
+    // Resolve: source snapshot, control row, watermark column, target state. The target's
+    // log is replayed on another worker while this one reads the source's and the control's.
+    let target_task = {
+        let warehouse = session.warehouse.clone();
+        let name = target_name.clone();
+        tokio::spawn(async move {
+            if warehouse.table_exists(&name) {
+                warehouse.open(&name).await.map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+    };
     let source = open_source(session, &source_name).await?;
     record.source_version = source.version;
     let control_row: Option<ControlRow> = match &c.control {
@@ -421,11 +439,9 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         })
         .collect::<Result<_>>()?;
 
-    let target = if session.warehouse.table_exists(&target_name) {
-        Some(session.warehouse.open(&target_name).await?)
-    } else {
-        None
-    };
+    let target = target_task
+        .await
+        .map_err(|e| Error::Other(format!("opening {target_name}: {e}")))??;
     let mut new_columns = false;
     if let Some(t) = &target {
         let tschema = super::ddl::arrow_schema(t)?;
@@ -491,6 +507,14 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         (None, false)
     };
     record.previous_mark = start.as_ref().map(display_exact);
+    // The source is at the very version the last run copied from, and this run starts where
+    // that one ended: nothing above the mark or at it can be missing. No query needed.
+    let unchanged = c.since.is_none()
+        && c.lookback.is_none()
+        && source.version.is_some()
+        && recorded
+            .as_ref()
+            .is_some_and(|r| r.source_version == source.version && r.mark == start);
 
     // Plan: rows above the start point from the pinned snapshot, plus rows in the window at
     // (or LOOKBACK below) the mark that the target lacks.
@@ -519,7 +543,10 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         (Some(s), None, true) => Some(s.clone()),
         _ => None,
     };
-    let null_rows = scan.clone().filter(w.clone().is_null())?.count().await? as i64;
+    let null_rows = match source.table.as_ref().and_then(|t| stats_null_count(t, &wm)) {
+        Some(n) => n,
+        None => scan.clone().filter(w.clone().is_null())?.count().await? as i64,
+    };
     record.null_watermark_rows = null_rows;
 
     let source_columns: Vec<String> = source
@@ -530,7 +557,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         .collect();
     let mut window_batches: Vec<RecordBatch> = vec![];
     let mut copy_df = scan.clone().filter(above_pred.clone())?;
-    if let (Some(lo), Some(s)) = (&lower, &start) {
+    if let (Some(lo), Some(s), false) = (&lower, &start, unchanged) {
         let in_window = w
             .clone()
             .gt_eq(DfExpr::Literal(lo.clone(), None))
@@ -578,6 +605,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
 
     // Whole files: a Delta source appended into a target of the same schema.
     let file_plan = match &source.table {
+        _ if unchanged => None,
         Some(st)
             if session.settings.whole_files
                 && merge_keys.is_empty()
@@ -596,6 +624,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
         _ => None,
     };
     let (new_max, above_rows) = match (&file_plan, &source.table) {
+        _ if unchanged => (None, 0),
         (Some(fp), Some(st)) => {
             let decoded = if fp.decode.is_empty() {
                 0
@@ -620,7 +649,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
     record.new_mark = new_mark.as_ref().map(display_exact);
     fail::fail_point!("copy::after_read", |_| std::process::abort());
 
-    let rows_to_copy = if merge_keys.is_empty() {
+    let rows_to_copy = if merge_keys.is_empty() || unchanged {
         above_rows + window_rows
     } else {
         copy_df.clone().count().await? as i64
@@ -828,6 +857,22 @@ async fn create_target(
                 Error::from(e)
             }
         })
+}
+
+/// NULL watermarks in the snapshot, from the files' statistics; None when a file lacks them
+/// or has a deletion vector (then a query counts).
+fn stats_null_count(t: &DeltaTable, wm: &str) -> Option<i64> {
+    let mut total = 0;
+    for view in t.snapshot().ok()?.log_data().iter() {
+        #[allow(deprecated)]
+        let add = view.add_action();
+        if add.deletion_vector.is_some() {
+            return None;
+        }
+        let stats: serde_json::Value = serde_json::from_str(add.stats.as_deref()?).ok()?;
+        total += stats.get("nullCount")?.get(wm)?.as_i64()?;
+    }
+    Some(total)
 }
 
 /// A DataFrame over some files of the pinned source snapshot.

@@ -7,7 +7,9 @@ use datafusion::arrow::array::{
     ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::protocol::SaveMode;
+use deltalake::DeltaTable;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 
 use super::group_commit::Registry;
 use crate::catalog::{SYSTEM, TableName};
@@ -118,24 +120,35 @@ pub async fn append(session: &Session, records: &[RunRecord]) -> Result<()> {
     Ok(())
 }
 
+/// Start loading the history table in the background, so that the write at the end of a
+/// run finds it loaded (the run's own work overlaps the log replay).
+pub fn prefetch(session: &Session) {
+    let warehouse = session.warehouse.clone();
+    tokio::spawn(async move {
+        let name = table_name();
+        let slot = warehouse.kept(&name);
+        let mut kept = slot.lock().await;
+        if kept.is_none()
+            && warehouse.table_exists(&name)
+            && let Ok(t) = warehouse.open(&name).await
+        {
+            *kept = Some(t);
+        }
+    });
+}
+
 /// One blind append of a batch of records.
 async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
-    let name = table_name();
     let batch = to_batch(&records)?;
-    std::fs::create_dir_all(session.warehouse.table_path(&name)?)?;
+    let slot = session.warehouse.kept(&table_name());
+    let mut kept = slot.lock().await;
     let mut last = None;
     for _ in 0..8 {
-        let handle = session.warehouse.handle(&name).await?;
-        let result = handle
-            .write(vec![batch.clone()])
-            .with_save_mode(SaveMode::Append)
-            .with_table_name("copy_runs")
-            .await;
-        match result {
-            Ok(_) => return Ok(()),
+        match append_batch(session, &mut kept, &batch).await {
+            Ok(()) => return Ok(()),
             Err(e) => {
                 // Two first writers racing to create the table: the loser appends next time.
-                last = Some(Error::from(e));
+                last = Some(e);
                 tokio::time::sleep(std::time::Duration::from_millis(25)).await;
             }
         }
@@ -143,4 +156,54 @@ async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
     Err(last
         .unwrap_or_else(|| Error::Other("history write failed".into()))
         .context("cannot record the run in system.tidemark.copy_runs"))
+}
+
+/// Append `batch` as one Parquet file and one commit, on the kept table (refreshed first).
+/// No query plan is built: this runs once per copy and must stay cheap.
+async fn append_batch(
+    session: &Session,
+    kept: &mut Option<DeltaTable>,
+    batch: &RecordBatch,
+) -> Result<()> {
+    let name = table_name();
+    let mut table = match kept.take() {
+        Some(mut t) => {
+            t.update_incremental(None).await?;
+            t
+        }
+        None if session.warehouse.table_exists(&name) => session.warehouse.open(&name).await?,
+        None => create(session).await?,
+    };
+    let mut writer = RecordBatchWriter::for_table(&table)?;
+    writer.write(batch.clone()).await?;
+    writer.flush_and_commit(&mut table).await?;
+    super::upkeep::after_commit(&table).await;
+    if super::upkeep::needs_compaction(&table) {
+        // Best effort, like the checkpoint: a failed compaction leaves more files to read.
+        if let Ok((t, _)) = table.clone().optimize().await {
+            table = t;
+        }
+    }
+    *kept = Some(table);
+    Ok(())
+}
+
+/// Create the empty history table (no retry: a lost race is retried as an append).
+async fn create(session: &Session) -> Result<DeltaTable> {
+    let name = table_name();
+    std::fs::create_dir_all(session.warehouse.table_path(&name)?)?;
+    let fields = schema()
+        .fields()
+        .iter()
+        .map(|f| crate::engine::types::arrow_to_delta(f))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(session
+        .warehouse
+        .handle(&name)
+        .await?
+        .create()
+        .with_table_name(name.table.clone())
+        .with_columns(fields)
+        .with_commit_properties(CommitProperties::default().with_max_retries(0))
+        .await?)
 }

@@ -11,6 +11,7 @@ pub mod history;
 pub mod maintenance;
 pub mod query;
 pub mod show;
+pub mod upkeep;
 pub mod variables;
 pub mod whole_file;
 

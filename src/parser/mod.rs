@@ -33,8 +33,19 @@ impl IdentifierResolver for SyntaxOnly {
     }
 }
 
+/// The longest statement accepted (the limit Databricks SQL sets): bulk data belongs in
+/// tables and files, and a longer text only costs memory while it is parsed and planned.
+pub const MAX_STATEMENT_BYTES: usize = 16 << 20;
+
 /// Parse one statement (no trailing `;`).
 pub fn parse(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> {
+    if sql.len() > MAX_STATEMENT_BYTES {
+        return Err(Error::Invalid(format!(
+            "statement is {:.1} MiB, over the {} MiB limit for one statement: load bulk data from a table or Delta files (INSERT ... SELECT, COPY INCREMENTAL) instead of literals",
+            sql.len() as f64 / (1 << 20) as f64,
+            MAX_STATEMENT_BYTES >> 20
+        )));
+    }
     parse_inner(sql, resolver).map_err(|e| match e {
         // sqlparser gives no position for "found: EOF": point just past the statement.
         Error::Parse {

@@ -267,10 +267,15 @@ fn find_column(schema: &SchemaRef, name: &str, table: &TableName) -> Result<(Str
         .map(|f| (f.name().clone(), f.data_type().clone()))
         .ok_or_else(|| {
             let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            // suggest() lists the columns when none is close; otherwise list them here.
+            let hint = match suggest(name, &names) {
+                h if h.is_empty() || h.starts_with(", did") => {
+                    format!("{h} (columns: {})", names.join(", "))
+                }
+                h => h,
+            };
             Error::NotFound(format!(
-                "watermark column '{name}' not found in {table}{} (columns: {})",
-                suggest(name, &names),
-                names.join(", ")
+                "watermark column '{name}' not found in {table}{hint}"
             ))
         })
 }
@@ -360,6 +365,13 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
     }
     if target_name.catalog == SAMPLES {
         return Err(read_only(&target_name));
+    }
+    if target_name.catalog == crate::catalog::SYSTEM {
+        return Err(Error::Invalid(format!(
+            "cannot copy into {target_name}: catalog '{}' is reserved for tidemark's own tables (copy into your own catalog, e.g. main.default.{})",
+            crate::catalog::SYSTEM,
+            crate::catalog::quote_ident(&target_name.table)
+        )));
     }
     if !session
         .warehouse

@@ -136,9 +136,13 @@ impl Session {
     }
 
     /// Run a parsed statement.
-    pub async fn execute(&mut self, stmt: Statement) -> Result<Output> {
-        // Boxed: FOR EACH bodies run statements, so execution is recursive.
-        Box::pin(crate::statements::execute(self, stmt)).await
+    pub fn execute(
+        &mut self,
+        stmt: Statement,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Output>> + Send + '_>> {
+        // Boxed: FOR EACH bodies run statements, so execution is recursive. Send: loop
+        // iterations run as tasks on every worker.
+        Box::pin(crate::statements::execute(self, stmt))
     }
 
     /// Resolve an object name to a three-part table name in the current catalog/schema.

@@ -67,6 +67,49 @@ pub async fn read_all(session: &Session, table: &TableName) -> Result<Vec<Record
     Ok(batches)
 }
 
+/// The control row at `row` of `batch` (a batch of [`read_all`]); None when its
+/// `source_table` is NULL.
+pub fn row_at(table: &TableName, batch: &RecordBatch, row: usize) -> Result<Option<ControlRow>> {
+    let Some(source_value) = string_at(batch, "source_table", row)? else {
+        return Ok(None);
+    };
+    let mark_arr = batch
+        .column_by_name("last_watermark")
+        .ok_or_else(|| Error::Invalid(format!("{table} has no 'last_watermark' column")))?;
+    Ok(Some(ControlRow {
+        table: table.clone(),
+        source_value,
+        target_value: string_at(batch, "target_table", row)?,
+        watermark_column: string_at(batch, "watermark_column", row)?,
+        mark: ScalarValue::try_from_array(mark_arr, row)?,
+        mark_type: mark_arr.data_type().clone(),
+    }))
+}
+
+/// How many rows of a control table name each (source, target) pair, by resolved names.
+pub fn pair_counts(
+    session: &Session,
+    batches: &[RecordBatch],
+) -> std::collections::HashMap<(TableName, Option<TableName>), usize> {
+    let mut counts = std::collections::HashMap::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let Ok(Some(src)) = string_at(batch, "source_table", row) else {
+                continue;
+            };
+            let Ok(src) = resolve_stored_name(session, &src) else {
+                continue;
+            };
+            let tgt = string_at(batch, "target_table", row)
+                .ok()
+                .flatten()
+                .and_then(|t| resolve_stored_name(session, &t).ok());
+            *counts.entry((src, tgt)).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
 /// Find the control row for `source` -> `target`: exactly one must match.
 pub async fn find(
     session: &Session,
@@ -92,17 +135,7 @@ pub async fn find(
                     _ => continue,
                 }
             }
-            let mark_arr = batch
-                .column_by_name("last_watermark")
-                .expect("checked in read_all");
-            matches.push(ControlRow {
-                table: table.clone(),
-                source_value: src,
-                target_value: tgt,
-                watermark_column: string_at(batch, "watermark_column", row)?,
-                mark: ScalarValue::try_from_array(mark_arr, row)?,
-                mark_type: mark_arr.data_type().clone(),
-            });
+            matches.extend(row_at(table, batch, row)?);
         }
     }
     match matches.len() {

@@ -55,6 +55,16 @@ const RESULT_COLUMNS: [usize; 11] = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
 /// Run one copy and record it in the history (failures included). Errors are returned after
 /// being recorded.
 pub async fn run(session: &Session, c: &CopyIncremental) -> Result<CopyReport> {
+    run_with_row(session, c, None).await
+}
+
+/// [`run`], with the control row already read (the one-statement job reads the control table
+/// once, up front, instead of once per copy). Retries after a conflict read it again.
+pub async fn run_with_row(
+    session: &Session,
+    c: &CopyIncremental,
+    mut known_row: Option<ControlRow>,
+) -> Result<CopyReport> {
     let started = now_us();
     let clock = Instant::now();
     if !c.dry_run {
@@ -69,7 +79,7 @@ pub async fn run(session: &Session, c: &CopyIncremental) -> Result<CopyReport> {
     };
     let mut tries = 0;
     let result = loop {
-        match copy_once(session, c, &mut record).await {
+        match copy_once(session, c, known_row.take(), &mut record).await {
             Err(e) if e.is_conflict() && tries < RACE_RETRIES => {
                 tries += 1;
                 let jitter = (uuid::Uuid::new_v4().as_u128() % 50) as u64;
@@ -353,7 +363,12 @@ fn storable(df: DataFrame) -> Result<DataFrame> {
 }
 
 /// One attempt at the copy. Conflicts bubble up and the caller retries from a fresh snapshot.
-async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecord) -> Result<()> {
+async fn copy_once(
+    session: &Session,
+    c: &CopyIncremental,
+    known_row: Option<ControlRow>,
+    record: &mut RunRecord,
+) -> Result<()> {
     let source_name = session.table_name(&c.source)?;
     let target_name = session.table_name(&c.target)?;
     record.source = source_name.to_string();
@@ -396,6 +411,7 @@ async fn copy_once(session: &Session, c: &CopyIncremental, record: &mut RunRecor
     let source = open_source(session, &source_name).await?;
     record.source_version = source.version;
     let control_row: Option<ControlRow> = match &c.control {
+        Some(_) if known_row.is_some() => known_row,
         Some(ctl) => {
             let ctl = session.table_name(ctl)?;
             Some(control::find(session, &ctl, &source_name, &target_name).await?)

@@ -14,7 +14,7 @@ use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::sql::sqlparser::ast::{ExprWithAlias, Ident, ObjectName, ObjectNamePart};
 use futures::StreamExt;
 
-use super::control;
+use super::control::{self, ControlRow};
 use crate::engine::progress::LoopProgress;
 use crate::engine::{LoopRow, Output, Session};
 use crate::error::{Error, Result};
@@ -206,10 +206,20 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
                 let body = body.clone();
                 let name = f.var.clone();
                 let line = progress.clone();
-                async move {
+                // A task per iteration: iterations run on every core, not interleaved on one.
+                let task = tokio::spawn(async move {
                     let _line = line.iteration(format!("iteration {}", i + 1));
                     s.vars.push_row(LoopRow { name, columns: row });
-                    (i, run_body(&mut s, &body).await)
+                    run_body(&mut s, &body).await
+                });
+                async move {
+                    let r = task.await.unwrap_or_else(|e| IterationResult {
+                        started_at_us: chrono::Utc::now().timestamp_micros(),
+                        duration_ms: 0,
+                        rows_affected: 0,
+                        error: Some(format!("the iteration stopped unexpectedly: {e}")),
+                    });
+                    (i, r)
                 }
             })
             .buffer_unordered(n.max(1))
@@ -257,8 +267,9 @@ fn stored_name(raw: &str) -> Result<ObjectName> {
 /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
 pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> Result<Output> {
     let ctl = session.table_name(&c.control)?;
-    let batches = control::read_all(session, &ctl).await?;
-    let mut df = session.ctx.read_batches(batches)?;
+    let all = control::read_all(session, &ctl).await?;
+    let counts = control::pair_counts(session, &all);
+    let mut df = session.ctx.read_batches(all)?;
     if let Some(mut pred) = c.filter.clone() {
         let columns: Vec<String> = df
             .schema()
@@ -284,21 +295,47 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
         .into_iter()
         .filter(|c| df.schema().as_arrow().field_with_name(c).is_ok())
         .collect();
-    let df = df.select_columns(&keep)?;
-    let batches = df.collect().await?;
+    let full = df.collect().await?;
+    // Each copy gets its row from this one read of the control table (a pair named by
+    // several rows gets none: its copy then reports them).
+    let mut known: Vec<Option<ControlRow>> = vec![];
+    for b in &full {
+        for r in 0..b.num_rows() {
+            let row = control::row_at(&ctl, b, r).ok().flatten().filter(|row| {
+                let src = control::resolve_stored_name(session, &row.source_value).ok();
+                let tgt = row
+                    .target_value
+                    .as_ref()
+                    .and_then(|t| control::resolve_stored_name(session, t).ok());
+                src.is_some_and(|s| counts.get(&(s, tgt)) == Some(&1))
+            });
+            known.push(row);
+        }
+    }
+    let batches = full
+        .iter()
+        .map(|b| {
+            let idx: Vec<usize> = keep
+                .iter()
+                .filter_map(|k| b.schema().index_of(k).ok())
+                .collect();
+            b.project(&idx)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     let rows = rows_of(&batches)?;
     let n = c.concurrency.unwrap_or(4) as usize;
     let progress = LoopProgress::start(session.settings.progress, rows.len() as u64);
     let quiet = quiet_settings(session);
     let mut indexed: Vec<(usize, IterationResult)> =
-        futures::stream::iter(rows.into_iter().enumerate())
-            .map(|(i, row)| {
+        futures::stream::iter(rows.into_iter().zip(known).enumerate())
+            .map(|(i, (row, known_row))| {
                 let mut s = session.clone();
                 s.settings = quiet.clone();
                 let line = progress.clone();
                 let ctl_name = c.control.clone();
                 let dry_run = c.dry_run;
-                async move {
+                // A task per copy: copies run on every core, not interleaved on one.
+                let task = tokio::spawn(async move {
                     let started = chrono::Utc::now().timestamp_micros();
                     let clock = Instant::now();
                     let text = |name: &str| {
@@ -339,7 +376,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                             lookback: None,
                             dry_run,
                         };
-                        super::copy_incremental::run(&s, &copy).await
+                        super::copy_incremental::run_with_row(&s, &copy, known_row).await
                     }
                     .await;
                     let r = match result {
@@ -357,6 +394,19 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                         },
                     };
                     (i, r)
+                });
+                async move {
+                    task.await.unwrap_or_else(|e| {
+                        (
+                            i,
+                            IterationResult {
+                                started_at_us: chrono::Utc::now().timestamp_micros(),
+                                duration_ms: 0,
+                                rows_affected: 0,
+                                error: Some(format!("the copy stopped unexpectedly: {e}")),
+                            },
+                        )
+                    })
                 }
             })
             .buffer_unordered(n.max(1))

@@ -7,9 +7,9 @@ use datafusion::arrow::array::{
     ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::DeltaTable;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::{DeltaTable, TableProperty};
 
 use super::group_commit::Registry;
 use crate::catalog::{SYSTEM, TableName};
@@ -204,6 +204,13 @@ async fn create(session: &Session) -> Result<DeltaTable> {
         .create()
         .with_table_name(name.table.clone())
         .with_columns(fields)
+        // Small metadata: statistics for the run id and times only, and compacted files'
+        // tombstones dropped from checkpoints after an hour (see upkeep).
+        .with_configuration_property(TableProperty::DataSkippingNumIndexedCols, Some("3"))
+        .with_configuration_property(
+            TableProperty::DeletedFileRetentionDuration,
+            Some("interval 1 hour"),
+        )
         .with_commit_properties(CommitProperties::default().with_max_retries(0))
         .await?)
 }

@@ -11,8 +11,9 @@ use deltalake::checkpoints;
 /// about a millisecond, so 100 commits would double the cost of a small run).
 pub const CHECKPOINT_EVERY: u64 = 10;
 
-/// Compact the history once it holds this many files.
-pub const COMPACT_AT_FILES: usize = 256;
+/// Compact the history once it holds this many files (each run appends one; a checkpoint
+/// carries every file's entry, so their number is what opening the table costs).
+pub const COMPACT_AT_FILES: usize = 32;
 
 /// After a commit of `table` by tidemark: checkpoint it when its version is due. Best effort:
 /// a failed checkpoint leaves the table as correct as before, only slower to open.

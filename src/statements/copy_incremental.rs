@@ -221,6 +221,8 @@ struct Recorded {
     mark: Option<ScalarValue>,
     /// The source version the run read.
     source_version: Option<i64>,
+    /// The source files that could hold rows at `mark`, when the run recorded them.
+    mark_files: Option<Vec<String>>,
 }
 
 async fn recorded_mark(
@@ -257,6 +259,12 @@ async fn recorded_mark(
                 previous: mark_of("previous_mark"),
                 mark: mark_of("new_mark"),
                 source_version: meta.get("source_version").and_then(|v| v.as_i64()),
+                mark_files: meta.get("mark_files").and_then(|v| {
+                    v.as_array()?
+                        .iter()
+                        .map(|p| p.as_str().map(String::from))
+                        .collect()
+                }),
             };
             return Ok((run, Some(recorded)));
         }
@@ -585,7 +593,26 @@ async fn copy_once(
         .collect();
     let mut window_batches: Vec<RecordBatch> = vec![];
     let mut copy_df = scan.clone().filter(above_pred.clone())?;
-    if let (Some(lo), Some(s), false) = (&lower, &start, unchanged) {
+    // Ties: rows at the mark can only be missing from the target if a file that may hold the
+    // mark is new since the run that recorded it (files never change; deletion vectors are
+    // excluded). Otherwise the window query is skipped.
+    let ties_unchanged = merge_keys.is_empty()
+        && c.since.is_none()
+        && c.lookback.is_none()
+        && lower == start
+        && match (&source.table, &start, &recorded) {
+            (Some(st), Some(s), Some(r)) if r.mark.as_ref() == Some(s) => {
+                match (
+                    &r.mark_files,
+                    whole_file::files_holding(st, &wm, &wm_type, s),
+                ) {
+                    (Some(before), Some(now)) => now.iter().all(|p| before.contains(p)),
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+    if let (Some(lo), Some(s), false) = (&lower, &start, unchanged || ties_unchanged) {
         let in_window = w
             .clone()
             .gt_eq(DfExpr::Literal(lo.clone(), None))
@@ -664,8 +691,19 @@ async fn copy_once(
                     .count()
                     .await? as i64
             };
-            let candidates = files_df(session, st, fp.max_candidates()).await?;
-            let (best, _) = max_and_count(candidates.filter(above_pred.clone())?, &w).await?;
+            let candidates = fp.max_candidates();
+            let root = session.warehouse.table_path(&source_name)?;
+            let best = match whole_file::footer_max(&root, &candidates, &wm, &wm_type) {
+                // The largest watermark overall is the largest above the start, if above it.
+                Some(m) => m.filter(|m| start.as_ref().is_none_or(|s| m > s)),
+                None => {
+                    let paths = candidates.iter().map(|f| f.add.path.clone()).collect();
+                    let candidates = files_df(session, st, paths).await?;
+                    max_and_count(candidates.filter(above_pred.clone())?, &w)
+                        .await?
+                        .0
+                }
+            };
             (best, fp.whole_rows() + decoded)
         }
         _ => max_and_count(scan.clone().filter(above_pred.clone())?, &w).await?,
@@ -693,6 +731,12 @@ async fn copy_once(
     let mut target_version = target.as_ref().and_then(|t| t.version());
     if rows_to_copy > 0 || target.is_none() {
         let run = last_run + 1;
+        let mark_files = match (&source.table, &new_mark) {
+            (Some(st), Some(m)) if merge_keys.is_empty() => {
+                whole_file::files_holding(st, &wm, &wm_type, m).filter(|f| f.len() <= 64)
+            }
+            _ => None,
+        };
         let meta = json!({
             "app_id": app,
             "run": run,
@@ -705,6 +749,9 @@ async fn copy_once(
             // control row still there knows this commit's mark was never recorded in it.
             "control_mark": control_mark.as_ref().map(mark_json),
             "new_mark": new_mark.as_ref().map(mark_json),
+            // The source files that may hold rows at the new mark: the next run need not look
+            // for ties at the mark unless another file may hold some.
+            "mark_files": mark_files,
             "rows": rows_to_copy,
         });
         let props = CommitProperties::default()

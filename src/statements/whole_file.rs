@@ -37,23 +37,22 @@ impl FilePlan {
 
     /// Files that may hold the highest watermark: their upper bound reaches the best lower
     /// bound of any file's maximum.
-    pub fn max_candidates(&self) -> Vec<String> {
+    pub fn max_candidates(&self) -> Vec<&FileChoice> {
         let all: Vec<&FileChoice> = self.whole.iter().chain(self.decode.iter()).collect();
         let Some(best) = all
             .iter()
             .filter_map(|f| f.max_upper.clone())
             .max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
         else {
-            return all.iter().map(|f| f.add.path.clone()).collect();
+            return all;
         };
-        all.iter()
+        all.into_iter()
             .filter(|f| match &f.max_upper {
                 // A file's true maximum lies in [upper - slack, upper]; keep every file whose
                 // upper bound is not below the smallest value the best file may hold.
                 Some(u) => u >= &lower_of(&best),
                 None => true,
             })
-            .map(|f| f.add.path.clone())
             .collect()
     }
 }
@@ -165,6 +164,114 @@ pub fn plan(
         }
     }
     Ok(plan)
+}
+
+/// The exact largest watermark in `files`, from their Parquet footers: row-group statistics
+/// are exact where Delta's JSON statistics are truncated to milliseconds, and reading a footer
+/// costs a fraction of decoding the column. `None` when a file has a deletion vector or a
+/// footer lacks an exact statistic of the expected type (then the caller reads the column);
+/// `Some(None)` when the files hold no non-NULL watermark.
+pub fn footer_max(
+    source_root: &Path,
+    files: &[&FileChoice],
+    wm: &str,
+    dt: &DataType,
+) -> Option<Option<ScalarValue>> {
+    use datafusion::parquet::basic::{LogicalType, TimeUnit as PqUnit};
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    use datafusion::parquet::file::statistics::Statistics;
+    let mut best: Option<ScalarValue> = None;
+    for f in files {
+        if f.add.deletion_vector.is_some() {
+            return None;
+        }
+        let file = std::fs::File::open(source_root.join(percent_decode(&f.add.path))).ok()?;
+        let reader = SerializedFileReader::new(file).ok()?;
+        let meta = reader.metadata();
+        let schema = meta.file_metadata().schema_descr();
+        let idx = (0..schema.num_columns()).find(|&i| {
+            let c = schema.column(i);
+            c.path().parts().len() == 1 && c.path().parts()[0] == wm
+        })?;
+        let logical = schema.column(idx).logical_type_ref().cloned();
+        let unit_ok = match (dt, &logical) {
+            (DataType::Timestamp(TimeUnit::Microsecond, _), Some(LogicalType::Timestamp(t))) => {
+                matches!(t.unit, PqUnit::MICROS)
+            }
+            (DataType::Timestamp(TimeUnit::Nanosecond, _), Some(LogicalType::Timestamp(t))) => {
+                matches!(t.unit, PqUnit::NANOS)
+            }
+            (DataType::Timestamp(_, _), _) => false,
+            _ => true,
+        };
+        if !unit_ok {
+            return None;
+        }
+        for rg in meta.row_groups() {
+            let stats = rg.column(idx).statistics();
+            if rg.num_rows() > 0
+                && stats.is_some_and(|s| s.null_count_opt() == Some(rg.num_rows() as u64))
+            {
+                continue; // only NULLs
+            }
+            let v = match stats? {
+                Statistics::Int64(s) if s.max_is_exact() => i64::from(*s.max_opt()?),
+                Statistics::Int32(s) if s.max_is_exact() => i64::from(*s.max_opt()?),
+                _ => return None,
+            };
+            let value = match dt {
+                DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+                    ScalarValue::TimestampMicrosecond(Some(v), tz.clone())
+                }
+                DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+                    ScalarValue::TimestampNanosecond(Some(v), tz.clone())
+                }
+                DataType::Date32 => ScalarValue::Date32(Some(i32::try_from(v).ok()?)),
+                other => ScalarValue::Int64(Some(v)).cast_to(other).ok()?,
+            };
+            if best.as_ref().is_none_or(|b| value > *b) {
+                best = Some(value);
+            }
+        }
+    }
+    Some(best)
+}
+
+/// Source files that may hold rows with watermark `v`, by their statistics; None when one of
+/// them has a deletion vector (its rows can change without a new file).
+pub fn files_holding(
+    source: &DeltaTable,
+    wm: &str,
+    dt: &DataType,
+    v: &ScalarValue,
+) -> Option<Vec<String>> {
+    let mut out = vec![];
+    for view in source.snapshot().ok()?.log_data().iter() {
+        #[allow(deprecated)]
+        let add = view.add_action();
+        let stats: Option<serde_json::Value> = add
+            .stats
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok());
+        let get = |key: &str| {
+            stats
+                .as_ref()
+                .and_then(|s| s.get(key))
+                .and_then(|m| m.get(wm))
+                .and_then(|x| stat_value(x, dt))
+        };
+        let below = get("minValues").is_some_and(|m| &m > v);
+        let above = get("maxValues").is_some_and(|m| &shift(&m, slack(dt)) < v);
+        if below || above {
+            continue;
+        }
+        if add.deletion_vector.is_some() {
+            return None;
+        }
+        out.push(add.path.clone());
+    }
+    out.sort();
+    Some(out)
 }
 
 /// Link (or copy) the whole files into the target directory under new, never-used names and

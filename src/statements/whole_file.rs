@@ -215,7 +215,7 @@ pub fn footer_max(
                 continue; // only NULLs
             }
             let v = match stats? {
-                Statistics::Int64(s) if s.max_is_exact() => i64::from(*s.max_opt()?),
+                Statistics::Int64(s) if s.max_is_exact() => *s.max_opt()?,
                 Statistics::Int32(s) if s.max_is_exact() => i64::from(*s.max_opt()?),
                 _ => return None,
             };

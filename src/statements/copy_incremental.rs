@@ -674,7 +674,8 @@ async fn copy_once(
                     None => true,
                 } =>
         {
-            Some(whole_file::plan(st, &wm, &wm_type, start.as_ref())?)
+            let root = session.warehouse.table_path(&source_name)?;
+            Some(whole_file::plan(st, &root, &wm, &wm_type, start.as_ref())?)
         }
         _ => None,
     };
@@ -1075,7 +1076,7 @@ async fn commit_files(
         .build(Some(snapshot), target.log_store(), operation)
         .await?;
     let mut t = target.clone();
-    t.load_version(finalized.version()).await?;
+    t.state = Some(finalized.snapshot());
     Ok(t)
 }
 

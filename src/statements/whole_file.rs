@@ -110,6 +110,7 @@ fn stat_value(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
 /// `start`), or skipped (none can).
 pub fn plan(
     source: &DeltaTable,
+    root: &Path,
     wm: &str,
     dt: &DataType,
     start: Option<&ScalarValue>,
@@ -152,6 +153,19 @@ pub fn plan(
             (Some(s), Some(m)) => m > s,
             (Some(_), None) => false,
         };
+        let mut all_above = all_above;
+        // Statistics truncated to milliseconds leave the file holding the mark undecided;
+        // its footer says exactly whether it holds rows above the start.
+        if let Some(s) = start
+            && !all_above
+            && add.deletion_vector.is_none()
+            && let Some((min, max)) = footer_range(root, &add.path, wm, dt)
+        {
+            if max.as_ref().is_none_or(|m| m <= s) {
+                continue;
+            }
+            all_above = min.as_ref().is_some_and(|m| m > s);
+        }
         let whole = all_above
             && nulls == Some(0)
             && rows.is_some()
@@ -177,64 +191,89 @@ pub fn footer_max(
     wm: &str,
     dt: &DataType,
 ) -> Option<Option<ScalarValue>> {
-    use datafusion::parquet::basic::{LogicalType, TimeUnit as PqUnit};
-    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
-    use datafusion::parquet::file::statistics::Statistics;
     let mut best: Option<ScalarValue> = None;
     for f in files {
         if f.add.deletion_vector.is_some() {
             return None;
         }
-        let file = std::fs::File::open(source_root.join(percent_decode(&f.add.path))).ok()?;
-        let reader = SerializedFileReader::new(file).ok()?;
-        let meta = reader.metadata();
-        let schema = meta.file_metadata().schema_descr();
-        let idx = (0..schema.num_columns()).find(|&i| {
-            let c = schema.column(i);
-            c.path().parts().len() == 1 && c.path().parts()[0] == wm
-        })?;
-        let logical = schema.column(idx).logical_type_ref().cloned();
-        let unit_ok = match (dt, &logical) {
-            (DataType::Timestamp(TimeUnit::Microsecond, _), Some(LogicalType::Timestamp(t))) => {
-                matches!(t.unit, PqUnit::MICROS)
-            }
-            (DataType::Timestamp(TimeUnit::Nanosecond, _), Some(LogicalType::Timestamp(t))) => {
-                matches!(t.unit, PqUnit::NANOS)
-            }
-            (DataType::Timestamp(_, _), _) => false,
-            _ => true,
-        };
-        if !unit_ok {
-            return None;
-        }
-        for rg in meta.row_groups() {
-            let stats = rg.column(idx).statistics();
-            if rg.num_rows() > 0
-                && stats.is_some_and(|s| s.null_count_opt() == Some(rg.num_rows() as u64))
-            {
-                continue; // only NULLs
-            }
-            let v = match stats? {
-                Statistics::Int64(s) if s.max_is_exact() => *s.max_opt()?,
-                Statistics::Int32(s) if s.max_is_exact() => i64::from(*s.max_opt()?),
-                _ => return None,
-            };
-            let value = match dt {
-                DataType::Timestamp(TimeUnit::Microsecond, tz) => {
-                    ScalarValue::TimestampMicrosecond(Some(v), tz.clone())
-                }
-                DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
-                    ScalarValue::TimestampNanosecond(Some(v), tz.clone())
-                }
-                DataType::Date32 => ScalarValue::Date32(Some(i32::try_from(v).ok()?)),
-                other => ScalarValue::Int64(Some(v)).cast_to(other).ok()?,
-            };
-            if best.as_ref().is_none_or(|b| value > *b) {
-                best = Some(value);
-            }
+        let (_, max) = footer_range(source_root, &f.add.path, wm, dt)?;
+        if let Some(m) = max
+            && best.as_ref().is_none_or(|b| m > *b)
+        {
+            best = Some(m);
         }
     }
     Some(best)
+}
+
+/// The exact (min, max) of the watermark in one Parquet file, from its footer (None for a
+/// file of NULLs only); `None` when the footer cannot say exactly.
+fn footer_range(
+    root: &Path,
+    path: &str,
+    wm: &str,
+    dt: &DataType,
+) -> Option<(Option<ScalarValue>, Option<ScalarValue>)> {
+    use datafusion::parquet::basic::{LogicalType, TimeUnit as PqUnit};
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    use datafusion::parquet::file::statistics::Statistics;
+    let file = std::fs::File::open(root.join(percent_decode(path))).ok()?;
+    let reader = SerializedFileReader::new(file).ok()?;
+    let meta = reader.metadata();
+    let schema = meta.file_metadata().schema_descr();
+    let idx = (0..schema.num_columns()).find(|&i| {
+        let c = schema.column(i);
+        c.path().parts().len() == 1 && c.path().parts()[0] == wm
+    })?;
+    let unit_ok = match (dt, schema.column(idx).logical_type_ref()) {
+        (DataType::Timestamp(TimeUnit::Microsecond, _), Some(LogicalType::Timestamp(t))) => {
+            matches!(t.unit, PqUnit::MICROS)
+        }
+        (DataType::Timestamp(TimeUnit::Nanosecond, _), Some(LogicalType::Timestamp(t))) => {
+            matches!(t.unit, PqUnit::NANOS)
+        }
+        (DataType::Timestamp(_, _), _) => false,
+        _ => true,
+    };
+    if !unit_ok {
+        return None;
+    }
+    let value = |v: i64| -> Option<ScalarValue> {
+        Some(match dt {
+            DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+                ScalarValue::TimestampMicrosecond(Some(v), tz.clone())
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+                ScalarValue::TimestampNanosecond(Some(v), tz.clone())
+            }
+            DataType::Date32 => ScalarValue::Date32(Some(i32::try_from(v).ok()?)),
+            other => ScalarValue::Int64(Some(v)).cast_to(other).ok()?,
+        })
+    };
+    let (mut lo, mut hi): (Option<ScalarValue>, Option<ScalarValue>) = (None, None);
+    for rg in meta.row_groups() {
+        let stats = rg.column(idx).statistics()?;
+        if stats.null_count_opt() == Some(rg.num_rows() as u64) {
+            continue; // only NULLs
+        }
+        let (min, max) = match stats {
+            Statistics::Int64(s) if s.min_is_exact() && s.max_is_exact() => {
+                (*s.min_opt()?, *s.max_opt()?)
+            }
+            Statistics::Int32(s) if s.min_is_exact() && s.max_is_exact() => {
+                (i64::from(*s.min_opt()?), i64::from(*s.max_opt()?))
+            }
+            _ => return None,
+        };
+        let (min, max) = (value(min)?, value(max)?);
+        if lo.as_ref().is_none_or(|l| min < *l) {
+            lo = Some(min);
+        }
+        if hi.as_ref().is_none_or(|h| max > *h) {
+            hi = Some(max);
+        }
+    }
+    Some((lo, hi))
 }
 
 /// Source files that may hold rows with watermark `v`, by their statistics; None when one of

@@ -754,6 +754,9 @@ async fn copy_once(
             // for ties at the mark unless another file may hold some.
             "mark_files": mark_files,
             "rows": rows_to_copy,
+            // What was read: source files linked whole, and files decoded and filtered.
+            "whole_files": file_plan.as_ref().map(|p| p.whole.len()),
+            "decoded_files": file_plan.as_ref().map(|p| p.decode.len()),
         });
         let props = CommitProperties::default()
             .with_application_transaction(Transaction::new(&app, run))

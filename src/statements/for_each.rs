@@ -207,11 +207,11 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
                 let name = f.var.clone();
                 let line = progress.clone();
                 // A task per iteration: iterations run on every core, not interleaved on one.
-                let task = tokio::spawn(async move {
+                let task = AbortOnDrop(tokio::spawn(async move {
                     let _line = line.iteration(format!("iteration {}", i + 1));
                     s.vars.push_row(LoopRow { name, columns: row });
                     run_body(&mut s, &body).await
-                });
+                }));
                 async move {
                     let r = task.await.unwrap_or_else(|e| IterationResult {
                         started_at_us: chrono::Utc::now().timestamp_micros(),
@@ -229,6 +229,27 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
     indexed.sort_by_key(|(i, _)| *i);
     results.extend(indexed.into_iter().map(|(_, r)| r));
     finish(result_table(&batches, &results)?, &results)
+}
+
+/// A spawned iteration that is stopped when its loop is (Ctrl-C drops the statement's
+/// future; a plain task would run on and commit after the user was told it stopped).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = std::result::Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
 }
 
 /// Settings for loop iterations: the loop draws the progress, not each statement.
@@ -335,7 +356,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                 let ctl_name = c.control.clone();
                 let dry_run = c.dry_run;
                 // A task per copy: copies run on every core, not interleaved on one.
-                let task = tokio::spawn(async move {
+                let task = AbortOnDrop(tokio::spawn(async move {
                     let started = chrono::Utc::now().timestamp_micros();
                     let clock = Instant::now();
                     let text = |name: &str| {
@@ -394,7 +415,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                         },
                     };
                     (i, r)
-                });
+                }));
                 async move {
                     task.await.unwrap_or_else(|e| {
                         (

@@ -35,6 +35,19 @@ fn the_repl_works_at_a_terminal() {
         screen.contains("statement cancelled"),
         "Ctrl-C cancels: {screen}"
     );
+    let after_cancel = screen
+        .split("AFTER CANCEL:")
+        .nth(1)
+        .and_then(|s| s.split("JOB AGAIN:").next())
+        .unwrap_or_default();
+    assert!(
+        after_cancel.contains("src_a") && !after_cancel.contains("dst_a"),
+        "a cancelled FOR EACH committed nothing: {after_cancel}"
+    );
+    assert!(
+        screen.contains("| 1000 | 2000 | 2000  | 3000  |"),
+        "the job run again copied every row once and advanced both marks: {screen}"
+    );
     assert!(
         screen.trim_end().ends_with("EXIT 0"),
         "Ctrl-D leaves with 0: {screen}"

@@ -50,6 +50,36 @@ send(b"\x03")
 until("cancelled")
 send(b"SELECT 'still here' AS shell;\r")
 until("still here |")
+
+
+def step(keys, marker, pause=0.3, timeout=120):
+    """Send keys, wait for marker in what the terminal shows from now on; return that."""
+    global seen, transcript
+    transcript += seen
+    seen = b""
+    send(keys, pause)
+    until(marker, timeout)
+    return seen.decode(errors="replace")
+
+
+# Ctrl-C during a FOR EACH job: the running iterations stop, nothing is committed, the
+# prompt comes back, and the job run again copies every table once.
+transcript = b""
+step(b"CREATE TABLE src_a AS SELECT value AS id FROM generate_series(1, 1000) AS t(value);\r", "1 row")
+step(b"CREATE TABLE src_b AS SELECT value AS id FROM generate_series(1, 2000) AS t(value);\r", "1 row")
+step(b"CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark BIGINT);\r", "OK")
+step(b"INSERT INTO ctl VALUES ('src_a', 'dst_a', 'id', 0), ('src_b', 'dst_b', 'id', 0);\r", "num_inserted_rows")
+transcript += seen
+seen = b""
+send(b"FOR EACH r IN (SELECT * FROM ctl) CONCURRENCY 2 DO SELECT sum(value) FROM generate_series(1, 300000000000); COPY INCREMENTAL IDENTIFIER(r.source_table) INTO IDENTIFIER(r.target_table) WATERMARK id CONTROL TABLE ctl; END FOR;\r", 2.0)
+send(b"\x03")
+until("cancelled")
+after_cancel = step(b"SHOW TABLES;\r", "rows")
+step(b"COPY INCREMENTAL USING CONTROL TABLE ctl;\r", "rows")
+job_again = step(b"SELECT (SELECT count(*) FROM dst_a) AS a, (SELECT count(DISTINCT id) FROM dst_b) AS b, (SELECT count(*) FROM dst_b) AS b_all, (SELECT sum(last_watermark) FROM ctl) AS marks;\r", "1 row")
+transcript += seen
+seen = transcript
+sys.stdout.write("AFTER CANCEL:" + after_cancel + "\nJOB AGAIN:" + job_again + "\n")
 send(b"\x04")
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(seen.decode(errors="replace"))

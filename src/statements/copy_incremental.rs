@@ -221,6 +221,9 @@ struct Recorded {
     mark: Option<ScalarValue>,
     /// The source version the run read.
     source_version: Option<i64>,
+    /// The source's Delta table id (a table dropped and created again starts its versions
+    /// over).
+    source_id: Option<String>,
     /// The source files that could hold rows at `mark`, when the run recorded them.
     mark_files: Option<Vec<String>>,
 }
@@ -259,6 +262,10 @@ async fn recorded_mark(
                 previous: mark_of("previous_mark"),
                 mark: mark_of("new_mark"),
                 source_version: meta.get("source_version").and_then(|v| v.as_i64()),
+                source_id: meta
+                    .get("source_id")
+                    .and_then(|v| v.as_str())
+                    .map(String::from),
                 mark_files: meta.get("mark_files").and_then(|v| {
                     v.as_array()?
                         .iter()
@@ -545,12 +552,14 @@ async fn copy_once(
     record.previous_mark = start.as_ref().map(display_exact);
     // The source is at the very version the last run copied from, and this run starts where
     // that one ended: nothing above the mark or at it can be missing. No query needed.
+    let source_id = source.table.as_ref().and_then(table_id);
     let unchanged = c.since.is_none()
         && c.lookback.is_none()
         && source.version.is_some()
-        && recorded
-            .as_ref()
-            .is_some_and(|r| r.source_version == source.version && r.mark == start);
+        && source_id.is_some()
+        && recorded.as_ref().is_some_and(|r| {
+            r.source_version == source.version && r.source_id == source_id && r.mark == start
+        });
 
     // Plan: rows above the start point from the pinned snapshot, plus rows in the window at
     // (or LOOKBACK below) the mark that the target lacks.
@@ -744,6 +753,7 @@ async fn copy_once(
             "run_id": record.run_id,
             "source": source_name.to_string(),
             "source_version": source.version,
+            "source_id": source_id,
             "watermark_column": wm,
             "previous_mark": start.as_ref().map(mark_json),
             // What the control row held when this run started: a later run that finds the
@@ -936,6 +946,12 @@ async fn create_target(
                 Error::from(e)
             }
         })
+}
+
+/// A Delta table's id (its metadata action's `id`).
+fn table_id(t: &DeltaTable) -> Option<String> {
+    let meta = serde_json::to_value(t.snapshot().ok()?.metadata()).ok()?;
+    meta.get("id")?.as_str().map(String::from)
 }
 
 /// NULL watermarks in the snapshot, from the files' statistics; None when a file lacks them

@@ -843,6 +843,10 @@ async fn copy_once(
             if new_columns {
                 write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
             }
+            if let Some(st) = &source.table {
+                let root = session.warehouse.table_path(&source_name)?;
+                write = write.with_writer_properties(whole_file::writer_properties(st, &root));
+            }
             write.await?
         } else {
             let t = target.clone();

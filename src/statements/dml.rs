@@ -193,11 +193,13 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
     };
     if n > 0 || insert.overwrite {
         let state = session.ctx.state();
-        t.write(out)
+        let t = t
+            .write(out)
             .with_save_mode(mode)
             .with_session_state(Arc::new(state))
             .await
             .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;
+        super::upkeep::after_commit(&t).await;
     }
     Ok(counts(&[
         ("num_affected_rows", n as i64),
@@ -403,7 +405,8 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                 let _b = session.bind(&mut w, &columns).await?;
                 builder = builder.with_predicate(logical_expr(session, w, &df_schema)?);
             }
-            let (_, metrics) = builder.await.map_err(Error::from)?;
+            let (t, metrics) = builder.await.map_err(Error::from)?;
+            super::upkeep::after_commit(&t).await;
             Ok(metrics.num_updated_rows as i64)
         }
     })
@@ -439,7 +442,8 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
                 let _b = session.bind(&mut w, &columns).await?;
                 builder = builder.with_predicate(logical_expr(session, w, &df_schema)?);
             }
-            let (_, metrics) = builder.await.map_err(Error::from)?;
+            let (t, metrics) = builder.await.map_err(Error::from)?;
+            super::upkeep::after_commit(&t).await;
             Ok(metrics.num_deleted_rows.unwrap_or(0) as i64)
         }
     })
@@ -614,7 +618,8 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                     }
                 };
             }
-            let (_, m) = builder.await.map_err(Error::from)?;
+            let (t, m) = builder.await.map_err(Error::from)?;
+            super::upkeep::after_commit(&t).await;
             Ok(m)
         }
     })

@@ -6,6 +6,7 @@
 
 use deltalake::DeltaTable;
 use deltalake::checkpoints;
+use deltalake::table::config::TablePropertiesExt;
 
 /// A checkpoint every this many commits (Delta's default is 100; replaying a JSON commit costs
 /// about a millisecond, so 100 commits would double the cost of a small run).
@@ -15,14 +16,30 @@ pub const CHECKPOINT_EVERY: u64 = 10;
 /// carries every file's entry, so their number is what opening the table costs).
 pub const COMPACT_AT_FILES: usize = 32;
 
-/// After a commit of `table` by tidemark: checkpoint it when its version is due. Best effort:
-/// a failed checkpoint leaves the table as correct as before, only slower to open.
+/// Tables with at most this many files get the frequent checkpoints (a checkpoint rewrites
+/// every file's entry: on a big table Delta's interval of 100 is the better trade).
+pub const SMALL_TABLE_FILES: usize = 1000;
+
+/// After a commit of `table` by tidemark: checkpoint a small table when its version is due,
+/// and remove log files its retention no longer keeps. Best effort: a failed checkpoint leaves
+/// the table as correct as before, only slower to open.
 pub async fn after_commit(table: &DeltaTable) {
-    if let Some(v) = table.version()
-        && v > 0
-        && v.is_multiple_of(CHECKPOINT_EVERY)
+    let due = table.version().is_some_and(|v| {
+        v > 0
+            && v.is_multiple_of(CHECKPOINT_EVERY)
+            && table
+                .snapshot()
+                .is_ok_and(|s| s.log_data().num_files() <= SMALL_TABLE_FILES)
+    });
+    if due
+        && checkpoints::create_checkpoint(table, None).await.is_ok()
+        && table
+            .snapshot()
+            .is_ok_and(|s| s.table_config().enable_expired_log_cleanup())
     {
-        let _ = checkpoints::create_checkpoint(table, None).await;
+        // Log files older than the table's delta.logRetentionDuration (30 days unless set)
+        // and covered by a checkpoint are no longer needed to read it.
+        let _ = checkpoints::cleanup_metadata(table, None).await;
     }
 }
 

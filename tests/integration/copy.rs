@@ -552,3 +552,43 @@ fn whole_files_are_linked_and_only_straddling_files_decoded() {
     assert_eq!(link_counts(&wh.join("main/default/t2")), vec![1, 1, 1]);
     assert_eq!(value(&wh, "SELECT count(*) FROM t2"), "5");
 }
+
+#[test]
+fn a_recreated_source_at_the_same_version_is_still_read() {
+    // The copy answers "nothing new" from the logs alone when the source is at the version the
+    // last run copied. A source dropped and created again starts its versions over: the same
+    // version number must not hide its rows.
+    let source_version = |out: &str| {
+        out.lines()
+            .nth(1)
+            .unwrap_or_default()
+            .split(',')
+            .nth(7)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (_d, wh) = warehouse();
+    setup(&wh);
+    let first = sql(&wh, &[COPY]);
+    sql(
+        &wh,
+        &[
+            "DROP TABLE src",
+            "CREATE TABLE src (id BIGINT NOT NULL, ts TIMESTAMP, note STRING)",
+            "INSERT INTO src VALUES (5, '2024-01-01 00:00:05', 'e'), (6, '2024-01-01 00:00:06', 'f')",
+            "INSERT INTO src VALUES (7, '2024-01-01 00:00:07', 'g')",
+        ],
+    );
+    let out = sql(&wh, &[COPY]);
+    assert_eq!(
+        source_version(&out),
+        source_version(&first),
+        "the new source is at the old one's version: {first}{out}"
+    );
+    assert!(out.contains(",3,0,"), "the new rows are copied: {out}");
+    assert_eq!(value(&wh, "SELECT count(*) FROM dst"), "7");
+    assert_eq!(
+        value(&wh, "SELECT last_watermark FROM ctl"),
+        "2024-01-01T00:00:07Z"
+    );
+}

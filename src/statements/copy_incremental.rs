@@ -588,7 +588,13 @@ async fn copy_once(
         (Some(s), None, true) => Some(s.clone()),
         _ => None,
     };
-    let null_rows = match source.table.as_ref().and_then(|t| stats_null_count(t, &wm)) {
+    // The source's files and their statistics, read once for every decision below.
+    let files = match &source.table {
+        Some(t) => Some(whole_file::source_files(t, &wm, &wm_type)?),
+        None => None,
+    };
+    let source_root = session.warehouse.table_path(&source_name)?;
+    let null_rows = match files.as_deref().and_then(whole_file::null_count) {
         Some(n) => n,
         None => scan.clone().filter(w.clone().is_null())?.count().await? as i64,
     };
@@ -609,12 +615,9 @@ async fn copy_once(
         && c.since.is_none()
         && c.lookback.is_none()
         && lower == start
-        && match (&source.table, &start, &recorded) {
-            (Some(st), Some(s), Some(r)) if r.mark.as_ref() == Some(s) => {
-                match (
-                    &r.mark_files,
-                    whole_file::files_holding(st, &wm, &wm_type, s),
-                ) {
+        && match (&files, &start, &recorded) {
+            (Some(files), Some(s), Some(r)) if r.mark.as_ref() == Some(s) => {
+                match (&r.mark_files, whole_file::files_holding(files, s)) {
                     (Some(before), Some(now)) => now.iter().all(|p| before.contains(p)),
                     _ => false,
                 }
@@ -668,9 +671,9 @@ async fn copy_once(
     let window_rows: i64 = window_batches.iter().map(|b| b.num_rows() as i64).sum();
 
     // Whole files: a Delta source appended into a target of the same schema.
-    let file_plan = match &source.table {
+    let file_plan = match (&source.table, &files) {
         _ if unchanged => None,
-        Some(st)
+        (Some(st), Some(files))
             if session.settings.whole_files
                 && merge_keys.is_empty()
                 && !new_columns
@@ -683,8 +686,13 @@ async fn copy_once(
                     None => true,
                 } =>
         {
-            let root = session.warehouse.table_path(&source_name)?;
-            Some(whole_file::plan(st, &root, &wm, &wm_type, start.as_ref())?)
+            Some(whole_file::plan(
+                files,
+                &source_root,
+                &wm,
+                &wm_type,
+                start.as_ref(),
+            ))
         }
         _ => None,
     };
@@ -702,8 +710,7 @@ async fn copy_once(
                     .await? as i64
             };
             let candidates = fp.max_candidates();
-            let root = session.warehouse.table_path(&source_name)?;
-            let best = match whole_file::footer_max(&root, &candidates, &wm, &wm_type) {
+            let best = match whole_file::footer_max(&source_root, &candidates, &wm, &wm_type) {
                 // The largest watermark overall is the largest above the start, if above it.
                 Some(m) => m.filter(|m| start.as_ref().is_none_or(|s| m > s)),
                 None => {
@@ -741,9 +748,9 @@ async fn copy_once(
     let mut target_version = target.as_ref().and_then(|t| t.version());
     if rows_to_copy > 0 || target.is_none() {
         let run = last_run + 1;
-        let mark_files = match (&source.table, &new_mark) {
-            (Some(st), Some(m)) if merge_keys.is_empty() => {
-                whole_file::files_holding(st, &wm, &wm_type, m).filter(|f| f.len() <= 64)
+        let mark_files = match (&files, &new_mark) {
+            (Some(files), Some(m)) if merge_keys.is_empty() => {
+                whole_file::files_holding(files, m).filter(|f| f.len() <= 64)
             }
             _ => None,
         };
@@ -814,6 +821,7 @@ async fn copy_once(
             fast_commit(
                 session,
                 st,
+                &source_root,
                 &target_name,
                 target.clone(),
                 fp,
@@ -844,8 +852,8 @@ async fn copy_once(
                 write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
             }
             if let Some(st) = &source.table {
-                let root = session.warehouse.table_path(&source_name)?;
-                write = write.with_writer_properties(whole_file::writer_properties(st, &root));
+                write =
+                    write.with_writer_properties(whole_file::writer_properties(st, &source_root));
             }
             write.await?
         } else {
@@ -931,17 +939,11 @@ async fn create_target(
     name: &TableName,
     fields: Vec<deltalake::kernel::StructField>,
 ) -> Result<DeltaTable> {
-    std::fs::create_dir_all(session.warehouse.table_path(name)?)?;
     session
         .warehouse
-        .handle(name)
+        .create_builder(name)
         .await?
-        .create()
-        .with_table_name(name.table.clone())
         .with_columns(fields)
-        // No retry: a create that finds version 0 taken must fail, not commit a second
-        // CREATE (new table id) on top of the other run's table.
-        .with_commit_properties(CommitProperties::default().with_max_retries(0))
         .await
         .map_err(|e| {
             if session.warehouse.table_exists(name) {
@@ -958,22 +960,6 @@ fn table_id(t: &DeltaTable) -> Option<String> {
     meta.get("id")?.as_str().map(String::from)
 }
 
-/// NULL watermarks in the snapshot, from the files' statistics; None when a file lacks them
-/// or has a deletion vector (then a query counts).
-fn stats_null_count(t: &DeltaTable, wm: &str) -> Option<i64> {
-    let mut total = 0;
-    for view in t.snapshot().ok()?.log_data().iter() {
-        #[allow(deprecated)]
-        let add = view.add_action();
-        if add.deletion_vector.is_some() {
-            return None;
-        }
-        let stats: serde_json::Value = serde_json::from_str(add.stats.as_deref()?).ok()?;
-        total += stats.get("nullCount")?.get(wm)?.as_i64()?;
-    }
-    Some(total)
-}
-
 /// A DataFrame over some files of the pinned source snapshot.
 async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Result<DataFrame> {
     let provider = t.table_provider().with_file_paths(paths).await?;
@@ -986,6 +972,7 @@ async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Resu
 async fn fast_commit(
     session: &Session,
     source: &DeltaTable,
+    source_root: &std::path::Path,
     target_name: &TableName,
     target: DeltaTable,
     plan: &whole_file::FilePlan,
@@ -995,13 +982,8 @@ async fn fast_commit(
     progress: &CopyProgress,
 ) -> Result<DeltaTable> {
     let target_dir = session.warehouse.table_path(target_name)?;
-    let source_root = source
-        .log_store()
-        .root_url()
-        .to_file_path()
-        .map_err(|_| Error::Invalid("whole-file copies need a local source".into()))?;
     let linked = whole_file::link_files(
-        &source_root,
+        source_root,
         &target_dir,
         &plan.whole,
         session.settings.hard_links,

@@ -13,20 +13,67 @@ use deltalake::kernel::Add;
 
 use crate::error::{Error, Result};
 
-/// One source file and what its statistics say about the watermark.
+/// One file of the pinned source snapshot and what its statistics say about the watermark.
 #[derive(Debug, Clone)]
-pub struct FileChoice {
+pub struct SourceFile {
     pub add: Add,
+    pub min: Option<ScalarValue>,
     /// Upper bound of the file's watermark (stats are truncated to milliseconds).
     pub max_upper: Option<ScalarValue>,
+    pub nulls: Option<i64>,
     pub rows: Option<i64>,
+}
+
+/// The snapshot's files with their statistics, parsed once for every use in a copy.
+pub fn source_files(source: &DeltaTable, wm: &str, dt: &DataType) -> Result<Vec<SourceFile>> {
+    let mut files = vec![];
+    for view in source.snapshot()?.log_data().iter() {
+        #[allow(deprecated)] // the Add action is exactly what is re-committed in the target
+        let add = view.add_action();
+        let stats: Option<serde_json::Value> = add
+            .stats
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok());
+        let get = |key: &str| {
+            stats
+                .as_ref()
+                .and_then(|s| s.get(key))
+                .and_then(|m| m.get(wm))
+        };
+        let min = get("minValues").and_then(|v| stat_value(v, dt));
+        let max = get("maxValues").and_then(|v| stat_value(v, dt));
+        let nulls = get("nullCount").and_then(|v| v.as_i64());
+        let rows = stats
+            .as_ref()
+            .and_then(|s| s.get("numRecords"))
+            .and_then(|v| v.as_i64());
+        files.push(SourceFile {
+            add,
+            min,
+            max_upper: max.as_ref().map(|m| shift(m, slack(dt))),
+            nulls,
+            rows,
+        });
+    }
+    Ok(files)
+}
+
+/// NULL watermarks in the snapshot, from the files' statistics; None when a file lacks them
+/// or has a deletion vector (then a query counts).
+pub fn null_count(files: &[SourceFile]) -> Option<i64> {
+    files.iter().try_fold(0, |total, f| {
+        if f.add.deletion_vector.is_some() {
+            return None;
+        }
+        Some(total + f.nulls?)
+    })
 }
 
 /// Which source files to link whole and which to decode.
 #[derive(Debug, Default)]
 pub struct FilePlan {
-    pub whole: Vec<FileChoice>,
-    pub decode: Vec<FileChoice>,
+    pub whole: Vec<SourceFile>,
+    pub decode: Vec<SourceFile>,
 }
 
 impl FilePlan {
@@ -37,8 +84,8 @@ impl FilePlan {
 
     /// Files that may hold the highest watermark: their upper bound reaches the best lower
     /// bound of any file's maximum.
-    pub fn max_candidates(&self) -> Vec<&FileChoice> {
-        let all: Vec<&FileChoice> = self.whole.iter().chain(self.decode.iter()).collect();
+    pub fn max_candidates(&self) -> Vec<&SourceFile> {
+        let all: Vec<&SourceFile> = self.whole.iter().chain(self.decode.iter()).collect();
         let Some(best) = all
             .iter()
             .filter_map(|f| f.max_upper.clone())
@@ -109,46 +156,22 @@ fn stat_value(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
 /// Sort the snapshot's files: whole (every row above `start`), decode (may hold rows above
 /// `start`), or skipped (none can).
 pub fn plan(
-    source: &DeltaTable,
+    files: &[SourceFile],
     root: &Path,
     wm: &str,
     dt: &DataType,
     start: Option<&ScalarValue>,
-) -> Result<FilePlan> {
+) -> FilePlan {
     let mut plan = FilePlan::default();
-    for view in source.snapshot()?.log_data().iter() {
-        #[allow(deprecated)] // the Add action is exactly what is re-committed in the target
-        let add = view.add_action();
-        let stats: Option<serde_json::Value> = add
-            .stats
-            .as_deref()
-            .and_then(|s| serde_json::from_str(s).ok());
-        let get = |key: &str| {
-            stats
-                .as_ref()
-                .and_then(|s| s.get(key))
-                .and_then(|m| m.get(wm))
-        };
-        let min = get("minValues").and_then(|v| stat_value(v, dt));
-        let max = get("maxValues").and_then(|v| stat_value(v, dt));
-        let nulls = get("nullCount").and_then(|v| v.as_i64());
-        let rows = stats
-            .as_ref()
-            .and_then(|s| s.get("numRecords"))
-            .and_then(|v| v.as_i64());
-        let max_upper = max.as_ref().map(|m| shift(m, slack(dt)));
-        let choice = FileChoice {
-            add: add.clone(),
-            max_upper: max_upper.clone(),
-            rows,
-        };
+    for f in files {
+        let (add, max_upper) = (&f.add, &f.max_upper);
         // No row can be above the start point: skip the file.
-        if let (Some(s), Some(u)) = (start, &max_upper)
+        if let (Some(s), Some(u)) = (start, max_upper)
             && u <= s
         {
             continue;
         }
-        let all_above = match (start, &min) {
+        let all_above = match (start, &f.min) {
             (None, _) => true,
             (Some(s), Some(m)) => m > s,
             (Some(_), None) => false,
@@ -167,17 +190,17 @@ pub fn plan(
             all_above = min.as_ref().is_some_and(|m| m > s);
         }
         let whole = all_above
-            && nulls == Some(0)
-            && rows.is_some()
+            && f.nulls == Some(0)
+            && f.rows.is_some()
             && add.deletion_vector.is_none()
             && add.partition_values.is_empty();
         if whole {
-            plan.whole.push(choice);
+            plan.whole.push(f.clone());
         } else {
-            plan.decode.push(choice);
+            plan.decode.push(f.clone());
         }
     }
-    Ok(plan)
+    plan
 }
 
 /// The exact largest watermark in `files`, from their Parquet footers: row-group statistics
@@ -187,7 +210,7 @@ pub fn plan(
 /// `Some(None)` when the files hold no non-NULL watermark.
 pub fn footer_max(
     source_root: &Path,
-    files: &[&FileChoice],
+    files: &[&SourceFile],
     wm: &str,
     dt: &DataType,
 ) -> Option<Option<ScalarValue>> {
@@ -332,36 +355,18 @@ pub fn writer_properties(
 
 /// Source files that may hold rows with watermark `v`, by their statistics; None when one of
 /// them has a deletion vector (its rows can change without a new file).
-pub fn files_holding(
-    source: &DeltaTable,
-    wm: &str,
-    dt: &DataType,
-    v: &ScalarValue,
-) -> Option<Vec<String>> {
+pub fn files_holding(files: &[SourceFile], v: &ScalarValue) -> Option<Vec<String>> {
     let mut out = vec![];
-    for view in source.snapshot().ok()?.log_data().iter() {
-        #[allow(deprecated)]
-        let add = view.add_action();
-        let stats: Option<serde_json::Value> = add
-            .stats
-            .as_deref()
-            .and_then(|s| serde_json::from_str(s).ok());
-        let get = |key: &str| {
-            stats
-                .as_ref()
-                .and_then(|s| s.get(key))
-                .and_then(|m| m.get(wm))
-                .and_then(|x| stat_value(x, dt))
-        };
-        let below = get("minValues").is_some_and(|m| &m > v);
-        let above = get("maxValues").is_some_and(|m| &shift(&m, slack(dt)) < v);
+    for f in files {
+        let below = f.min.as_ref().is_some_and(|m| m > v);
+        let above = f.max_upper.as_ref().is_some_and(|u| u < v);
         if below || above {
             continue;
         }
-        if add.deletion_vector.is_some() {
+        if f.add.deletion_vector.is_some() {
             return None;
         }
-        out.push(add.path.clone());
+        out.push(f.add.path.clone());
     }
     out.sort();
     Some(out)
@@ -373,7 +378,7 @@ pub fn files_holding(
 pub fn link_files(
     source_root: &Path,
     target_root: &Path,
-    files: &[FileChoice],
+    files: &[SourceFile],
     hard_links: bool,
 ) -> Result<Vec<Add>> {
     let now = chrono::Utc::now().timestamp_millis();

@@ -327,6 +327,24 @@ impl Warehouse {
         Ok(deltalake::open_table(url).await?)
     }
 
+    /// A CREATE of `name` (its directory made first) that commits without retries: a create
+    /// that finds version 0 taken must fail, not commit a second CREATE (a new table id) on
+    /// top of the other writer's table.
+    pub async fn create_builder(
+        &self,
+        name: &TableName,
+    ) -> Result<deltalake::operations::create::CreateBuilder> {
+        std::fs::create_dir_all(self.table_path(name)?)?;
+        Ok(self
+            .handle(name)
+            .await?
+            .create()
+            .with_table_name(name.table.clone())
+            .with_commit_properties(
+                deltalake::kernel::transaction::CommitProperties::default().with_max_retries(0),
+            ))
+    }
+
     /// A handle on a (possibly not yet existing) table location, for creating it.
     pub async fn handle(&self, name: &TableName) -> Result<DeltaTable> {
         let url = self.table_url(name)?;

@@ -357,20 +357,15 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             )));
         }
     }
-    std::fs::create_dir_all(session.warehouse.table_path(&table)?)?;
-    let handle = session.warehouse.handle(&table).await?;
-    let mut builder = handle
-        .create()
-        .with_table_name(table.table.clone())
+    let mut builder = session
+        .warehouse
+        .create_builder(&table)
+        .await?
         .with_columns(fields)
         .with_partition_columns(partition_columns)
         .with_configuration(configuration)
         // Custom keys (owner, team, ...) are allowed, as in Databricks.
         .with_raise_if_key_not_exists(false)
-        // A concurrent CREATE of the same table must fail here, not land on top of it.
-        .with_commit_properties(
-            deltalake::kernel::transaction::CommitProperties::default().with_max_retries(0),
-        )
         .with_save_mode(if exists {
             SaveMode::Overwrite
         } else {

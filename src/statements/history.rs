@@ -7,7 +7,6 @@ use datafusion::arrow::array::{
     ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::kernel::transaction::CommitProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{DeltaTable, TableProperty};
 
@@ -190,8 +189,6 @@ async fn append_batch(
 
 /// Create the empty history table (no retry: a lost race is retried as an append).
 async fn create(session: &Session) -> Result<DeltaTable> {
-    let name = table_name();
-    std::fs::create_dir_all(session.warehouse.table_path(&name)?)?;
     let fields = schema()
         .fields()
         .iter()
@@ -199,10 +196,8 @@ async fn create(session: &Session) -> Result<DeltaTable> {
         .collect::<Result<Vec<_>>>()?;
     Ok(session
         .warehouse
-        .handle(&name)
+        .create_builder(&table_name())
         .await?
-        .create()
-        .with_table_name(name.table.clone())
         .with_columns(fields)
         // Small metadata: statistics for the run id and times only, and compacted files'
         // tombstones dropped from checkpoints after an hour (see upkeep).
@@ -211,6 +206,5 @@ async fn create(session: &Session) -> Result<DeltaTable> {
             TableProperty::DeletedFileRetentionDuration,
             Some("interval 1 hour"),
         )
-        .with_commit_properties(CommitProperties::default().with_max_retries(0))
         .await?)
 }

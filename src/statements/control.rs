@@ -97,17 +97,27 @@ pub fn pair_counts(
             let Ok(Some(src)) = string_at(batch, "source_table", row) else {
                 continue;
             };
-            let Ok(src) = resolve_stored_name(session, &src) else {
-                continue;
-            };
-            let tgt = string_at(batch, "target_table", row)
-                .ok()
-                .flatten()
-                .and_then(|t| resolve_stored_name(session, &t).ok());
-            *counts.entry((src, tgt)).or_insert(0) += 1;
+            let tgt = string_at(batch, "target_table", row).ok().flatten();
+            if let Some(pair) = pair_of(session, &src, tgt.as_deref()) {
+                *counts.entry(pair).or_insert(0) += 1;
+            }
         }
     }
     counts
+}
+
+/// The (source, target) pair named by stored `source_table` and `target_table` values, as
+/// resolved table names; None when the source does not resolve.
+pub fn pair_of(
+    session: &Session,
+    source: &str,
+    target: Option<&str>,
+) -> Option<(TableName, Option<TableName>)> {
+    let src = resolve_stored_name(session, source).ok()?;
+    Some((
+        src,
+        target.and_then(|t| resolve_stored_name(session, t).ok()),
+    ))
 }
 
 /// Find the control row for `source` -> `target`: exactly one must match.

@@ -29,6 +29,18 @@ struct IterationResult {
     error: Option<String>,
 }
 
+impl IterationResult {
+    /// The result of a `what` whose task ended without returning (a panic, an abort).
+    fn stopped(what: &str, e: tokio::task::JoinError) -> Self {
+        IterationResult {
+            started_at_us: chrono::Utc::now().timestamp_micros(),
+            duration_ms: 0,
+            rows_affected: 0,
+            error: Some(format!("the {what} stopped unexpectedly: {e}")),
+        }
+    }
+}
+
 /// Rows affected by a statement's output (DML counts, rows copied), else its row count.
 fn affected(out: &Output) -> i64 {
     for name in ["num_affected_rows", "rows_copied"] {
@@ -213,12 +225,9 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
                     run_body(&mut s, &body).await
                 }));
                 async move {
-                    let r = task.await.unwrap_or_else(|e| IterationResult {
-                        started_at_us: chrono::Utc::now().timestamp_micros(),
-                        duration_ms: 0,
-                        rows_affected: 0,
-                        error: Some(format!("the iteration stopped unexpectedly: {e}")),
-                    });
+                    let r = task
+                        .await
+                        .unwrap_or_else(|e| IterationResult::stopped("iteration", e));
                     (i, r)
                 }
             })
@@ -323,12 +332,8 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     for b in &full {
         for r in 0..b.num_rows() {
             let row = control::row_at(&ctl, b, r).ok().flatten().filter(|row| {
-                let src = control::resolve_stored_name(session, &row.source_value).ok();
-                let tgt = row
-                    .target_value
-                    .as_ref()
-                    .and_then(|t| control::resolve_stored_name(session, t).ok());
-                src.is_some_and(|s| counts.get(&(s, tgt)) == Some(&1))
+                control::pair_of(session, &row.source_value, row.target_value.as_deref())
+                    .is_some_and(|pair| counts.get(&pair) == Some(&1))
             });
             known.push(row);
         }
@@ -417,17 +422,8 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                     (i, r)
                 }));
                 async move {
-                    task.await.unwrap_or_else(|e| {
-                        (
-                            i,
-                            IterationResult {
-                                started_at_us: chrono::Utc::now().timestamp_micros(),
-                                duration_ms: 0,
-                                rows_affected: 0,
-                                error: Some(format!("the copy stopped unexpectedly: {e}")),
-                            },
-                        )
-                    })
+                    task.await
+                        .unwrap_or_else(|e| (i, IterationResult::stopped("copy", e)))
                 }
             })
             .buffer_unordered(n.max(1))

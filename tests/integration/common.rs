@@ -46,6 +46,11 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A number from the environment (iteration counts and seeds of the randomized suites).
+pub fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 /// A Python interpreter with the `deltalake` package, if the test environment has one.
 pub fn python() -> Option<String> {
     let candidates = [

@@ -146,14 +146,8 @@ fn exercise(input: &str) {
 
 #[test]
 fn splitter_and_parser_never_panic_or_hang() {
-    let iters: usize = std::env::var("TIDEMARK_FUZZ_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3000);
-    let seed: u64 = std::env::var("TIDEMARK_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x71DE_3A4C);
+    let iters: usize = crate::common::env_number("TIDEMARK_FUZZ_ITERS").unwrap_or(3000);
+    let seed: u64 = crate::common::env_number("TIDEMARK_FUZZ_SEED").unwrap_or(0x71DE_3A4C);
     let seeds = seeds();
     let mut rng = Rng(seed);
     for i in 0..iters {

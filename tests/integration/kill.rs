@@ -170,19 +170,13 @@ fn check(wh: &Path, seed: u64) {
 
 #[test]
 fn killed_jobs_never_lose_or_duplicate_rows() {
-    let kills: usize = std::env::var("TIDEMARK_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
-    let seed: u64 = std::env::var("TIDEMARK_KILL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let kills: usize = crate::common::env_number("TIDEMARK_KILLS").unwrap_or(24);
+    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
     eprintln!("kill suite seed {seed} ({kills} kills)");
     let (_d, wh) = warehouse();
     setup(&wh);
@@ -218,10 +212,7 @@ fn killed_jobs_never_lose_or_duplicate_rows() {
 
 #[test]
 fn racing_jobs_and_maintenance_keep_the_invariants() {
-    let seed: u64 = std::env::var("TIDEMARK_KILL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(42);
+    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or(42);
     let (_d, wh) = warehouse();
     setup(&wh);
     let stop = Arc::new(AtomicBool::new(false));

@@ -156,13 +156,21 @@ fn check_part(kind: &str, name: &str) -> Result<()> {
 #[derive(Debug)]
 pub struct Warehouse {
     root: PathBuf,
-    /// Tables tidemark keeps loaded between commits of its own (the run history), refreshed
-    /// incrementally before each use instead of replaying their log from the start.
+    /// Tables tidemark appends to on every run (the run history), kept open between appends
+    /// instead of replaying their log again.
     kept: std::sync::Mutex<HashMap<TableName, KeptTable>>,
 }
 
-/// A table kept loaded; `None` until first loaded (or after a failed write).
-pub type KeptTable = Arc<tokio::sync::Mutex<Option<DeltaTable>>>;
+/// An append-only table kept open: its protocol and metadata (no file list), and the version
+/// the next append tries first.
+#[derive(Debug)]
+pub struct Appendable {
+    pub table: deltalake::BlindDeltaTable,
+    pub next_version: u64,
+}
+
+/// A table kept open; `None` until first opened (or after a failed write).
+pub type KeptTable = Arc<tokio::sync::Mutex<Option<Appendable>>>;
 
 impl Warehouse {
     /// A warehouse rooted at `root` (created lazily on first write).
@@ -175,7 +183,7 @@ impl Warehouse {
         }
     }
 
-    /// The slot of a table kept loaded between commits.
+    /// The slot of a table kept open between appends.
     pub fn kept(&self, name: &TableName) -> KeptTable {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.entry(name.clone()).or_default().clone()

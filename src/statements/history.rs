@@ -1,17 +1,22 @@
 //! `system.tidemark.copy_runs`: one row per COPY INCREMENTAL run, failures included, appended
 //! as blind Delta appends (which never conflict with each other).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
     ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::kernel::Action;
+use deltalake::kernel::transaction::{CommitData, TransactionError};
+use deltalake::logstore::CommitOrBytes;
+use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::{DeltaTable, TableProperty};
+use deltalake::{BlindDeltaTable, DeltaTable, TableProperty};
 
 use super::group_commit::Registry;
-use crate::catalog::{SYSTEM, TableName};
+use crate::catalog::{Appendable, SYSTEM, TableName, Warehouse};
 use crate::engine::Session;
 use crate::error::{Error, Result};
 
@@ -119,8 +124,8 @@ pub async fn append(session: &Session, records: &[RunRecord]) -> Result<()> {
     Ok(())
 }
 
-/// Start loading the history table in the background, so that the write at the end of a
-/// run finds it loaded (the run's own work overlaps the log replay).
+/// Start opening the history table in the background, so that the write at the end of a
+/// run finds it open (the run's own work overlaps the log replay).
 pub fn prefetch(session: &Session) {
     let warehouse = session.warehouse.clone();
     tokio::spawn(async move {
@@ -129,11 +134,22 @@ pub fn prefetch(session: &Session) {
         let mut kept = slot.lock().await;
         if kept.is_none()
             && warehouse.table_exists(&name)
-            && let Ok(t) = warehouse.open(&name).await
+            && let Ok(t) = open_appendable(&warehouse).await
         {
             *kept = Some(t);
         }
     });
+}
+
+/// The history table's protocol and metadata, without its file list: an append needs no more.
+async fn open_appendable(warehouse: &Warehouse) -> Result<Appendable> {
+    let log_store = warehouse.handle(&table_name()).await?.log_store();
+    let table = BlindDeltaTable::try_new_with_log_store(log_store).await?;
+    let next_version = table.version() + 1;
+    Ok(Appendable {
+        table,
+        next_version,
+    })
 }
 
 /// One blind append of a batch of records.
@@ -146,7 +162,8 @@ async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
         match append_batch(session, &mut kept, &batch).await {
             Ok(()) => return Ok(()),
             Err(e) => {
-                // Two first writers racing to create the table: the loser appends next time.
+                // Two first writers racing to create the table, or another writer changed
+                // the table's metadata: open it again and append next time.
                 last = Some(e);
                 tokio::time::sleep(std::time::Duration::from_millis(25)).await;
             }
@@ -157,34 +174,83 @@ async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
         .context("cannot record the run in system.tidemark.copy_runs"))
 }
 
-/// Append `batch` as one Parquet file and one commit, on the kept table (refreshed first).
-/// No query plan is built: this runs once per copy and must stay cheap.
+/// Append `batch` as one Parquet file and one commit. No query plan and no file list: this
+/// runs once per copy and must stay cheap. Appends never conflict with each other or with a
+/// compaction, so a version taken by another writer is simply skipped, unless that commit
+/// changed the table's protocol or metadata (then the table is opened again).
 async fn append_batch(
     session: &Session,
-    kept: &mut Option<DeltaTable>,
+    kept: &mut Option<Appendable>,
     batch: &RecordBatch,
 ) -> Result<()> {
-    let name = table_name();
-    let mut table = match kept.take() {
-        Some(mut t) => {
-            t.update_incremental(None).await?;
-            t
+    let warehouse = &session.warehouse;
+    let mut appendable = match kept.take() {
+        Some(a) => a,
+        None => {
+            if !warehouse.table_exists(&table_name()) {
+                create(session).await?;
+            }
+            open_appendable(warehouse).await?
         }
-        None if session.warehouse.table_exists(&name) => session.warehouse.open(&name).await?,
-        None => create(session).await?,
     };
-    let mut writer = RecordBatchWriter::for_table(&table)?;
+    let mut writer = RecordBatchWriter::for_blind_appends(&appendable.table)?;
     writer.write(batch.clone()).await?;
-    writer.flush_and_commit(&mut table).await?;
-    super::upkeep::after_commit(&table).await;
-    if super::upkeep::needs_compaction(&table) {
-        // Best effort, like the checkpoint: a failed compaction leaves more files to read.
-        if let Ok((t, _)) = table.clone().optimize().await {
-            table = t;
+    let adds = writer.flush().await?;
+    let operation = DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: None,
+        predicate: None,
+    };
+    let actions = adds.into_iter().map(Action::Add).collect();
+    let bytes = CommitData::new(actions, operation, HashMap::new(), vec![])
+        .get_bytes()
+        .map_err(deltalake::DeltaTableError::from)?;
+    let log_store = appendable.table.log_store();
+    let mut version = appendable.next_version;
+    loop {
+        let entry = CommitOrBytes::LogBytes(bytes.clone());
+        match log_store
+            .write_commit_entry(version, entry, uuid::Uuid::new_v4())
+            .await
+        {
+            Ok(()) => break,
+            Err(TransactionError::VersionAlreadyExists(_)) => {
+                let theirs = log_store.read_commit_entry(version).await?;
+                if theirs.is_none_or(|c| changes_table(&c)) {
+                    return Err(Error::Other(format!(
+                        "version {version} of {} changed the table; opening it again",
+                        table_name()
+                    )));
+                }
+                version += 1;
+            }
+            Err(e) => return Err(deltalake::DeltaTableError::from(e).into()),
         }
     }
-    *kept = Some(table);
+    appendable.next_version = version + 1;
+    *kept = Some(appendable);
+    if version.is_multiple_of(super::upkeep::CHECKPOINT_EVERY) {
+        // Upkeep needs the file list: one full load every few runs.
+        let mut table = warehouse.open(&table_name()).await?;
+        super::upkeep::maintain(&table).await;
+        if super::upkeep::needs_compaction(&table) {
+            // Best effort, like the checkpoint: a failed compaction leaves more files to read.
+            if let Ok((t, _)) = table.clone().optimize().await {
+                table = t;
+                super::upkeep::maintain(&table).await;
+            }
+        }
+    }
     Ok(())
+}
+
+/// Whether a commit's actions change what an append must know (protocol or metadata).
+fn changes_table(commit: &[u8]) -> bool {
+    commit.split(|b| *b == b'\n').any(|line| {
+        serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .is_some_and(|v| v.get("metaData").is_some() || v.get("protocol").is_some())
+    })
 }
 
 /// Create the empty history table (no retry: a lost race is retried as an append).

@@ -24,14 +24,20 @@ pub const SMALL_TABLE_FILES: usize = 1000;
 /// and remove log files its retention no longer keeps. Best effort: a failed checkpoint leaves
 /// the table as correct as before, only slower to open.
 pub async fn after_commit(table: &DeltaTable) {
-    let due = table.version().is_some_and(|v| {
-        v > 0
-            && v.is_multiple_of(CHECKPOINT_EVERY)
-            && table
-                .snapshot()
-                .is_ok_and(|s| s.log_data().num_files() <= SMALL_TABLE_FILES)
-    });
-    if due
+    if table
+        .version()
+        .is_some_and(|v| v > 0 && v.is_multiple_of(CHECKPOINT_EVERY))
+    {
+        maintain(table).await;
+    }
+}
+
+/// Checkpoint a small table now and remove the log files its retention no longer keeps.
+pub async fn maintain(table: &DeltaTable) {
+    let small = table
+        .snapshot()
+        .is_ok_and(|s| s.log_data().num_files() <= SMALL_TABLE_FILES);
+    if small
         && checkpoints::create_checkpoint(table, None).await.is_ok()
         && table
             .snapshot()

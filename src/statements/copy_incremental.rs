@@ -410,6 +410,36 @@ async fn copy_once(
         return Err(session.warehouse.missing_table_error(&target_name));
     }
 
+    // Nothing new since the last run: known from the source's version and the target's newest
+    // commit, without replaying either log.
+    let mut known_row = known_row;
+    if c.since.is_none()
+        && c.lookback.is_none()
+        && c.merge_on.is_empty()
+        && !c.dry_run
+        && source_name.catalog != SAMPLES
+    {
+        if let Some(ctl) = &c.control
+            && known_row.is_none()
+        {
+            let ctl = session.table_name(ctl)?;
+            known_row = Some(control::find(session, &ctl, &source_name, &target_name).await?);
+        }
+        if nothing_new(
+            session,
+            c,
+            &source_name,
+            &target_name,
+            known_row.as_ref(),
+            record,
+        )
+        .await
+        .unwrap_or(false)
+        {
+            return Ok(());
+        }
+    }
+
     // Resolve: source snapshot, control row, watermark column, target state. The target's
     // log is replayed on another worker while this one reads the source's and the control's.
     let target_task = {
@@ -771,6 +801,9 @@ async fn copy_once(
             // for ties at the mark unless another file may hold some.
             "mark_files": mark_files,
             "rows": rows_to_copy,
+            // Source rows with a NULL watermark at source_version (a run that finds the source
+            // there again reports them without reading it).
+            "null_rows": null_rows,
             // What was read: source files linked whole, and files decoded and filtered.
             "whole_files": file_plan.as_ref().map(|p| p.whole.len()),
             "decoded_files": file_plan.as_ref().map(|p| p.decode.len()),
@@ -926,6 +959,122 @@ async fn copy_once(
         "nothing_new".into()
     };
     Ok(())
+}
+
+/// The newest commit of a table and its tidemark metadata, read straight from the log
+/// directory. None when the newest version has no JSON commit or was not written by tidemark.
+fn newest_tidemark_commit(table_dir: &std::path::Path) -> Option<(u64, serde_json::Value)> {
+    let log = table_dir.join("_delta_log");
+    let mut newest: Option<(u64, bool)> = None;
+    for entry in std::fs::read_dir(&log).ok()? {
+        let name = entry.ok()?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((digits, rest)) = name.split_at_checked(20) else {
+            continue;
+        };
+        let Ok(v) = digits.parse::<u64>() else {
+            continue;
+        };
+        let is_json = rest == ".json";
+        if !is_json && !rest.starts_with('.') {
+            continue;
+        }
+        newest = match newest {
+            Some((n, j)) if n > v || (n == v && j) => Some((n, j)),
+            _ => Some((v, is_json)),
+        };
+    }
+    let (version, true) = newest? else {
+        return None;
+    };
+    let bytes = std::fs::read(log.join(format!("{version:020}.json"))).ok()?;
+    bytes.split(|b| *b == b'\n').find_map(|line| {
+        let action: serde_json::Value = serde_json::from_slice(line).ok()?;
+        Some((version, action.get("commitInfo")?.get(META_KEY)?.clone()))
+    })
+}
+
+/// Whether this run has nothing to do, decided without reading either table's files: the
+/// target's newest commit is this pair's last run, the source is still at the version and table
+/// id that run read, and this run starts at that run's mark. Then the run is recorded as
+/// nothing new. Any doubt (an error included) answers false, and the full run decides.
+async fn nothing_new(
+    session: &Session,
+    c: &CopyIncremental,
+    source_name: &TableName,
+    target_name: &TableName,
+    control_row: Option<&ControlRow>,
+    record: &mut RunRecord,
+) -> Result<bool> {
+    let (Ok(target_dir), true) = (
+        session.warehouse.table_path(target_name),
+        session.warehouse.table_exists(source_name),
+    ) else {
+        return Ok(false);
+    };
+    let Some((target_version, meta)) = newest_tidemark_commit(&target_dir) else {
+        return Ok(false);
+    };
+    let app = app_id(source_name, target_name);
+    if meta.get("app_id").and_then(|v| v.as_str()) != Some(app.as_str()) {
+        return Ok(false);
+    }
+    let source = deltalake::kernel::Snapshot::try_new(
+        session
+            .warehouse
+            .handle(source_name)
+            .await?
+            .log_store()
+            .as_ref(),
+        None,
+    )
+    .await?;
+    let source_version = source.version() as i64;
+    if meta.get("source_version").and_then(|v| v.as_i64()) != Some(source_version)
+        || meta.get("source_id").and_then(|v| v.as_str()) != Some(source.metadata().id())
+    {
+        return Ok(false);
+    }
+    let Some(wm) = meta.get("watermark_column").and_then(|v| v.as_str()) else {
+        return Ok(false);
+    };
+    let wanted = match (
+        &c.watermark,
+        control_row.and_then(|r| r.watermark_column.clone()),
+    ) {
+        (Some(w), _) => name_parts(w)?.last().cloned().unwrap_or_default(),
+        (None, Some(w)) => w,
+        (None, None) => return Ok(false),
+    };
+    let (Some(null_rows), true) = (
+        meta.get("null_rows").and_then(|v| v.as_i64()),
+        wanted.eq_ignore_ascii_case(wm),
+    ) else {
+        return Ok(false);
+    };
+    let (_, wm_type) = find_column(&source.arrow_schema(), wm, source_name)?;
+    let Some(mark) = meta
+        .get("new_mark")
+        .and_then(|v| mark_from_json(v, &wm_type))
+    else {
+        return Ok(false);
+    };
+    // With a control row, it must already hold the mark: any other value is a backfill or a
+    // repair, which the full run handles.
+    if let Some(row) = control_row
+        && control::convert(&mark, &row.mark_type, "new mark").ok() != Some(row.mark.clone())
+    {
+        return Ok(false);
+    }
+    record.source_version = Some(source_version);
+    record.watermark_column = Some(wm.to_string());
+    record.previous_mark = Some(display_exact(&mark));
+    record.new_mark = record.previous_mark.clone();
+    record.null_watermark_rows = null_rows;
+    record.rows_copied = 0;
+    record.target_version = Some(target_version as i64);
+    record.status = "nothing_new".into();
+    Ok(true)
 }
 
 /// The source table's schema as stored (what its Parquet files hold).

@@ -259,6 +259,25 @@ fn null_watermarks_are_counted_never_copied() {
     let out = sql(&wh, &["COPY INCREMENTAL s INTO t WATERMARK w"]);
     assert!(out.contains(",1,2,"), "1 copied, 2 NULL: {out}");
     assert_eq!(value(&wh, "SELECT count(*) FROM t"), "1");
+    // Nothing new (answered from the logs alone): the NULL rows are still counted.
+    let out = sql(&wh, &["COPY INCREMENTAL s INTO t WATERMARK w"]);
+    assert!(
+        out.contains(",0,2,") && out.contains("nothing_new"),
+        "{out}"
+    );
+    // A new version with only a NULL row: nothing to copy, one more NULL row counted.
+    let out = sql(
+        &wh,
+        &[
+            "INSERT INTO s VALUES (4, NULL)",
+            "COPY INCREMENTAL s INTO t WATERMARK w",
+        ],
+    );
+    assert!(
+        out.contains(",0,3,") && out.contains("nothing_new"),
+        "{out}"
+    );
+    assert_eq!(value(&wh, "SELECT count(*) FROM t"), "1");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! and the DataFusion catalog providers that open tables lazily (start-up never scans it).
 
 pub mod samples;
+pub mod store;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -159,6 +160,8 @@ pub struct Warehouse {
     /// Tables tidemark appends to on every run (the run history), kept open between appends
     /// instead of replaying their log again.
     kept: std::sync::Mutex<HashMap<TableName, KeptTable>>,
+    /// The object store every table is opened with.
+    store: Arc<store::WarehouseStore>,
 }
 
 /// An append-only table kept open: its protocol and metadata (no file list), and the version
@@ -180,6 +183,7 @@ impl Warehouse {
         Warehouse {
             root,
             kept: Default::default(),
+            store: Default::default(),
         }
     }
 
@@ -331,8 +335,9 @@ impl Warehouse {
         if !self.table_exists(name) {
             return Err(self.missing_table_error(name));
         }
-        let url = self.table_url(name)?;
-        Ok(deltalake::open_table(url).await?)
+        let mut table = self.handle(name).await?;
+        table.load().await?;
+        Ok(table)
     }
 
     /// A CREATE of `name` (its directory made first) that commits without retries: a create
@@ -356,7 +361,9 @@ impl Warehouse {
     /// A handle on a (possibly not yet existing) table location, for creating it.
     pub async fn handle(&self, name: &TableName) -> Result<DeltaTable> {
         let url = self.table_url(name)?;
-        Ok(DeltaTable::try_from_url(url).await?)
+        Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
+            .with_storage_backend(self.store.clone(), url)
+            .build()?)
     }
 }
 

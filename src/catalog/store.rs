@@ -1,0 +1,232 @@
+//! The warehouse's object store: the local file system, with a cheaper listing of a directory
+//! from an offset. Opening a Delta table lists its `_delta_log` from the last checkpoint on; a
+//! log keeps a file per commit for `delta.logRetentionDuration` (30 days), so a table committed
+//! to every few minutes holds thousands of them. The plain local store turns every name into an
+//! object path before comparing it with the offset, which costs more than replaying the few
+//! commits after the checkpoint. This one compares the names first and reads metadata only for
+//! the ones it returns. Everything else is the plain local store's.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use deltalake::logstore::object_store::local::LocalFileSystem;
+use deltalake::logstore::object_store::path::Path;
+use deltalake::logstore::object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+use futures::stream::{self, BoxStream, StreamExt};
+
+/// Above this many names after the offset, the plain listing is as cheap: hand it over.
+const FEW: usize = 256;
+
+/// The local file system rooted at `/`, with [`ObjectStore::list_with_offset`] made cheap for
+/// directories of plainly named files.
+#[derive(Debug)]
+pub struct WarehouseStore {
+    inner: Arc<LocalFileSystem>,
+}
+
+impl WarehouseStore {
+    pub fn new() -> Self {
+        WarehouseStore {
+            inner: Arc::new(LocalFileSystem::new()),
+        }
+    }
+}
+
+impl Default for WarehouseStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for WarehouseStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WarehouseStore({})", self.inner)
+    }
+}
+
+/// A name that is the same as a file name and as an object path segment (no escaping), and
+/// that the plain listing would not skip (it skips in-progress uploads, named `...#n`).
+fn plain(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// The names in `dir` that sort after `offset` as object paths under `prefix`, sorted; None
+/// when the directory holds a name this listing does not handle, or too many after the offset.
+fn names_after(dir: &std::path::Path, prefix: &str, offset: &str) -> Option<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(vec![]),
+        Err(_) => return None,
+    };
+    let mut names = vec![];
+    for entry in entries {
+        let name = entry.ok()?.file_name().into_string().ok()?;
+        if !plain(&name) {
+            return None;
+        }
+        let location = format!("{prefix}/{name}");
+        if location.as_str() > offset {
+            names.push(name);
+            if names.len() > FEW {
+                return None;
+            }
+        }
+    }
+    names.sort();
+    Some(names)
+}
+
+#[async_trait]
+impl ObjectStore for WarehouseStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        // Escaped segments (%xx) map to file names the plain store decodes: leave them to it.
+        let Some(prefix) = prefix.filter(|p| !p.as_ref().is_empty() && !p.as_ref().contains('%'))
+        else {
+            return self.inner.list_with_offset(prefix, offset);
+        };
+        let inner = self.inner.clone();
+        let prefix = prefix.clone();
+        let offset = offset.clone();
+        stream::once(async move {
+            let dir = std::path::Path::new("/").join(prefix.as_ref());
+            let (p, o) = (prefix.to_string(), offset.to_string());
+            let names = tokio::task::spawn_blocking(move || names_after(&dir, &p, &o))
+                .await
+                .ok()
+                .flatten();
+            let Some(names) = names else {
+                return inner.list_with_offset(Some(&prefix), &offset);
+            };
+            stream::iter(names)
+                .map(move |name| {
+                    let (inner, location) = (inner.clone(), prefix.clone().join(name));
+                    let offset = offset.clone();
+                    async move {
+                        match inner.head(&location).await {
+                            Ok(meta) => stream::iter(vec![Ok(meta)]).boxed(),
+                            // A directory (or a file gone meanwhile): the plain listing of it.
+                            Err(_) => inner.list_with_offset(Some(&location), &offset),
+                        }
+                    }
+                })
+                .buffered(8)
+                .flatten()
+                .boxed()
+        })
+        .flatten()
+        .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::TryStreamExt;
+
+    use super::*;
+
+    async fn listed(store: &dyn ObjectStore, dir: &std::path::Path, offset: &str) -> Vec<String> {
+        let prefix = Path::from(dir.to_str().unwrap());
+        let offset = prefix.clone().join(offset);
+        let mut out: Vec<String> = store
+            .list_with_offset(Some(&prefix), &offset)
+            .map_ok(|m| format!("{} {}", m.location, m.size))
+            .try_collect()
+            .await
+            .unwrap();
+        out.sort();
+        out
+    }
+
+    #[tokio::test]
+    async fn lists_what_the_plain_store_lists() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("_delta_log");
+        std::fs::create_dir_all(log.join("_commits")).unwrap();
+        for v in 0..40u64 {
+            std::fs::write(log.join(format!("{v:020}.json")), vec![b'x'; v as usize]).unwrap();
+        }
+        std::fs::write(log.join("00000000000000000030.checkpoint.parquet"), b"p").unwrap();
+        std::fs::write(log.join("_last_checkpoint"), b"{}").unwrap();
+        std::fs::write(log.join("_commits/00000000000000000041.uuid.json"), b"c").unwrap();
+        let plain = LocalFileSystem::new();
+        let ours = WarehouseStore::new();
+        for offset in [
+            "00000000000000000000",
+            "00000000000000000030",
+            "00000000000000000039.json",
+            "_last_checkpoint",
+            "zzz",
+        ] {
+            let want = listed(&plain, &log, offset).await;
+            assert_eq!(listed(&ours, &log, offset).await, want, "offset {offset}");
+        }
+        // Names the fast listing does not handle: the plain listing answers.
+        std::fs::write(log.join("odd name.json"), b"o").unwrap();
+        let want = listed(&plain, &log, "00000000000000000035").await;
+        assert!(want.iter().any(|l| l.contains("odd")));
+        assert_eq!(listed(&ours, &log, "00000000000000000035").await, want);
+        // A directory that does not exist lists nothing.
+        assert!(listed(&ours, &d.path().join("nope"), "0").await.is_empty());
+    }
+}

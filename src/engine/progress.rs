@@ -53,6 +53,16 @@ impl CopyProgress {
             b.inc(n);
         }
     }
+
+    /// A counter for another task to add rows to (the bar stays with this value).
+    pub fn counter(&self) -> impl Fn(u64) + Send + Sync + 'static {
+        let bar = self.0.clone();
+        move |n| {
+            if let Some(b) = &bar {
+                b.inc(n);
+            }
+        }
+    }
 }
 
 impl Drop for CopyProgress {

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::control::{self, ControlRow};
 use super::history::{self, RunRecord};
-use super::whole_file;
+use super::{AbortOnDrop, whole_file};
 use crate::catalog::{SAMPLES, TableName, read_only, suggest};
 use crate::engine::progress::CopyProgress;
 use crate::engine::types::{display_exact, storage_type, type_name};
@@ -864,6 +864,15 @@ async fn copy_once(
                 &progress,
             )
             .await?
+        } else if merge_keys.is_empty() && !new_columns && plain_appends(&target)? {
+            let properties = source
+                .table
+                .as_ref()
+                .map(|st| whole_file::writer_properties(st, &source_root));
+            let rows = Some(storable(copy_df.clone())?);
+            let adds =
+                write_partitioned(&target, rows, &window_batches, properties, &progress).await?;
+            commit_adds(&target, adds, props).await?
         } else if merge_keys.is_empty() {
             let mut input = storable(copy_df.clone())?;
             if !window_batches.is_empty() {
@@ -1168,66 +1177,132 @@ async fn commit_files(
     props: CommitProperties,
     progress: &CopyProgress,
 ) -> Result<DeltaTable> {
-    use deltalake::writer::DeltaWriter;
-    let mut actions: Vec<deltalake::kernel::Action> = linked
-        .iter()
-        .cloned()
-        .map(deltalake::kernel::Action::Add)
-        .collect();
+    let mut adds = linked.to_vec();
     progress.inc(plan.whole_rows() as u64);
-    let mut writer = deltalake::writer::RecordBatchWriter::for_table(target)?;
-    let schema = writer.arrow_schema();
-    let mut wrote = false;
-    let write = |batch: RecordBatch| -> Result<RecordBatch> {
+    let decoded = if plan.decode.is_empty() {
+        None
+    } else {
+        let paths: Vec<String> = plan.decode.iter().map(|f| f.add.path.clone()).collect();
+        Some(files_df(session, source, paths).await?.filter(above_pred)?)
+    };
+    adds.extend(write_partitioned(target, decoded, window_batches, None, progress).await?);
+    commit_adds(target, adds, props).await
+}
+
+/// Write a query's rows (and extra batches) as new files of `target`, one writer per partition
+/// of the plan so that decoding and encoding use every core. Returns the files, uncommitted.
+async fn write_partitioned(
+    target: &DeltaTable,
+    rows: Option<DataFrame>,
+    extra: &[RecordBatch],
+    properties: Option<datafusion::parquet::file::properties::WriterProperties>,
+    progress: &CopyProgress,
+) -> Result<Vec<deltalake::kernel::Add>> {
+    use deltalake::writer::DeltaWriter;
+    let writer = || -> Result<deltalake::writer::RecordBatchWriter> {
+        let w = deltalake::writer::RecordBatchWriter::for_table(target)?;
+        Ok(match &properties {
+            Some(p) => w.with_writer_properties(p.clone()),
+            None => w,
+        })
+    };
+    // Each batch as the target stores it: its columns by name (any case), in its types, NULL
+    // for a target column the source lacks.
+    let schema = writer()?.arrow_schema();
+    let conform = move |batch: RecordBatch| -> Result<RecordBatch> {
+        let given = batch.schema();
         let cols = schema
             .fields()
             .iter()
             .map(|f| {
-                let c = batch
-                    .column_by_name(f.name())
-                    .ok_or_else(|| Error::NotFound(format!("column '{}' missing", f.name())))?;
-                Ok(datafusion::arrow::compute::cast(c, f.data_type())?)
+                let found = given
+                    .fields()
+                    .iter()
+                    .position(|g| g.name().eq_ignore_ascii_case(f.name()));
+                Ok(match found {
+                    Some(i) => datafusion::arrow::compute::cast(batch.column(i), f.data_type())?,
+                    None => {
+                        datafusion::arrow::array::new_null_array(f.data_type(), batch.num_rows())
+                    }
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(RecordBatch::try_new(schema.clone(), cols)?)
     };
-    if !plan.decode.is_empty() {
-        let paths: Vec<String> = plan.decode.iter().map(|f| f.add.path.clone()).collect();
-        let mut stream = files_df(session, source, paths)
-            .await?
-            .filter(above_pred)?
-            .execute_stream()
-            .await?;
-        while let Some(batch) = stream.try_next().await? {
-            if batch.num_rows() > 0 {
-                progress.inc(batch.num_rows() as u64);
-                writer.write(write(batch)?).await?;
-                wrote = true;
+    let streams = match rows {
+        Some(df) => df.execute_stream_partitioned().await?,
+        None => vec![],
+    };
+    let mut tasks = vec![];
+    for mut stream in streams {
+        let (mut w, conform, count) = (writer()?, conform.clone(), progress.counter());
+        tasks.push(AbortOnDrop(tokio::spawn(async move {
+            let mut wrote = false;
+            while let Some(batch) = stream.try_next().await? {
+                if batch.num_rows() > 0 {
+                    count(batch.num_rows() as u64);
+                    w.write(conform(batch)?).await?;
+                    wrote = true;
+                }
             }
+            Ok::<_, Error>(if wrote { w.flush().await? } else { vec![] })
+        })));
+    }
+    let mut adds = vec![];
+    if !extra.is_empty() {
+        let mut w = writer()?;
+        for batch in extra {
+            w.write(conform(batch.clone())?).await?;
         }
+        adds.extend(w.flush().await?);
     }
-    for batch in window_batches {
-        writer.write(write(batch.clone())?).await?;
-        wrote = true;
+    for task in tasks {
+        let written = task
+            .await
+            .map_err(|e| Error::Other(format!("writing the copy: {e}")))??;
+        adds.extend(written);
     }
-    if wrote {
-        actions.extend(
-            writer
-                .flush()
-                .await?
-                .into_iter()
-                .map(deltalake::kernel::Action::Add),
-        );
-    }
+    Ok(adds)
+}
+
+/// Whether files can be appended to `target` by tidemark's own writer: nothing in the table
+/// asks a writer to check or compute values (CHECK constraints, invariants, generated columns,
+/// column defaults), which only the full write path handles.
+fn plain_appends(target: &DeltaTable) -> Result<bool> {
+    let snapshot = target.snapshot()?;
+    let metadata = snapshot.metadata();
+    let constrained = metadata
+        .configuration()
+        .keys()
+        .any(|k| k.starts_with("delta.constraints."));
+    let computed = snapshot.schema().fields().any(|f| {
+        f.metadata().keys().any(|k| {
+            k == "delta.invariants"
+                || k == "delta.generationExpression"
+                || k == super::ddl::DEFAULT_KEY
+        })
+    });
+    Ok(!constrained && !computed)
+}
+
+/// Commit new files to `target` as one append.
+async fn commit_adds(
+    target: &DeltaTable,
+    adds: Vec<deltalake::kernel::Add>,
+    props: CommitProperties,
+) -> Result<DeltaTable> {
     let operation = deltalake::protocol::DeltaOperation::Write {
         mode: SaveMode::Append,
         partition_by: None,
         predicate: None,
     };
-    let snapshot = target.snapshot()?;
+    let actions = adds
+        .into_iter()
+        .map(deltalake::kernel::Action::Add)
+        .collect();
     let finalized = deltalake::kernel::transaction::CommitBuilder::from(props)
         .with_actions(actions)
-        .build(Some(snapshot), target.log_store(), operation)
+        .build(Some(target.snapshot()?), target.log_store(), operation)
         .await?;
     let mut t = target.clone();
     t.state = Some(finalized.snapshot());

@@ -14,6 +14,7 @@ use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::sql::sqlparser::ast::{ExprWithAlias, Ident, ObjectName, ObjectNamePart};
 use futures::StreamExt;
 
+use super::AbortOnDrop;
 use super::control::{self, ControlRow};
 use crate::engine::progress::LoopProgress;
 use crate::engine::{LoopRow, Output, Session};
@@ -238,27 +239,6 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
     indexed.sort_by_key(|(i, _)| *i);
     results.extend(indexed.into_iter().map(|(_, r)| r));
     finish(result_table(&batches, &results)?, &results)
-}
-
-/// A spawned iteration that is stopped when its loop is (Ctrl-C drops the statement's
-/// future; a plain task would run on and commit after the user was told it stopped).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl<T> std::future::Future for AbortOnDrop<T> {
-    type Output = std::result::Result<T, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
 }
 
 /// Settings for loop iterations: the loop draws the progress, not each statement.

@@ -134,3 +134,24 @@ pub fn counts(pairs: &[(&str, i64)]) -> Output {
         .expect("counts batch matches its schema");
     Output::batch(batch)
 }
+
+/// A spawned task that is stopped when its owner is dropped (Ctrl-C drops the statement's
+/// future; a plain task would run on and commit after the user was told it stopped).
+pub(crate) struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = std::result::Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}

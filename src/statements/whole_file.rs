@@ -299,6 +299,9 @@ fn footer_range(
     Some((lo, hi))
 }
 
+/// Rows per row group of the files a decoding copy writes.
+const ROW_GROUP_ROWS: usize = 256 * 1024;
+
 /// Parquet writer settings for rows decoded from `source`: Snappy (as delta-rs and Spark
 /// write), and dictionary encoding only for the columns where it pays in the source. A column
 /// whose source dictionary holds more than half as many entries as the chunk has values
@@ -314,7 +317,10 @@ pub fn writer_properties(
     use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
     let mut props = WriterProperties::builder()
         .set_created_by(format!("tidemark {}", env!("CARGO_PKG_VERSION")))
-        .set_compression(Compression::SNAPPY);
+        .set_compression(Compression::SNAPPY)
+        // A row group is buffered whole before it is written, once per writer: a quarter of
+        // the default keeps a copy's memory small when every core writes.
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
     // The largest file: the best sample of each column's cardinality.
     let largest = source.snapshot().ok().and_then(|s| {
         s.log_data()

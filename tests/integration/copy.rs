@@ -611,3 +611,38 @@ fn a_recreated_source_at_the_same_version_is_still_read() {
         "2024-01-01T00:00:07Z"
     );
 }
+
+#[test]
+fn a_decoding_copy_writes_every_row_once_and_nulls_target_only_columns() {
+    // A target with a column the source lacks cannot take the source's files whole: the rows
+    // are decoded and written, one writer per partition of the scan.
+    let (_d, wh) = warehouse();
+    let mut stmts =
+        vec!["CREATE TABLE s (id BIGINT NOT NULL, ts TIMESTAMP, note STRING)".to_string()];
+    for f in 0..6 {
+        stmts.push(format!(
+            "INSERT INTO s SELECT {f} * 1000 + value, to_timestamp(1704067200 + {f} * 1000 + value), 'n' || value FROM range(1000)"
+        ));
+    }
+    stmts.push(
+        "CREATE TABLE t (id BIGINT NOT NULL, ts TIMESTAMP, note STRING, extra STRING)".into(),
+    );
+    let stmts: Vec<&str> = stmts.iter().map(String::as_str).collect();
+    sql(&wh, &stmts);
+    let out = sql(&wh, &["COPY INCREMENTAL s INTO t WATERMARK ts"]);
+    assert!(out.contains(",6000,0,"), "{out}");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT count(*) AS n, count(DISTINCT id) AS ids, count(extra) AS extras, min(id) AS lo, max(id) AS hi FROM t"
+        ),
+        "n,ids,extras,lo,hi\n6000,6000,0,0,5999\n"
+    );
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT count(*) FROM (SELECT id, ts, note FROM s EXCEPT SELECT id, ts, note FROM t)"
+        ),
+        "0"
+    );
+}

@@ -274,3 +274,24 @@ async fn create(session: &Session) -> Result<DeltaTable> {
         )
         .await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::changes_table;
+
+    #[test]
+    fn only_protocol_or_metadata_changes_stop_a_blind_append() {
+        let append = br#"{"commitInfo":{"operation":"WRITE"}}
+{"add":{"path":"a.parquet","size":1}}"#;
+        let compaction = br#"{"commitInfo":{"operation":"OPTIMIZE"}}
+{"remove":{"path":"a.parquet"}}
+{"add":{"path":"b.parquet","size":1}}"#;
+        let schema = br#"{"commitInfo":{"operation":"ADD COLUMN"}}
+{"metaData":{"id":"x"}}"#;
+        let upgrade = br#"{"protocol":{"minReaderVersion":3}}"#;
+        assert!(!changes_table(append));
+        assert!(!changes_table(compaction));
+        assert!(changes_table(schema));
+        assert!(changes_table(upgrade));
+    }
+}

@@ -283,6 +283,7 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
             .with_predicate(pred.clone())
             .with_update("last_watermark", value.clone())
             .with_session_state(Arc::new(session.ctx.state()))
+            .with_commit_properties(super::upkeep::commit_properties())
             .await;
         match result {
             Ok((t, _)) => {

@@ -808,7 +808,7 @@ async fn copy_once(
             "whole_files": file_plan.as_ref().map(|p| p.whole.len()),
             "decoded_files": file_plan.as_ref().map(|p| p.decode.len()),
         });
-        let props = CommitProperties::default()
+        let props = super::upkeep::commit_properties()
             .with_application_transaction(Transaction::new(&app, run))
             .with_metadata(vec![(META_KEY.to_string(), meta)]);
         // Exactly once: nobody may have committed this pair's run since we read the state.
@@ -945,6 +945,7 @@ async fn copy_once(
         progress.inc((rows_to_copy as u64).saturating_sub(progress.position()));
         drop(progress);
         target_version = committed.version();
+        super::upkeep::after_commit(&committed).await;
         fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
     }
     record.target_version = target_version.map(|v| v as i64);

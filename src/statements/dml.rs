@@ -197,6 +197,7 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
             .write(out)
             .with_save_mode(mode)
             .with_session_state(Arc::new(state))
+            .with_commit_properties(super::upkeep::commit_properties())
             .await
             .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;
         super::upkeep::after_commit(&t).await;
@@ -388,7 +389,10 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let state = Arc::new(session.ctx.state());
-            let mut builder = t.update().with_session_state(state);
+            let mut builder = t
+                .update()
+                .with_session_state(state)
+                .with_commit_properties(super::upkeep::commit_properties());
             for mut a in update.assignments {
                 let col = assignment_column(&a)?;
                 let field = schema.field_with_name(&col).map_err(|_| {
@@ -437,7 +441,10 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
             let schema = super::ddl::arrow_schema(&t)?;
             let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
-            let mut builder = t.delete().with_session_state(Arc::new(session.ctx.state()));
+            let mut builder = t
+                .delete()
+                .with_session_state(Arc::new(session.ctx.state()))
+                .with_commit_properties(super::upkeep::commit_properties());
             if let Some(mut w) = selection {
                 let _b = session.bind(&mut w, &columns).await?;
                 builder = builder.with_predicate(logical_expr(session, w, &df_schema)?);
@@ -537,7 +544,8 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 .merge(source, on.to_string())
                 .with_source_alias(source_alias.clone())
                 .with_target_alias(target_alias.clone())
-                .with_session_state(Arc::new(session.ctx.state()));
+                .with_session_state(Arc::new(session.ctx.state()))
+                .with_commit_properties(super::upkeep::commit_properties());
             for mut clause in merge.clauses {
                 let _b = session.bind(&mut clause, &scope).await?;
                 let pred = clause.predicate.map(|p| p.to_string());

@@ -255,3 +255,33 @@ fn a_hundred_tables_at_concurrency_16_twice_at_once_advance_every_row() {
         "each row once"
     );
 }
+
+#[test]
+fn frequently_advanced_tables_are_checkpointed_and_their_old_logs_removed() {
+    // tidemark's upkeep, not delta-rs' per-commit clean-up: a checkpoint every 10 commits, and
+    // log files the table's retention no longer keeps removed then.
+    let (_d, wh) = warehouse();
+    let script = "CREATE TABLE c (k STRING, n BIGINT);
+        INSERT INTO c VALUES ('a', 0);
+        ALTER TABLE c SET TBLPROPERTIES ('delta.logRetentionDuration' = 'interval 0 seconds');
+        FOR SELECT * FROM range(25) DO UPDATE c SET n = n + 1; END FOR;";
+    let out = run(&wh, script);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ok(&wh, "SELECT n FROM c"), "n\n25\n");
+    let log = wh.join("main/default/c/_delta_log");
+    let names: Vec<String> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let has = |n: &str| names.iter().any(|x| x == n);
+    assert!(has("00000000000000000020.checkpoint.parquet"), "{names:?}");
+    assert!(
+        !has("00000000000000000001.json"),
+        "expired logs removed: {names:?}"
+    );
+    assert!(has("00000000000000000027.json"), "{names:?}");
+}

@@ -183,6 +183,7 @@ setup = [TM, acc, "--format", "csv",
          "-c", "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl"]
 subprocess.run(setup, check=True, capture_output=True)
 done = 1
+acc_rows = 10_000
 ADVANCES = int(os.environ.get("TIDEMARK_BENCH_ADVANCES", "10000"))
 for n in [10, ADVANCES]:
     todo = n - done
@@ -198,6 +199,12 @@ for n in [10, ADVANCES]:
         record(f"read the control table after {n:,} advances", "tidemark", s_, mb)
         s_, mb, _ = measured(tm(acc, "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl"))
         record(f"job (nothing new) after {n:,} advances", "tidemark", s_, mb)
+        # The same job with 10 new rows: a copy commit and a control-table advance.
+        gen(f"{acc}/main/src/s", 10, 1, acc_rows)
+        acc_rows += 10
+        s_, mb, out = measured(tm(acc, "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl"))
+        assert ",succeeded," in out, out
+        record(f"job (10 new rows) after {n:,} advances", "tidemark", s_, mb)
 log_files = len(os.listdir(f"{acc}/main/src/ctl/_delta_log"))
 
 # 5. Start-up does not scan the warehouse: SELECT 1 with no tables and with 1,000.

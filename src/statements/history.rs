@@ -230,16 +230,16 @@ async fn append_batch(
     appendable.next_version = version + 1;
     *kept = Some(appendable);
     if version.is_multiple_of(super::upkeep::CHECKPOINT_EVERY) {
-        // Upkeep needs the file list: one full load every few runs.
+        // Upkeep needs the file list: one full load every few runs. Compact first, so that the
+        // one checkpoint is of the compacted table.
         let mut table = warehouse.open(&table_name()).await?;
-        super::upkeep::maintain(&table).await;
         if super::upkeep::needs_compaction(&table) {
             // Best effort, like the checkpoint: a failed compaction leaves more files to read.
             if let Ok((t, _)) = table.clone().optimize().await {
                 table = t;
-                super::upkeep::maintain(&table).await;
             }
         }
+        super::upkeep::maintain(&table).await;
     }
     Ok(())
 }

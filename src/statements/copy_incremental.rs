@@ -463,19 +463,10 @@ async fn copy_once(
         }
         None => None,
     };
-    let wm_requested = match (
-        &c.watermark,
-        control_row
-            .as_ref()
-            .and_then(|r| r.watermark_column.clone()),
-    ) {
-        (Some(w), _) => name_parts(w)?.last().cloned().unwrap_or_default(),
-        (None, Some(w)) => w,
-        (None, None) => {
-            return Err(Error::Invalid(
-                "no watermark column: add WATERMARK <column>, or a control table whose row has watermark_column".into(),
-            ));
-        }
+    let Some(wm_requested) = requested_watermark(c, control_row.as_ref())? else {
+        return Err(Error::Invalid(
+            "no watermark column: add WATERMARK <column>, or a control table whose row has watermark_column".into(),
+        ));
     };
     let (wm, wm_type) = find_column(&source.schema, &wm_requested, &source_name)?;
     record.watermark_column = Some(wm.clone());
@@ -971,6 +962,16 @@ async fn copy_once(
     Ok(())
 }
 
+/// The watermark column a run asks for: WATERMARK, else the control row's `watermark_column`.
+fn requested_watermark(c: &CopyIncremental, row: Option<&ControlRow>) -> Result<Option<String>> {
+    Ok(
+        match (&c.watermark, row.and_then(|r| r.watermark_column.clone())) {
+            (Some(w), _) => Some(name_parts(w)?.last().cloned().unwrap_or_default()),
+            (None, w) => w,
+        },
+    )
+}
+
 /// The newest commit of a table and its tidemark metadata, read straight from the log
 /// directory. None when the newest version has no JSON commit or was not written by tidemark.
 fn newest_tidemark_commit(table_dir: &std::path::Path) -> Option<(u64, serde_json::Value)> {
@@ -1048,13 +1049,8 @@ async fn nothing_new(
     let Some(wm) = meta.get("watermark_column").and_then(|v| v.as_str()) else {
         return Ok(false);
     };
-    let wanted = match (
-        &c.watermark,
-        control_row.and_then(|r| r.watermark_column.clone()),
-    ) {
-        (Some(w), _) => name_parts(w)?.last().cloned().unwrap_or_default(),
-        (None, Some(w)) => w,
-        (None, None) => return Ok(false),
+    let Some(wanted) = requested_watermark(c, control_row)? else {
+        return Ok(false);
     };
     let (Some(null_rows), true) = (
         meta.get("null_rows").and_then(|v| v.as_i64()),
@@ -1115,8 +1111,7 @@ async fn create_target(
 
 /// A Delta table's id (its metadata action's `id`).
 fn table_id(t: &DeltaTable) -> Option<String> {
-    let meta = serde_json::to_value(t.snapshot().ok()?.metadata()).ok()?;
-    meta.get("id")?.as_str().map(String::from)
+    Some(t.snapshot().ok()?.metadata().id().to_string())
 }
 
 /// A DataFrame over some files of the pinned source snapshot.

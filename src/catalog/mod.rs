@@ -411,6 +411,32 @@ pub async fn provider_for(table: &DeltaTable) -> Result<Arc<dyn TableProvider>> 
     Ok(Arc::new(ExactLimit(table.table_provider().await?)))
 }
 
+/// The provider a copy reads its source through: strings come out as the `Utf8` arrays the
+/// target's Parquet writer takes, not as string views (faster to filter, but each one would
+/// be cast back before it is written). Filters still reach the Parquet reader.
+pub async fn copy_source_provider(table: &DeltaTable) -> Result<Arc<dyn TableProvider>> {
+    let provider = table
+        .table_provider()
+        .with_session(copy_scan_settings())
+        .await?;
+    Ok(Arc::new(ExactLimit(provider)))
+}
+
+/// The settings delta-rs takes a copy's scan configuration from (see `copy_source_provider`).
+pub fn copy_scan_settings() -> Arc<datafusion::execution::SessionState> {
+    let config = datafusion::prelude::SessionConfig::new()
+        .set_bool(
+            "datafusion.execution.parquet.schema_force_view_types",
+            false,
+        )
+        .set_bool("datafusion.execution.parquet.pushdown_filters", true);
+    Arc::new(
+        datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .build(),
+    )
+}
+
 /// Wraps delta-rs' provider so a pushed-down LIMIT is always honoured: its metadata-only scan
 /// (used when no column is read, e.g. `SELECT 1 FROM t LIMIT 1`) ignores `fetch`.
 #[derive(Debug)]

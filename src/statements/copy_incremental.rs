@@ -153,7 +153,7 @@ async fn open_source(session: &Session, name: &TableName) -> Result<Source> {
         return Err(session.warehouse.missing_table_error(name));
     }
     let t = session.warehouse.open(name).await?;
-    let provider = crate::catalog::provider_for(&t).await?;
+    let provider = crate::catalog::copy_source_provider(&t).await?;
     let schema = provider.schema();
     let version = t.version().map(|v| v as i64);
     Ok(Source {
@@ -628,7 +628,12 @@ async fn copy_once(
         .map(|f| f.name().clone())
         .collect();
     let mut window_batches: Vec<RecordBatch> = vec![];
-    let mut copy_df = scan.clone().filter(above_pred.clone())?;
+    // A full load of a source without NULL watermarks copies every row: no filter to evaluate.
+    let mut copy_df = if start.is_none() && null_rows == 0 {
+        scan.clone()
+    } else {
+        scan.clone().filter(above_pred.clone())?
+    };
     // Ties: rows at the mark can only be missing from the target if a file that may hold the
     // mark is new since the run that recorded it (files never change; deletion vectors are
     // excluded). Otherwise the window query is skipped.
@@ -692,20 +697,16 @@ async fn copy_once(
     let window_rows: i64 = window_batches.iter().map(|b| b.num_rows() as i64).sum();
 
     // Whole files: a Delta source appended into a target of the same schema.
-    let file_plan = match (&source.table, &files) {
+    // Which files hold rows to copy, from their statistics (when those can be trusted for the
+    // watermark): it counts the rows and finds the new mark without reading the column.
+    let stats_plan = match (&source.table, &files) {
         _ if unchanged => None,
         (Some(st), Some(files))
-            if session.settings.whole_files
-                && merge_keys.is_empty()
-                && !new_columns
+            if merge_keys.is_empty()
                 && whole_file::supports(&wm_type)
                 && st.snapshot()?.metadata().partition_columns().is_empty()
                 // (delta-rs does not re-export the kernel's ColumnMappingMode type)
-                && st.snapshot()?.table_config().column_mapping_mode.is_none_or(|m| format!("{m:?}") == "None")
-                && match &target {
-                    Some(t) => super::ddl::arrow_schema(t)?.fields() == source_arrow_schema(st)?.fields(),
-                    None => true,
-                } =>
+                && st.snapshot()?.table_config().column_mapping_mode.is_none_or(|m| format!("{m:?}") == "None") =>
         {
             Some(whole_file::plan(
                 files,
@@ -717,7 +718,23 @@ async fn copy_once(
         }
         _ => None,
     };
-    let (new_max, above_rows) = match (&file_plan, &source.table) {
+    // Whole files are committed as they are when the target reads them as they are.
+    let file_plan = match (&stats_plan, &source.table) {
+        (Some(_), Some(st))
+            if session.settings.whole_files
+                && !new_columns
+                && match &target {
+                    Some(t) => {
+                        super::ddl::arrow_schema(t)?.fields() == source_arrow_schema(st)?.fields()
+                    }
+                    None => true,
+                } =>
+        {
+            stats_plan.as_ref()
+        }
+        _ => None,
+    };
+    let (new_max, above_rows) = match (&stats_plan, &source.table) {
         _ if unchanged => (None, 0),
         (Some(fp), Some(st)) => {
             let decoded = if fp.decode.is_empty() {
@@ -1116,7 +1133,11 @@ fn table_id(t: &DeltaTable) -> Option<String> {
 
 /// A DataFrame over some files of the pinned source snapshot.
 async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Result<DataFrame> {
-    let provider = t.table_provider().with_file_paths(paths).await?;
+    let provider = t
+        .table_provider()
+        .with_file_paths(paths)
+        .with_session(crate::catalog::copy_scan_settings())
+        .await?;
     Ok(session.ctx.read_table(provider)?)
 }
 

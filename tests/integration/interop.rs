@@ -96,3 +96,68 @@ fn tidemark_reads_updates_and_merges_what_python_writes() {
     ));
     assert_eq!(back.trim(), "['B', 'C', 'a', 'a', 'd', 'e']");
 }
+
+#[test]
+fn checkpoints_keep_tombstones_in_row_groups_of_their_own() {
+    // A control table updated 25 times: tidemark checkpoints it at 10 and 20. Each update
+    // leaves a tombstone; the checkpoint holds them (Delta keeps them 7 days) in row groups
+    // without any other action, so readers skipping on `add.path IS NOT NULL` never decode
+    // them. Python's deltalake reads the table at the checkpoint and after it.
+    let (_d, wh) = warehouse();
+    let script = "CREATE TABLE c (k STRING, n BIGINT);
+        INSERT INTO c VALUES ('a', 0), ('b', 100);
+        FOR SELECT * FROM range(25) DO UPDATE c SET n = n + 1 WHERE k = 'a'; END FOR;";
+    let out = crate::common::run(&wh, script);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = wh.join("main/default/c/_delta_log");
+    let file = std::fs::File::open(log.join("00000000000000000020.checkpoint.parquet")).unwrap();
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    let reader = SerializedFileReader::new(file).unwrap();
+    let (mut removes, mut adds, mut groups) = (0, 0, vec![]);
+    for rg in reader.metadata().row_groups() {
+        let nulls = |col: &str| {
+            let c = rg
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == col)
+                .unwrap();
+            c.statistics().unwrap().null_count_opt().unwrap() as i64
+        };
+        let rows = rg.num_rows();
+        let (r, a) = (rows - nulls("remove.path"), rows - nulls("add.path"));
+        assert!(
+            r == 0 || r == rows,
+            "a row group mixes tombstones with other actions"
+        );
+        removes += r;
+        adds += a;
+        groups.push(if r > 0 { "tombstones" } else { "actions" });
+    }
+    // Versions 0 (create), 1 (insert), 2..=20 (19 updates): 19 tombstones, 1 live file.
+    assert_eq!((removes, adds), (19, 1), "{groups:?}");
+    assert!(groups.contains(&"actions") && groups.contains(&"tombstones"));
+    let last: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap())
+            .unwrap();
+    assert_eq!(last["version"], 20);
+
+    assert_eq!(
+        ok(&wh, "SELECT k, n FROM c ORDER BY k"),
+        "k,n\na,25\nb,100\n"
+    );
+    let path = wh.join("main/default/c").display().to_string();
+    let out = run_py(&format!(
+        "from deltalake import DeltaTable\n\
+         for v in (20, None):\n\
+         \x20   t = DeltaTable({path:?}, version=v)\n\
+         \x20   print(t.version(), sorted(t.to_pyarrow_table().to_pylist(), key=lambda r: r['k']))\n"
+    ));
+    assert_eq!(
+        out,
+        "20 [{'k': 'a', 'n': 19}, {'k': 'b', 'n': 100}]\n26 [{'k': 'a', 'n': 25}, {'k': 'b', 'n': 100}]\n"
+    );
+}

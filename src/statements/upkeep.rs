@@ -49,14 +49,60 @@ pub async fn maintain(table: &DeltaTable) {
         let _ = checkpoints::create_checkpoint(table, None).await;
     }
     // (A big table gets Delta's own checkpoint every delta.checkpointInterval commits.)
-    if table
-        .snapshot()
-        .is_ok_and(|s| s.table_config().enable_expired_log_cleanup())
-    {
+    let Ok(snapshot) = table.snapshot() else {
+        return;
+    };
+    if snapshot.table_config().enable_expired_log_cleanup() {
         // Log files older than the table's delta.logRetentionDuration (30 days unless set)
-        // and covered by a checkpoint are no longer needed to read it.
-        let _ = checkpoints::cleanup_metadata(table, None).await;
+        // and covered by a checkpoint are no longer needed to read it. The clean-up lists
+        // (and stats) the whole log: it runs when the oldest commit has expired, and every
+        // CLEANUP_EVERY versions whatever the oldest commit says.
+        let retention = snapshot.table_config().log_retention_duration();
+        let cutoff = std::time::SystemTime::now().checked_sub(retention);
+        let version = snapshot.version();
+        let due = version.is_multiple_of(CLEANUP_EVERY)
+            || match (local_dir(table), cutoff) {
+                (Some(dir), Some(cutoff)) => {
+                    oldest_commit_before(&dir.join("_delta_log"), version, cutoff)
+                }
+                _ => true,
+            };
+        if due {
+            let _ = checkpoints::cleanup_metadata(table, None).await;
+        }
     }
+}
+
+/// A clean-up of the log runs at least this often (in versions), expired commits or not.
+pub const CLEANUP_EVERY: u64 = 100;
+
+/// The local directory of a table in a file-system warehouse.
+fn local_dir(table: &DeltaTable) -> Option<std::path::PathBuf> {
+    table.log_store().root_url().to_file_path().ok()
+}
+
+/// Whether the oldest commit file of the log at `dir` (whose newest version is `newest`) was
+/// written before `cutoff`. Commits form an unbroken run of versions up to the newest (a
+/// clean-up removes the oldest first), so a binary search over names finds the first in a
+/// few stat calls where a listing reads every name. Any doubt answers true.
+fn oldest_commit_before(dir: &std::path::Path, newest: u64, cutoff: std::time::SystemTime) -> bool {
+    let path = |v: u64| dir.join(format!("{v:020}.json"));
+    if !path(newest).is_file() {
+        return true;
+    }
+    // Invariant: `hi` exists; every version below `lo` is gone.
+    let (mut lo, mut hi) = (0, newest);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if path(mid).is_file() {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    std::fs::metadata(path(hi))
+        .and_then(|m| m.modified())
+        .map_or(true, |written| written < cutoff)
 }
 
 /// Whether an append-only table of tidemark's has grown enough files to compact.
@@ -189,4 +235,36 @@ async fn write_checkpoint(
         },
     )
     .await?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::oldest_commit_before;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn the_oldest_commit_is_found_by_name_and_judged_by_its_age() {
+        let d = tempfile::tempdir().unwrap();
+        let name = |v: u64| d.path().join(format!("{v:020}.json"));
+        for v in 37..=1234 {
+            std::fs::write(name(v), b"{}").unwrap();
+        }
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        assert!(!oldest_commit_before(d.path(), 1234, hour_ago));
+        // Only the oldest commit's age counts: an old commit after it changes nothing.
+        let age = |v: u64, t: SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(name(v))
+                .unwrap()
+                .set_modified(t)
+                .unwrap()
+        };
+        age(38, hour_ago - Duration::from_secs(60));
+        assert!(!oldest_commit_before(d.path(), 1234, hour_ago));
+        age(37, hour_ago - Duration::from_secs(60));
+        assert!(oldest_commit_before(d.path(), 1234, hour_ago));
+        // A newest version that is not there: doubt, so the clean-up runs.
+        assert!(oldest_commit_before(d.path(), 1235, hour_ago));
+    }
 }

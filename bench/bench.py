@@ -251,7 +251,7 @@ lines += [""] + [
     for name, (n, w, d) in files_read.items()
 ]
 lines += ["", f"Source size on disk: {BIG_NAME} {parquet_size(src_big) / 2**20:.0f} MB of Parquet.",
-          f"The control table's `_delta_log` held {log_files} files after {ADVANCES:,} advances (tidemark checkpoints it every 10 commits; log files stay for the table's 30-day `delta.logRetentionDuration`, and removed-file tombstones for its 7-day `delta.deletedFileRetentionDuration`).", ""]
+          f"The control table's `_delta_log` held {log_files} files after {ADVANCES:,} advances (tidemark checkpoints it every 10 commits, with the removed-file tombstones, kept for the 7-day `delta.deletedFileRetentionDuration`, in row groups readers skip; log files stay for the table's 30-day `delta.logRetentionDuration`, and opening the table finds the few after the checkpoint by name instead of reading the directory).", ""]
 report = "\n".join(lines)
 print(report)
 os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -115,15 +115,15 @@ pub fn needs_compaction(table: &DeltaTable) -> bool {
 /// Rows per row group of a checkpoint written by [`write_checkpoint`].
 const CHECKPOINT_ROW_GROUP: usize = 65_536;
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Write a classic checkpoint of `table` at its version, as Delta's kernel reconciles it, with
 /// the removed files' tombstones in row groups of their own. A table whose rows are updated
 /// often keeps a tombstone per update for `delta.deletedFileRetentionDuration` (7 days), and
 /// every reader of a checkpoint with them mixed in decodes them all. Readers that skip row
 /// groups on statistics (delta-rs' kernel does: it reads `add` where `add.path` is not null)
 /// never open these; every other reader reads a standard checkpoint.
-async fn write_checkpoint(
-    table: &DeltaTable,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn write_checkpoint(table: &DeltaTable) -> Result<(), BoxError> {
     use datafusion::arrow::array::{Array, BooleanArray, RecordBatch, StructArray};
     use datafusion::arrow::compute::{filter_record_batch, is_not_null, not};
     use datafusion::parquet::arrow::{ArrowWriter, arrow_writer::ArrowWriterOptions};
@@ -136,6 +136,13 @@ async fn write_checkpoint(
     let Some(version) = table.version() else {
         return Ok(());
     };
+    if let Some(dir) = local_dir(table)
+        && dir
+            .join(format!("_delta_log/{version:020}.checkpoint.parquet"))
+            .exists()
+    {
+        return Ok(());
+    }
     // The kernel writes only V2 checkpoints for tables with that feature: leave those to it.
     let v2 = table
         .snapshot()?
@@ -152,88 +159,86 @@ async fn write_checkpoint(
         log_store.object_store(None),
     );
     let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(
-        move || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-            let snapshot = delta_kernel::Snapshot::builder_for(url)
-                .at_version(version)
-                .build(engine.as_ref())?;
-            let writer = snapshot.create_checkpoint_writer(engine.as_ref())?;
-            let mut data = writer.checkpoint_data(engine.as_ref())?;
-            let state = data.state();
-            let props = WriterProperties::builder()
-                .set_compression(Compression::SNAPPY)
-                .set_max_row_group_row_count(None)
-                .build();
-            let options = ArrowWriterOptions::new()
-                .with_properties(props)
-                .with_skip_arrow_metadata(true);
-            let mut out: Option<ArrowWriter<Vec<u8>>> = None;
-            // (tombstones?, batches, rows): each kind is written as row groups of its own.
-            let mut pending: [(Vec<RecordBatch>, usize); 2] = [(vec![], 0), (vec![], 0)];
-            let write = |out: &mut Option<ArrowWriter<Vec<u8>>>,
-                         batches: Vec<RecordBatch>|
-             -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-                for batch in batches {
-                    let w = match out {
-                        Some(w) => w,
-                        None => out.insert(ArrowWriter::try_new_with_options(
-                            Vec::new(),
-                            batch.schema(),
-                            options.clone(),
-                        )?),
-                    };
-                    w.write(&batch)?;
-                }
-                if let Some(w) = out {
-                    w.flush()?;
-                }
-                Ok(())
-            };
-            for filtered in &mut data {
-                let batch: RecordBatch =
-                    (*ArrowEngineData::try_from_engine_data(filtered?.apply_selection_vector()?)?)
-                        .into();
-                let removes = match batch
-                    .column_by_name("remove")
-                    .and_then(|c| c.as_any().downcast_ref::<StructArray>())
-                {
-                    Some(r) => is_not_null(r)?,
-                    None => BooleanArray::from(vec![false; batch.num_rows()]),
+    tokio::task::spawn_blocking(move || -> Result<(), BoxError> {
+        let snapshot = delta_kernel::Snapshot::builder_for(url)
+            .at_version(version)
+            .build(engine.as_ref())?;
+        let writer = snapshot.create_checkpoint_writer(engine.as_ref())?;
+        let mut data = writer.checkpoint_data(engine.as_ref())?;
+        let state = data.state();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(None)
+            .build();
+        let options = ArrowWriterOptions::new()
+            .with_properties(props)
+            .with_skip_arrow_metadata(true);
+        let mut out: Option<ArrowWriter<Vec<u8>>> = None;
+        // [other actions, tombstones]: (batches, rows) pending, each kind written as row
+        // groups of its own.
+        let mut pending: [(Vec<RecordBatch>, usize); 2] = [(vec![], 0), (vec![], 0)];
+        let write = |out: &mut Option<ArrowWriter<Vec<u8>>>,
+                     batches: Vec<RecordBatch>|
+         -> Result<(), BoxError> {
+            for batch in batches {
+                let w = match out {
+                    Some(w) => w,
+                    None => out.insert(ArrowWriter::try_new_with_options(
+                        Vec::new(),
+                        batch.schema(),
+                        options.clone(),
+                    )?),
                 };
-                for (i, mask) in [not(&removes)?, removes].into_iter().enumerate() {
-                    let part = filter_record_batch(&batch, &mask)?;
-                    if part.num_rows() == 0 {
-                        continue;
-                    }
-                    pending[i].1 += part.num_rows();
-                    pending[i].0.push(part);
-                    if pending[i].1 >= CHECKPOINT_ROW_GROUP {
-                        write(&mut out, std::mem::take(&mut pending[i].0))?;
-                        pending[i].1 = 0;
-                    }
-                }
+                w.write(&batch)?;
             }
-            for (batches, _) in pending {
-                if !batches.is_empty() {
-                    write(&mut out, batches)?;
-                }
+            if let Some(w) = out {
+                w.flush()?;
             }
-            drop(data);
-            let Some(out) = out else {
-                return Err("the checkpoint has no actions".into());
-            };
-            let bytes = out.into_inner()?;
-            let size = bytes.len() as u64;
-            let path =
-                deltalake::Path::from(format!("_delta_log/{version:020}.checkpoint.parquet"));
-            runtime.block_on(store.put(&path, bytes.into()))?;
-            let state =
-                std::sync::Arc::into_inner(state).ok_or("the checkpoint state is still shared")?;
-            let stats = LastCheckpointHintStats::from_reconciliation_state(state, size, 0)?;
-            writer.finalize(engine.as_ref(), &stats)?;
             Ok(())
-        },
-    )
+        };
+        for filtered in &mut data {
+            let batch: RecordBatch =
+                (*ArrowEngineData::try_from_engine_data(filtered?.apply_selection_vector()?)?)
+                    .into();
+            let removes = match batch
+                .column_by_name("remove")
+                .and_then(|c| c.as_any().downcast_ref::<StructArray>())
+            {
+                Some(r) => is_not_null(r)?,
+                None => BooleanArray::from(vec![false; batch.num_rows()]),
+            };
+            for (i, mask) in [not(&removes)?, removes].into_iter().enumerate() {
+                let part = filter_record_batch(&batch, &mask)?;
+                if part.num_rows() == 0 {
+                    continue;
+                }
+                pending[i].1 += part.num_rows();
+                pending[i].0.push(part);
+                if pending[i].1 >= CHECKPOINT_ROW_GROUP {
+                    write(&mut out, std::mem::take(&mut pending[i].0))?;
+                    pending[i].1 = 0;
+                }
+            }
+        }
+        for (batches, _) in pending {
+            if !batches.is_empty() {
+                write(&mut out, batches)?;
+            }
+        }
+        drop(data);
+        let Some(out) = out else {
+            return Err("the checkpoint has no actions".into());
+        };
+        let bytes = out.into_inner()?;
+        let size = bytes.len() as u64;
+        let path = deltalake::Path::from(format!("_delta_log/{version:020}.checkpoint.parquet"));
+        runtime.block_on(store.put(&path, bytes.into()))?;
+        let state =
+            std::sync::Arc::into_inner(state).ok_or("the checkpoint state is still shared")?;
+        let stats = LastCheckpointHintStats::from_reconciliation_state(state, size, 0)?;
+        writer.finalize(engine.as_ref(), &stats)?;
+        Ok(())
+    })
     .await?
 }
 

@@ -106,7 +106,20 @@ fn probe_log(dir: &std::path::Path, prefix: &str, offset: &str) -> Option<Vec<St
     if !prefix.ends_with("_delta_log") || digits.len() != 20 {
         return None;
     }
-    let first: u64 = digits.parse().ok()?;
+    probe_log_from(dir, digits.parse().ok()?)
+}
+
+/// The version `_last_checkpoint` names in the log at `dir`, if it can be read.
+pub fn checkpoint_hint(dir: &std::path::Path) -> Option<u64> {
+    std::fs::read(dir.join("_last_checkpoint"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|h| h.get("version").and_then(|v| v.as_u64()))
+}
+
+/// The file names of the Delta log at `dir` from version `first` on, found by probing (see
+/// [`probe_log`]); None when they must be read from the directory.
+pub fn probe_log_from(dir: &std::path::Path, first: u64) -> Option<Vec<String>> {
     // A log with subdirectories (staged commits, sidecars) has files no probe can name; a
     // directory's link count is 2 plus its subdirectories (where the file system keeps it so).
     use std::os::unix::fs::MetadataExt;
@@ -114,11 +127,7 @@ fn probe_log(dir: &std::path::Path, prefix: &str, offset: &str) -> Option<Vec<St
         return None;
     }
     let exists = |name: &str| dir.join(name).is_file();
-    let hinted = std::fs::read(dir.join("_last_checkpoint"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|h| h.get("version").and_then(|v| v.as_u64()))
-        == Some(first);
+    let hinted = checkpoint_hint(dir) == Some(first);
     let mut names = vec![];
     let checkpoint = format!("{first:020}.checkpoint.parquet");
     let commit = format!("{first:020}.json");

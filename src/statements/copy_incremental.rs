@@ -993,8 +993,32 @@ fn requested_watermark(c: &CopyIncremental, row: Option<&ControlRow>) -> Result<
 /// directory. None when the newest version has no JSON commit or was not written by tidemark.
 fn newest_tidemark_commit(table_dir: &std::path::Path) -> Option<(u64, serde_json::Value)> {
     let log = table_dir.join("_delta_log");
+    // The commits after the last checkpoint, by name; else every name in the directory.
+    let start = crate::catalog::store::checkpoint_hint(&log).unwrap_or(0);
+    let probed = crate::catalog::store::probe_log_from(&log, start).and_then(|names| {
+        names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".json")?.parse::<u64>().ok())
+            .max()
+    });
+    let (version, true) = (match probed {
+        Some(v) => Some((v, true)),
+        None => newest_in_directory(&log),
+    })?
+    else {
+        return None;
+    };
+    let bytes = std::fs::read(log.join(format!("{version:020}.json"))).ok()?;
+    bytes.split(|b| *b == b'\n').find_map(|line| {
+        let action: serde_json::Value = serde_json::from_slice(line).ok()?;
+        Some((version, action.get("commitInfo")?.get(META_KEY)?.clone()))
+    })
+}
+
+/// The newest version named in a log directory, and whether it has a JSON commit.
+fn newest_in_directory(log: &std::path::Path) -> Option<(u64, bool)> {
     let mut newest: Option<(u64, bool)> = None;
-    for entry in std::fs::read_dir(&log).ok()? {
+    for entry in std::fs::read_dir(log).ok()? {
         let name = entry.ok()?.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some((digits, rest)) = name.split_at_checked(20) else {
@@ -1012,14 +1036,7 @@ fn newest_tidemark_commit(table_dir: &std::path::Path) -> Option<(u64, serde_jso
             _ => Some((v, is_json)),
         };
     }
-    let (version, true) = newest? else {
-        return None;
-    };
-    let bytes = std::fs::read(log.join(format!("{version:020}.json"))).ok()?;
-    bytes.split(|b| *b == b'\n').find_map(|line| {
-        let action: serde_json::Value = serde_json::from_slice(line).ok()?;
-        Some((version, action.get("commitInfo")?.get(META_KEY)?.clone()))
-    })
+    newest
 }
 
 /// Whether this run has nothing to do, decided without reading either table's files: the
@@ -1369,4 +1386,39 @@ async fn max_and_count(df: DataFrame, w: &DfExpr) -> Result<(Option<ScalarValue>
         _ => 0,
     };
     Ok((if m.is_null() { None } else { Some(m) }, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newest_tidemark_commit;
+
+    #[test]
+    fn the_newest_commit_is_found_by_name_or_in_the_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("_delta_log");
+        std::fs::create_dir_all(&log).unwrap();
+        let commit = |v: u64, meta: &str| {
+            let info = format!(r#"{{"commitInfo":{{"tidemark":{{"run":{meta}}}}}}}"#);
+            std::fs::write(log.join(format!("{v:020}.json")), info + "\n").unwrap();
+        };
+        for v in 12..=25 {
+            commit(v, &v.to_string());
+        }
+        std::fs::write(log.join("00000000000000000020.checkpoint.parquet"), b"p").unwrap();
+        std::fs::write(log.join("_last_checkpoint"), br#"{"version":20,"size":1}"#).unwrap();
+        let (v, meta) = newest_tidemark_commit(d.path()).unwrap();
+        assert_eq!((v, meta["run"].as_i64()), (25, Some(25)));
+        // A subdirectory turns probing off: the directory answers the same.
+        std::fs::create_dir(log.join("_sidecars")).unwrap();
+        let (v, _) = newest_tidemark_commit(d.path()).unwrap();
+        assert_eq!(v, 25);
+        // A newest commit not written by tidemark: none.
+        std::fs::remove_dir(log.join("_sidecars")).unwrap();
+        std::fs::write(
+            log.join("00000000000000000026.json"),
+            b"{\"commitInfo\":{}}\n",
+        )
+        .unwrap();
+        assert!(newest_tidemark_commit(d.path()).is_none());
+    }
 }

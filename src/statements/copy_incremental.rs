@@ -759,7 +759,12 @@ async fn copy_once(
                         .0
                 }
             };
-            (best, fp.whole_rows() + decoded)
+            match (best, fp.whole_rows() + decoded) {
+                // Statistics that count no row where a footer holds one above the start
+                // disagree with the data: the rows themselves decide.
+                (Some(_), 0) => max_and_count(scan.clone().filter(above_pred.clone())?, &w).await?,
+                counted => counted,
+            }
         }
         _ => max_and_count(scan.clone().filter(above_pred.clone())?, &w).await?,
     };

@@ -55,15 +55,15 @@ pub async fn maintain(table: &DeltaTable) {
     if snapshot.table_config().enable_expired_log_cleanup() {
         // Log files older than the table's delta.logRetentionDuration (30 days unless set)
         // and covered by a checkpoint are no longer needed to read it. The clean-up lists
-        // (and stats) the whole log: it runs when the oldest commit has expired, and every
-        // CLEANUP_EVERY versions whatever the oldest commit says.
+        // (and stats) the whole log: it runs when a batch of commits has expired, and every
+        // CLEANUP_EVERY versions whatever the log's names say.
         let retention = snapshot.table_config().log_retention_duration();
         let cutoff = std::time::SystemTime::now().checked_sub(retention);
         let version = snapshot.version();
         let due = version.is_multiple_of(CLEANUP_EVERY)
             || match (local_dir(table), cutoff) {
                 (Some(dir), Some(cutoff)) => {
-                    oldest_commit_before(&dir.join("_delta_log"), version, cutoff)
+                    batch_expired(&dir.join("_delta_log"), version, cutoff)
                 }
                 _ => true,
             };
@@ -74,21 +74,43 @@ pub async fn maintain(table: &DeltaTable) {
 }
 
 /// A clean-up of the log runs at least this often (in versions), expired commits or not.
-pub const CLEANUP_EVERY: u64 = 100;
+pub const CLEANUP_EVERY: u64 = 1000;
+
+/// A clean-up runs once this many commits have expired. Delta's clean-up keeps the commit of
+/// the checkpoint it stops at, usually itself expired: waiting for one expired commit would
+/// list the whole log on every upkeep pass of a table older than its retention.
+pub const CLEANUP_BATCH: u64 = 100;
 
 /// The local directory of a table in a file-system warehouse.
 fn local_dir(table: &DeltaTable) -> Option<std::path::PathBuf> {
     table.log_store().root_url().to_file_path().ok()
 }
 
-/// Whether the oldest commit file of the log at `dir` (whose newest version is `newest`) was
-/// written before `cutoff`. Commits form an unbroken run of versions up to the newest (a
-/// clean-up removes the oldest first), so a binary search over names finds the first in a
-/// few stat calls where a listing reads every name. Any doubt answers true.
-fn oldest_commit_before(dir: &std::path::Path, newest: u64, cutoff: std::time::SystemTime) -> bool {
+/// Whether a batch of the log's oldest commits expired: the commit [`CLEANUP_BATCH`] versions
+/// after the oldest (or the newest, if the log is shorter) was written before `cutoff`.
+/// Commits form an unbroken run of versions up to the newest (a clean-up removes the oldest
+/// first), so a binary search over names finds the oldest in a few stat calls where a
+/// listing reads every name. Any doubt answers true.
+fn batch_expired(dir: &std::path::Path, newest: u64, cutoff: std::time::SystemTime) -> bool {
+    match oldest_commit(dir, newest) {
+        Some(oldest) => written_before(dir, (oldest + CLEANUP_BATCH).min(newest), cutoff),
+        None => true,
+    }
+}
+
+/// Whether commit `version` of the log at `dir` was written before `cutoff` (true if unsure).
+fn written_before(dir: &std::path::Path, version: u64, cutoff: std::time::SystemTime) -> bool {
+    std::fs::metadata(dir.join(format!("{version:020}.json")))
+        .and_then(|m| m.modified())
+        .map_or(true, |written| written < cutoff)
+}
+
+/// The oldest commit of the log at `dir` whose newest version is `newest`, by binary search
+/// over names; None when the newest is not there.
+fn oldest_commit(dir: &std::path::Path, newest: u64) -> Option<u64> {
     let path = |v: u64| dir.join(format!("{v:020}.json"));
     if !path(newest).is_file() {
-        return true;
+        return None;
     }
     // Invariant: `hi` exists; every version below `lo` is gone.
     let (mut lo, mut hi) = (0, newest);
@@ -100,9 +122,7 @@ fn oldest_commit_before(dir: &std::path::Path, newest: u64, cutoff: std::time::S
             lo = mid + 1;
         }
     }
-    std::fs::metadata(path(hi))
-        .and_then(|m| m.modified())
-        .map_or(true, |written| written < cutoff)
+    Some(hi)
 }
 
 /// Whether an append-only table of tidemark's has grown enough files to compact.
@@ -244,32 +264,48 @@ async fn write_checkpoint(table: &DeltaTable) -> Result<(), BoxError> {
 
 #[cfg(test)]
 mod tests {
-    use super::oldest_commit_before;
+    use super::{CLEANUP_BATCH, batch_expired, oldest_commit};
     use std::time::{Duration, SystemTime};
 
     #[test]
-    fn the_oldest_commit_is_found_by_name_and_judged_by_its_age() {
+    fn a_clean_up_waits_for_a_batch_of_expired_commits() {
         let d = tempfile::tempdir().unwrap();
         let name = |v: u64| d.path().join(format!("{v:020}.json"));
         for v in 37..=1234 {
             std::fs::write(name(v), b"{}").unwrap();
         }
+        assert_eq!(oldest_commit(d.path(), 1234), Some(37));
+        assert_eq!(oldest_commit(d.path(), 1235), None);
         let hour_ago = SystemTime::now() - Duration::from_secs(3600);
-        assert!(!oldest_commit_before(d.path(), 1234, hour_ago));
-        // Only the oldest commit's age counts: an old commit after it changes nothing.
-        let age = |v: u64, t: SystemTime| {
+        let age = |v: u64| {
             std::fs::File::options()
                 .write(true)
                 .open(name(v))
                 .unwrap()
-                .set_modified(t)
+                .set_modified(hour_ago - Duration::from_secs(60))
                 .unwrap()
         };
-        age(38, hour_ago - Duration::from_secs(60));
-        assert!(!oldest_commit_before(d.path(), 1234, hour_ago));
-        age(37, hour_ago - Duration::from_secs(60));
-        assert!(oldest_commit_before(d.path(), 1234, hour_ago));
+        assert!(!batch_expired(d.path(), 1234, hour_ago));
+        // The oldest commits expired, but not yet a batch of them: no clean-up (Delta's keeps
+        // the commit of its last checkpoint, so one expired commit is the usual state).
+        for v in 37..37 + CLEANUP_BATCH {
+            age(v);
+        }
+        assert!(!batch_expired(d.path(), 1234, hour_ago));
+        age(37 + CLEANUP_BATCH);
+        assert!(batch_expired(d.path(), 1234, hour_ago));
         // A newest version that is not there: doubt, so the clean-up runs.
-        assert!(oldest_commit_before(d.path(), 1235, hour_ago));
+        assert!(batch_expired(d.path(), 1235, hour_ago));
+        // A log shorter than a batch: its newest commit decides.
+        let short = tempfile::tempdir().unwrap();
+        for v in 0..=5 {
+            std::fs::write(short.path().join(format!("{v:020}.json")), b"{}").unwrap();
+        }
+        assert!(!batch_expired(short.path(), 5, hour_ago));
+        assert!(batch_expired(
+            short.path(),
+            5,
+            SystemTime::now() + Duration::from_secs(1)
+        ));
     }
 }

@@ -107,20 +107,27 @@ fn probe_log(dir: &std::path::Path, prefix: &str, offset: &str) -> Option<Vec<St
     if !prefix.ends_with("_delta_log") || digits.len() != 20 {
         return None;
     }
-    probe_log_from(dir, digits.parse().ok()?)
+    probe(dir, digits.parse().ok()?, checkpoint_hint(dir))
+}
+
+/// The file names of the Delta log at `dir` from its last checkpoint on (from version 0
+/// without one), found by probing (see [`probe_log`]); None when they must be read from the
+/// directory.
+pub fn probe_log_from_checkpoint(dir: &std::path::Path) -> Option<Vec<String>> {
+    let hint = checkpoint_hint(dir);
+    probe(dir, hint.unwrap_or(0), hint)
 }
 
 /// The version `_last_checkpoint` names in the log at `dir`, if it can be read.
-pub fn checkpoint_hint(dir: &std::path::Path) -> Option<u64> {
+fn checkpoint_hint(dir: &std::path::Path) -> Option<u64> {
     std::fs::read(dir.join("_last_checkpoint"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|h| h.get("version").and_then(|v| v.as_u64()))
 }
 
-/// The file names of the Delta log at `dir` from version `first` on, found by probing (see
-/// [`probe_log`]); None when they must be read from the directory.
-pub fn probe_log_from(dir: &std::path::Path, first: u64) -> Option<Vec<String>> {
+/// The probe of [`probe_log`] from version `first`, `hint` being what `_last_checkpoint` names.
+fn probe(dir: &std::path::Path, first: u64, hint: Option<u64>) -> Option<Vec<String>> {
     // A log with subdirectories (staged commits, sidecars) has files no probe can name; a
     // directory's link count is 2 plus its subdirectories (where the file system keeps it so).
     use std::os::unix::fs::MetadataExt;
@@ -128,33 +135,23 @@ pub fn probe_log_from(dir: &std::path::Path, first: u64) -> Option<Vec<String>> 
         return None;
     }
     let exists = |name: &str| dir.join(name).is_file();
-    let hint = checkpoint_hint(dir);
-    let hinted = hint == Some(first);
+    let has = |version: u64, kind: &str| exists(&format!("{version:020}.{kind}"));
+    // The first version must be there: its commit, or the single-file checkpoint
+    // `_last_checkpoint` names (when it names another form, the directory is read).
+    let readable = if hint == Some(first) {
+        has(first, "checkpoint.parquet")
+    } else {
+        has(first, "checkpoint.parquet") || has(first, "json")
+    };
+    if !readable {
+        return None;
+    }
     let mut names = vec![];
-    let checkpoint = format!("{first:020}.checkpoint.parquet");
-    let commit = format!("{first:020}.json");
-    match (exists(&checkpoint), exists(&commit)) {
-        (true, has_commit) => {
-            names.push(checkpoint);
-            if has_commit {
-                names.push(commit);
-            }
-        }
-        // The checkpoint `_last_checkpoint` names has another form: read the directory.
-        (false, _) if hinted => return None,
-        (false, true) => names.push(commit),
-        (false, false) => return None,
-    }
-    let crc = format!("{first:020}.crc");
-    if exists(&crc) {
-        names.push(crc);
-    }
-    for version in first + 1.. {
+    for version in first.. {
         if version - first > PROBED_COMMITS {
             return None;
         }
-        let commit = format!("{version:020}.json");
-        if !exists(&commit) {
+        if version > first && !has(version, "json") {
             // A gap below the last checkpoint is a clean-up under way (or cut short), not the
             // end of the log: read the directory.
             if hint.is_some_and(|h| h >= version) {
@@ -162,13 +159,9 @@ pub fn probe_log_from(dir: &std::path::Path, first: u64) -> Option<Vec<String>> 
             }
             break;
         }
-        names.push(commit);
-        for other in [
-            format!("{version:020}.checkpoint.parquet"),
-            format!("{version:020}.crc"),
-        ] {
-            if exists(&other) {
-                names.push(other);
+        for kind in ["json", "checkpoint.parquet", "crc"] {
+            if has(version, kind) {
+                names.push(format!("{version:020}.{kind}"));
             }
         }
     }

@@ -734,8 +734,9 @@ async fn copy_once(
         }
         _ => None,
     };
-    let (new_max, above_rows) = match (&stats_plan, &source.table) {
-        _ if unchanged => (None, 0),
+    // (new mark, rows) from the statistics; None when the rows themselves must say.
+    let counted = match (&stats_plan, &source.table) {
+        _ if unchanged => Some((None, 0)),
         (Some(fp), Some(st)) => {
             let decoded = if fp.decode.is_empty() {
                 0
@@ -762,11 +763,15 @@ async fn copy_once(
             match (best, fp.whole_rows() + decoded) {
                 // Statistics that count no row where a footer holds one above the start
                 // disagree with the data: the rows themselves decide.
-                (Some(_), 0) => max_and_count(scan.clone().filter(above_pred.clone())?, &w).await?,
-                counted => counted,
+                (Some(_), 0) => None,
+                counted => Some(counted),
             }
         }
-        _ => max_and_count(scan.clone().filter(above_pred.clone())?, &w).await?,
+        _ => None,
+    };
+    let (new_max, above_rows) = match counted {
+        Some(counted) => counted,
+        None => max_and_count(scan.clone().filter(above_pred.clone())?, &w).await?,
     };
     let new_mark = match (&new_max, &start) {
         (Some(m), _) => Some(m.clone()),
@@ -999,8 +1004,7 @@ fn requested_watermark(c: &CopyIncremental, row: Option<&ControlRow>) -> Result<
 fn newest_tidemark_commit(table_dir: &std::path::Path) -> Option<(u64, serde_json::Value)> {
     let log = table_dir.join("_delta_log");
     // The commits after the last checkpoint, by name; else every name in the directory.
-    let start = crate::catalog::store::checkpoint_hint(&log).unwrap_or(0);
-    let probed = crate::catalog::store::probe_log_from(&log, start).and_then(|names| {
+    let probed = crate::catalog::store::probe_log_from_checkpoint(&log).and_then(|names| {
         names
             .iter()
             .filter_map(|n| n.strip_suffix(".json")?.parse::<u64>().ok())
@@ -1330,15 +1334,7 @@ async fn commit_adds(
     adds: Vec<deltalake::kernel::Add>,
     props: CommitProperties,
 ) -> Result<DeltaTable> {
-    let operation = deltalake::protocol::DeltaOperation::Write {
-        mode: SaveMode::Append,
-        partition_by: None,
-        predicate: None,
-    };
-    let actions = adds
-        .into_iter()
-        .map(deltalake::kernel::Action::Add)
-        .collect();
+    let (actions, operation) = super::append_commit(adds);
     let finalized = deltalake::kernel::transaction::CommitBuilder::from(props)
         .with_actions(actions)
         .build(Some(target.snapshot()?), target.log_store(), operation)

@@ -8,10 +8,8 @@ use datafusion::arrow::array::{
     ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::kernel::Action;
 use deltalake::kernel::transaction::{CommitData, TransactionError};
 use deltalake::logstore::CommitOrBytes;
-use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{BlindDeltaTable, DeltaTable, TableProperty};
 
@@ -196,12 +194,7 @@ async fn append_batch(
     let mut writer = RecordBatchWriter::for_blind_appends(&appendable.table)?;
     writer.write(batch.clone()).await?;
     let adds = writer.flush().await?;
-    let operation = DeltaOperation::Write {
-        mode: SaveMode::Append,
-        partition_by: None,
-        predicate: None,
-    };
-    let actions = adds.into_iter().map(Action::Add).collect();
+    let (actions, operation) = super::append_commit(adds);
     let bytes = CommitData::new(actions, operation, HashMap::new(), vec![])
         .get_bytes()
         .map_err(deltalake::DeltaTableError::from)?;

@@ -155,3 +155,23 @@ impl<T> std::future::Future for AbortOnDrop<T> {
         std::pin::Pin::new(&mut self.0).poll(cx)
     }
 }
+
+/// The actions and the operation of a commit that appends `adds` (as delta-rs' own append
+/// records it), for the commits tidemark builds itself.
+pub(crate) fn append_commit(
+    adds: Vec<deltalake::kernel::Add>,
+) -> (
+    Vec<deltalake::kernel::Action>,
+    deltalake::protocol::DeltaOperation,
+) {
+    let operation = deltalake::protocol::DeltaOperation::Write {
+        mode: deltalake::protocol::SaveMode::Append,
+        partition_by: None,
+        predicate: None,
+    };
+    let actions = adds
+        .into_iter()
+        .map(deltalake::kernel::Action::Add)
+        .collect();
+    (actions, operation)
+}

@@ -156,11 +156,8 @@ async fn write_checkpoint(table: &DeltaTable) -> Result<(), BoxError> {
     let Some(version) = table.version() else {
         return Ok(());
     };
-    if let Some(dir) = local_dir(table)
-        && dir
-            .join(format!("_delta_log/{version:020}.checkpoint.parquet"))
-            .exists()
-    {
+    let name = format!("_delta_log/{version:020}.checkpoint.parquet");
+    if local_dir(table).is_some_and(|dir| dir.join(&name).exists()) {
         return Ok(());
     }
     // The kernel writes only V2 checkpoints for tables with that feature: leave those to it.
@@ -251,8 +248,7 @@ async fn write_checkpoint(table: &DeltaTable) -> Result<(), BoxError> {
         };
         let bytes = out.into_inner()?;
         let size = bytes.len() as u64;
-        let path = deltalake::Path::from(format!("_delta_log/{version:020}.checkpoint.parquet"));
-        runtime.block_on(store.put(&path, bytes.into()))?;
+        runtime.block_on(store.put(&deltalake::Path::from(name), bytes.into()))?;
         let state =
             std::sync::Arc::into_inner(state).ok_or("the checkpoint state is still shared")?;
         let stats = LastCheckpointHintStats::from_reconciliation_state(state, size, 0)?;

@@ -304,10 +304,10 @@ const ROW_GROUP_ROWS: usize = 256 * 1024;
 
 /// Parquet writer settings for rows decoded from `source`: Snappy (as delta-rs and Spark
 /// write) for the columns it shrank in the source, and dictionary encoding only for the
-/// columns where it pays in the source. A column
-/// whose source dictionary holds more than half as many entries as the chunk has values
-/// (unique ids, timestamps, measures, free text) is written plain from the start: building a
-/// dictionary that overflows and is dropped costs a fifth of the CPU of a decoded copy.
+/// columns where it pays in the source. A column whose source dictionary holds more than half
+/// as many entries as the chunk has values (unique ids, timestamps, measures, free text) is
+/// written plain from the start: building a dictionary that overflows and is dropped costs a
+/// fifth of the CPU of a decoded copy.
 pub fn writer_properties(
     source: &DeltaTable,
     root: &Path,

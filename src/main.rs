@@ -52,6 +52,11 @@ struct Args {
     /// Never copy source files whole: decode and rewrite every copied row.
     #[arg(long)]
     no_whole_file_copies: bool,
+
+    /// Write decoded copies with plain and dictionary encodings only (no delta-encoded
+    /// integers), for Parquet readers older than Spark 3.3's.
+    #[arg(long)]
+    plain_encodings: bool,
 }
 
 /// Inputs in command-line order.
@@ -108,6 +113,7 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
     let settings = Settings {
         whole_files: !args.no_whole_file_copies,
         hard_links: !args.no_hard_links,
+        delta_encoding: !args.plain_encodings,
         progress: interactive_out && !args.quiet,
     };
     let session = Session::new(&args.warehouse, settings);

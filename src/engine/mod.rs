@@ -58,6 +58,8 @@ pub struct Settings {
     pub whole_files: bool,
     /// Allow whole-file copies to hard-link source files.
     pub hard_links: bool,
+    /// Let decoded copies delta-encode integer columns that move in small steps.
+    pub delta_encoding: bool,
     /// Show progress bars (only on a terminal).
     pub progress: bool,
 }
@@ -67,6 +69,7 @@ impl Default for Settings {
         Settings {
             whole_files: true,
             hard_links: true,
+            delta_encoding: true,
             progress: false,
         }
     }

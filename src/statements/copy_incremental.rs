@@ -883,13 +883,12 @@ async fn copy_once(
             )
             .await?
         } else if merge_keys.is_empty() && !new_columns && plain_appends(&target)? {
-            let properties = source
-                .table
-                .as_ref()
-                .map(|st| whole_file::writer_properties(st, &source_root));
+            let settings = source.table.as_ref().map(|st| {
+                whole_file::decode_settings(st, &source_root, session.settings.delta_encoding)
+            });
             let rows = Some(storable(copy_df.clone())?);
             let adds =
-                write_partitioned(&target, rows, &window_batches, properties, &progress).await?;
+                write_partitioned(&target, rows, &window_batches, settings, &progress).await?;
             commit_adds(&target, adds, props).await?
         } else if merge_keys.is_empty() {
             let mut input = storable(copy_df.clone())?;
@@ -912,8 +911,10 @@ async fn copy_once(
                 write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
             }
             if let Some(st) = &source.table {
-                write =
-                    write.with_writer_properties(whole_file::writer_properties(st, &source_root));
+                write = write.with_writer_properties(
+                    whole_file::decode_settings(st, &source_root, session.settings.delta_encoding)
+                        .writer,
+                );
             }
             write.await?
         } else {
@@ -1238,14 +1239,14 @@ async fn write_partitioned(
     target: &DeltaTable,
     rows: Option<DataFrame>,
     extra: &[RecordBatch],
-    properties: Option<datafusion::parquet::file::properties::WriterProperties>,
+    settings: Option<whole_file::DecodeSettings>,
     progress: &CopyProgress,
 ) -> Result<Vec<deltalake::kernel::Add>> {
     use deltalake::writer::DeltaWriter;
     let writer = || -> Result<deltalake::writer::RecordBatchWriter> {
         let w = deltalake::writer::RecordBatchWriter::for_table(target)?;
-        Ok(match &properties {
-            Some(p) => w.with_writer_properties(p.clone()),
+        Ok(match &settings {
+            Some(s) => w.with_writer_properties(s.writer.clone()),
             None => w,
         })
     };
@@ -1273,7 +1274,15 @@ async fn write_partitioned(
         Ok(RecordBatch::try_new(schema.clone(), cols)?)
     };
     let streams = match rows {
-        Some(df) => df.execute_stream_partitioned().await?,
+        Some(df) => {
+            let mut task = df.task_ctx();
+            if let Some(s) = &settings {
+                let config = task.session_config().clone().with_batch_size(s.batch_rows);
+                task = task.with_session_config(config);
+            }
+            let plan = df.create_physical_plan().await?;
+            datafusion::physical_plan::execute_stream_partitioned(plan, Arc::new(task))?
+        }
         None => vec![],
     };
     let mut tasks = vec![];

@@ -697,27 +697,84 @@ fn a_decoded_copy_takes_count_and_mark_from_statistics_and_footers() {
     assert_eq!(value(&wh, "SELECT count(*) FROM t"), "32002");
 
     // Columns Snappy did not shrink in the source (random doubles, 240 KB in the largest
-    // file) are written uncompressed; the others keep Snappy.
-    use datafusion::parquet::basic::Compression;
-    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
-    let dir = wh.join("main/default/t");
-    let mut checked = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
+    // file) are written uncompressed; the others keep Snappy. Integers that move in small
+    // steps (the ids, the timestamps) are delta-encoded, the rest plain or dictionary.
+    use datafusion::parquet::basic::{Compression, Encoding};
+    for (path, _) in parquet_chunks(&wh.join("main/default/t")) {
+        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        for rg in reader.metadata().row_groups() {
+            for c in rg.columns() {
+                let name = c.column_path().string();
+                let want = match name.as_str() {
+                    "amount" => Compression::UNCOMPRESSED,
+                    _ => Compression::SNAPPY,
+                };
+                assert_eq!(c.compression(), want, "{name}");
+                let delta = c.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED);
+                assert_eq!(delta, name == "id" || name == "ts", "{name}: {c:?}");
+            }
+        }
+    }
+
+    // --plain-encodings writes no delta-encoded column.
+    let out = tidemark(&wh)
+        .args([
+            "--format",
+            "csv",
+            "--no-whole-file-copies",
+            "--plain-encodings",
+            "-c",
+        ])
+        .arg("COPY INCREMENTAL s INTO plain WATERMARK ts")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT count(*) FROM (SELECT * FROM plain EXCEPT SELECT * FROM t)"
+        ),
+        "0"
+    );
+    let encodings: Vec<Encoding> = parquet_chunks(&wh.join("main/default/plain"))
+        .into_iter()
+        .flat_map(|(_, e)| e)
+        .collect();
+    assert!(!encodings.is_empty());
+    assert!(
+        !encodings.contains(&Encoding::DELTA_BINARY_PACKED),
+        "{encodings:?}"
+    );
+}
+
+use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+
+/// A table directory's Parquet files, each with the encodings of all its column chunks.
+fn parquet_chunks(
+    dir: &Path,
+) -> Vec<(
+    std::path::PathBuf,
+    Vec<datafusion::parquet::basic::Encoding>,
+)> {
+    let mut out = vec![];
+    for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "parquet") {
             continue;
         }
         let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-        for rg in reader.metadata().row_groups() {
-            for c in rg.columns() {
-                let want = match c.column_path().string().as_str() {
-                    "amount" => Compression::UNCOMPRESSED,
-                    _ => Compression::SNAPPY,
-                };
-                assert_eq!(c.compression(), want, "{}", c.column_path().string());
-            }
-        }
-        checked += 1;
+        let encodings = reader
+            .metadata()
+            .row_groups()
+            .iter()
+            .flat_map(|rg| {
+                rg.columns()
+                    .iter()
+                    .flat_map(|c| c.encodings().collect::<Vec<_>>())
+            })
+            .collect();
+        out.push((path, encodings));
     }
-    assert!(checked > 0);
+    assert!(!out.is_empty(), "no Parquet file in {}", dir.display());
+    out
 }

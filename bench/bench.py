@@ -103,6 +103,18 @@ for rep in range(args.reps):
     for t in [f"full_{rep}", f"dec_{rep}"]:
         shutil.rmtree(f"{wh}/main/bench/{t}", ignore_errors=True)
 
+# 1b. The decode path's memory does not grow with the rows: a tenth, the same and twice the
+# big source, decoded whole.
+for rows in [BIG // 10, BIG, 2 * BIG]:
+    src = f"{wh}/main/bench/mem_{rows}"
+    gen(src, rows, max(1, rows // 100_000))
+    for rep in range(args.reps):
+        shutil.rmtree(f"{wh}/main/bench/mem_dec", ignore_errors=True)
+        s, mb, _ = measured(tm(wh, f"COPY INCREMENTAL main.bench.mem_{rows} INTO main.bench.mem_dec WATERMARK created_at", "--no-whole-file-copies"))
+        record("decode path by source size", f"tidemark, {rows:,} rows", s, mb)
+    shutil.rmtree(src, ignore_errors=True)
+shutil.rmtree(f"{wh}/main/bench/mem_dec", ignore_errors=True)
+
 # 2. Increments of 10,000 rows and "nothing new", on both source sizes.
 for name, path, rows in [(BIG_NAME, src_big, big_rows), ("src100k", src_small, small_rows)]:
     tgt = f"inc_{name}"

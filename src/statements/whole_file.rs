@@ -389,6 +389,7 @@ pub fn decode_settings(source: &DeltaTable, root: &Path, delta_encoding: bool) -
             // Integers that move in small steps (ids, event times, dates) take a few bits a
             // value delta-encoded, where plain and Snappy take 4-8 bytes and most of the CPU.
             if delta_encoding
+                && integer_column(source, &column)
                 && let Ok(values) = rg.get_column_reader(i)
                 && let Some(ratio) = delta_packed_ratio(values)
                 && ratio <= 0.5
@@ -401,6 +402,36 @@ pub fn decode_settings(source: &DeltaTable, root: &Path, delta_encoding: bool) -
         writer: props.build(),
         batch_rows,
     }
+}
+
+/// Whether a Parquet column is a top-level column the table stores as a Parquet integer
+/// whatever its files hold: integer types, dates and timestamps. Not decimals (a type widened
+/// from an integer may be stored as fixed-size bytes), nested or column-mapped columns.
+fn integer_column(
+    source: &DeltaTable,
+    column: &datafusion::parquet::schema::types::ColumnPath,
+) -> bool {
+    use deltalake::kernel::{DataType, PrimitiveType};
+    let [name] = column.parts() else {
+        return false;
+    };
+    let Ok(snapshot) = source.snapshot() else {
+        return false;
+    };
+    snapshot.schema().field(name).is_some_and(|f| {
+        matches!(
+            f.data_type(),
+            DataType::Primitive(
+                PrimitiveType::Byte
+                    | PrimitiveType::Short
+                    | PrimitiveType::Integer
+                    | PrimitiveType::Long
+                    | PrimitiveType::Date
+                    | PrimitiveType::Timestamp
+                    | PrimitiveType::TimestampNtz
+            )
+        )
+    })
 }
 
 /// Values sampled from an integer column to choose its encoding.

@@ -884,7 +884,12 @@ async fn copy_once(
             .await?
         } else if merge_keys.is_empty() && !new_columns && plain_appends(&target)? {
             let settings = source.table.as_ref().map(|st| {
-                whole_file::decode_settings(st, &source_root, session.settings.delta_encoding)
+                whole_file::decode_settings(
+                    st,
+                    &target,
+                    &source_root,
+                    session.settings.delta_encoding,
+                )
             });
             let rows = Some(storable(copy_df.clone())?);
             let adds =
@@ -899,6 +904,22 @@ async fn copy_once(
             if !merge_keys.is_empty() {
                 input = latest_per_key(input, &merge_keys, &wm)?;
             }
+            let settings = source.table.as_ref().map(|st| {
+                whole_file::decode_settings(
+                    st,
+                    &target,
+                    &source_root,
+                    session.settings.delta_encoding,
+                )
+            });
+            let state = match &settings {
+                Some(s) => Arc::new(
+                    datafusion::execution::SessionStateBuilder::new_from_existing((*state).clone())
+                        .with_config(state.config().clone().with_batch_size(s.batch_rows))
+                        .build(),
+                ),
+                None => state,
+            };
             let mut write = target
                 .clone()
                 .write(vec![])
@@ -910,11 +931,8 @@ async fn copy_once(
             if new_columns {
                 write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
             }
-            if let Some(st) = &source.table {
-                write = write.with_writer_properties(
-                    whole_file::decode_settings(st, &source_root, session.settings.delta_encoding)
-                        .writer,
-                );
+            if let Some(s) = settings {
+                write = write.with_writer_properties(s.writer);
             }
             write.await?
         } else {

@@ -778,3 +778,56 @@ fn parquet_chunks(
     assert!(!out.is_empty(), "no Parquet file in {}", dir.display());
     out
 }
+
+#[test]
+fn a_source_dictionary_that_overflowed_is_not_rebuilt() {
+    // 300,000 distinct ids in one row group: the source's writer filled its 1 MB dictionary
+    // (about 131,000 ids) and wrote the rest plain. The decoded copy must see the overflow
+    // (a dictionary of under half the values that did not pay) and delta-encode the ids.
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT, ts TIMESTAMP)",
+            "INSERT INTO s SELECT value, to_timestamp(1704067200 + value) FROM range(300000)",
+        ],
+    );
+    use datafusion::parquet::basic::Encoding;
+    let source = parquet_chunks(&wh.join("main/default/s"));
+    let encodings: Vec<Encoding> = source.into_iter().flat_map(|(_, e)| e).collect();
+    assert!(
+        encodings.contains(&Encoding::RLE_DICTIONARY) && encodings.contains(&Encoding::PLAIN),
+        "the source should hold dictionary and plain pages: {encodings:?}"
+    );
+    let out = tidemark(&wh)
+        .args(["--format", "csv", "--no-whole-file-copies", "-c"])
+        .arg("COPY INCREMENTAL s INTO t WATERMARK ts")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT count(*) FROM (SELECT * FROM s EXCEPT SELECT * FROM t)"
+        ),
+        "0"
+    );
+    for (path, _) in parquet_chunks(&wh.join("main/default/t")) {
+        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        for rg in reader.metadata().row_groups() {
+            for c in rg.columns() {
+                let e: Vec<Encoding> = c.encodings().collect();
+                assert!(
+                    e.contains(&Encoding::DELTA_BINARY_PACKED),
+                    "{}: {e:?}",
+                    c.column_path().string()
+                );
+                assert!(
+                    !e.contains(&Encoding::RLE_DICTIONARY),
+                    "{}: {e:?}",
+                    c.column_path().string()
+                );
+            }
+        }
+    }
+}

@@ -39,6 +39,18 @@ pub enum Statement {
         table: ObjectName,
         columns: Vec<datafusion::sql::sqlparser::ast::ColumnDef>,
     },
+    /// `ALTER TABLE t ADD CONSTRAINT name CHECK (condition)`.
+    AddConstraint {
+        table: ObjectName,
+        name: datafusion::sql::sqlparser::ast::Ident,
+        check: datafusion::sql::sqlparser::ast::Expr,
+    },
+    /// `ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name`.
+    DropConstraint {
+        table: ObjectName,
+        name: datafusion::sql::sqlparser::ast::Ident,
+        if_exists: bool,
+    },
     /// `ALTER TABLE t SET TBLPROPERTIES ('k' = 'v', ...)`.
     SetProperties {
         table: ObjectName,
@@ -270,6 +282,21 @@ impl fmt::Display for Statement {
                 let cols: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
                 write!(f, "ALTER TABLE {table} ADD COLUMNS ({})", cols.join(", "))
             }
+            Statement::AddConstraint { table, name, check } => {
+                write!(
+                    f,
+                    "ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check})"
+                )
+            }
+            Statement::DropConstraint {
+                table,
+                name,
+                if_exists,
+            } => write!(
+                f,
+                "ALTER TABLE {table} DROP CONSTRAINT {}{name}",
+                if *if_exists { "IF EXISTS " } else { "" }
+            ),
             Statement::SetProperties { table, properties } => {
                 let props: Vec<String> = properties
                     .iter()

@@ -434,6 +434,28 @@ fn parse_statement(p: &mut Parser) -> Result<Statement> {
         p.next_token();
         p.next_token();
         let table = object_name(p)?;
+        if parse_words(p, &["ADD", "CONSTRAINT"]) {
+            let name = p.parse_identifier().map_err(pe)?;
+            if !parse_word(p, "CHECK") {
+                return Err(pe(ParserError::ParserError(format!(
+                    "expected CHECK (condition) after ADD CONSTRAINT {name}, found {}",
+                    p.peek_token()
+                ))));
+            }
+            p.expect_token(&Token::LParen).map_err(pe)?;
+            let check = p.parse_expr().map_err(pe)?;
+            p.expect_token(&Token::RParen).map_err(pe)?;
+            return Ok(Statement::AddConstraint { table, name, check });
+        }
+        if parse_words(p, &["DROP", "CONSTRAINT"]) {
+            let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = p.parse_identifier().map_err(pe)?;
+            return Ok(Statement::DropConstraint {
+                table,
+                name,
+                if_exists,
+            });
+        }
         if parse_word(p, "ADD") {
             if !parse_word(p, "COLUMNS") {
                 parse_word(p, "COLUMN");

@@ -724,8 +724,11 @@ async fn copy_once(
             if session.settings.whole_files
                 && !new_columns
                 && match &target {
+                    // Files committed whole are never checked: only into targets with nothing
+                    // to check or compute (CHECK constraints, invariants, defaults).
                     Some(t) => {
                         super::ddl::arrow_schema(t)?.fields() == source_arrow_schema(st)?.fields()
+                            && plain_appends(t)?
                     }
                     None => true,
                 } =>

@@ -338,6 +338,11 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             "CREATE TABLE {table} needs columns or AS query"
         )));
     }
+    if let Some(c) = create.constraints.first() {
+        return Err(Error::Invalid(format!(
+            "CREATE TABLE {table}: table constraint {c} is not supported; add CHECK constraints after creating the table with ALTER TABLE {table} ADD CONSTRAINT name CHECK (condition)"
+        )));
+    }
     let mut fields = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for col in &create.columns {
@@ -528,6 +533,44 @@ pub async fn set_properties(
     t.set_tbl_properties()
         .with_properties(properties.into_iter().collect())
         .await?;
+    Ok(Output::empty())
+}
+
+/// `ALTER TABLE t ADD CONSTRAINT name CHECK (condition)`: every existing row must pass, and
+/// every later write is checked (Delta's `delta.constraints.<name>`).
+pub async fn add_constraint(
+    session: &Session,
+    name: &ObjectName,
+    constraint: &str,
+    check: &Expr,
+) -> Result<Output> {
+    let table = session.table_name(name)?;
+    let t = session.warehouse.open(&table).await?;
+    t.add_constraint()
+        .with_constraint(constraint.to_lowercase(), check.to_string())
+        .await
+        .map_err(|e| {
+            Error::from(e).context(format!("cannot add constraint {constraint} to {table}"))
+        })?;
+    Ok(Output::empty())
+}
+
+/// `ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name`.
+pub async fn drop_constraint(
+    session: &Session,
+    name: &ObjectName,
+    constraint: &str,
+    if_exists: bool,
+) -> Result<Output> {
+    let table = session.table_name(name)?;
+    let t = session.warehouse.open(&table).await?;
+    t.drop_constraints()
+        .with_constraint(constraint.to_lowercase())
+        .with_raise_if_not_exists(!if_exists)
+        .await
+        .map_err(|e| {
+            Error::from(e).context(format!("cannot drop constraint {constraint} of {table}"))
+        })?;
     Ok(Output::empty())
 }
 

@@ -50,6 +50,14 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::AddColumns { table, columns } => {
             ddl::add_columns(session, &table, columns).await
         }
+        Statement::AddConstraint { table, name, check } => {
+            ddl::add_constraint(session, &table, &name.value, &check).await
+        }
+        Statement::DropConstraint {
+            table,
+            name,
+            if_exists,
+        } => ddl::drop_constraint(session, &table, &name.value, if_exists).await,
         Statement::SetProperties { table, properties } => {
             ddl::set_properties(session, &table, properties).await
         }

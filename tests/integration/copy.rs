@@ -831,3 +831,38 @@ fn a_source_dictionary_that_overflowed_is_not_rebuilt() {
         }
     }
 }
+
+#[test]
+fn a_target_with_a_check_constraint_gets_only_rows_that_pass() {
+    // Whole-file copies are never checked, so a constrained target takes the checked path even
+    // when its schema matches the source's: a violating copy fails and copies nothing.
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT, ts TIMESTAMP)",
+            "INSERT INTO s SELECT value, to_timestamp(1704067200 + value) FROM range(10)",
+            "CREATE TABLE t (id BIGINT, ts TIMESTAMP)",
+            "ALTER TABLE t ADD CONSTRAINT big CHECK (id > 5)",
+        ],
+    );
+    let out = tidemark(&wh)
+        .args([
+            "--format",
+            "csv",
+            "-c",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("6 rows failed validation check"), "{err}");
+    assert_eq!(value(&wh, "SELECT count(*) FROM t"), "0");
+    let out = sql(
+        &wh,
+        &["COPY INCREMENTAL s INTO t WATERMARK ts SINCE TIMESTAMP '2024-01-01 00:00:05'"],
+    );
+    assert!(out.contains(",4,0,"), "{out}");
+    assert_eq!(value(&wh, "SELECT min(id) FROM t"), "6");
+}

@@ -727,8 +727,10 @@ async fn copy_once(
                     // Files committed whole are never checked: only into targets with nothing
                     // to check or compute (CHECK constraints, invariants, defaults).
                     Some(t) => {
-                        super::ddl::arrow_schema(t)?.fields() == source_arrow_schema(st)?.fields()
-                            && plain_appends(t)?
+                        reads_files_as_they_are(
+                            &super::ddl::arrow_schema(t)?,
+                            &source_arrow_schema(st)?,
+                        ) && plain_appends(t)?
                     }
                     None => true,
                 } =>
@@ -1336,6 +1338,25 @@ async fn write_partitioned(
         adds.extend(written);
     }
     Ok(adds)
+}
+
+/// Whether a target with schema `target` reads a file of a source with schema `source` as it
+/// is: the same columns in the same order and types. Column comments may differ, and a source
+/// column that is NOT NULL may be nullable in the target; any other field metadata (column
+/// mapping, identity, generation) must match.
+fn reads_files_as_they_are(target: &SchemaRef, source: &SchemaRef) -> bool {
+    let without_comment = |f: &datafusion::arrow::datatypes::Field| {
+        let mut m = f.metadata().clone();
+        m.remove(super::ddl::COMMENT_KEY);
+        m
+    };
+    target.fields().len() == source.fields().len()
+        && target.fields().iter().zip(source.fields()).all(|(t, s)| {
+            t.name() == s.name()
+                && t.data_type() == s.data_type()
+                && (t.is_nullable() || !s.is_nullable())
+                && without_comment(t) == without_comment(s)
+        })
 }
 
 /// Whether files can be appended to `target` by tidemark's own writer: nothing in the table

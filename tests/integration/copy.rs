@@ -866,3 +866,30 @@ fn a_target_with_a_check_constraint_gets_only_rows_that_pass() {
     assert!(out.contains(",4,0,"), "{out}");
     assert_eq!(value(&wh, "SELECT min(id) FROM t"), "6");
 }
+
+#[test]
+fn a_target_with_comments_or_nullable_columns_still_takes_files_whole() {
+    // Column comments, and a nullable target column for a NOT NULL source column, change
+    // nothing in how the target reads the source's files: they are linked, not decoded. A
+    // target column NOT NULL where the source's is nullable is not.
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT NOT NULL, ts TIMESTAMP, note STRING)",
+            "INSERT INTO s VALUES (1, '2024-01-01', 'a'), (2, '2024-01-02', NULL)",
+            "INSERT INTO s VALUES (3, '2024-01-03', 'c')",
+            "CREATE TABLE t (id BIGINT COMMENT 'the id', ts TIMESTAMP COMMENT 'when', note STRING)",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+            "CREATE TABLE strict (id BIGINT NOT NULL, ts TIMESTAMP NOT NULL, note STRING)",
+            "COPY INCREMENTAL s INTO strict WATERMARK ts",
+        ],
+    );
+    assert_eq!(link_counts(&wh.join("main/default/t")), vec![2, 2]);
+    assert_eq!(
+        ok(&wh, "SELECT id, note FROM t ORDER BY id"),
+        "id,note\n1,a\n2,\n3,c\n"
+    );
+    assert_eq!(link_counts(&wh.join("main/default/strict")), vec![1]);
+    assert_eq!(value(&wh, "SELECT count(*) FROM strict"), "3");
+}

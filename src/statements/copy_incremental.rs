@@ -909,6 +909,7 @@ async fn copy_once(
             if !merge_keys.is_empty() {
                 input = latest_per_key(input, &merge_keys, &wm)?;
             }
+            input = with_target_columns(session, input, &target).await?;
             let settings = source.table.as_ref().map(|st| {
                 whole_file::decode_settings(
                     st,
@@ -1341,22 +1342,73 @@ async fn write_partitioned(
 }
 
 /// Whether a target with schema `target` reads a file of a source with schema `source` as it
-/// is: the same columns in the same order and types. Column comments may differ, and a source
-/// column that is NOT NULL may be nullable in the target; any other field metadata (column
-/// mapping, identity, generation) must match.
+/// is (Delta readers match a file's columns by name, and read a column the file lacks as
+/// NULL): each source column is a target column of the same name and type; column comments
+/// may differ, and a source column that is NOT NULL may be nullable in the target; any other
+/// field metadata (column mapping, identity, generation) must match. A target column the
+/// source lacks must be nullable, with no metadata but a comment.
 fn reads_files_as_they_are(target: &SchemaRef, source: &SchemaRef) -> bool {
     let without_comment = |f: &datafusion::arrow::datatypes::Field| {
         let mut m = f.metadata().clone();
         m.remove(super::ddl::COMMENT_KEY);
         m
     };
-    target.fields().len() == source.fields().len()
-        && target.fields().iter().zip(source.fields()).all(|(t, s)| {
-            t.name() == s.name()
-                && t.data_type() == s.data_type()
+    let find =
+        |schema: &SchemaRef, name: &str| schema.fields().iter().find(|f| f.name() == name).cloned();
+    source.fields().iter().all(|s| {
+        find(target, s.name()).is_some_and(|t| {
+            t.data_type() == s.data_type()
                 && (t.is_nullable() || !s.is_nullable())
-                && without_comment(t) == without_comment(s)
+                && without_comment(&t) == without_comment(s)
         })
+    }) && target.fields().iter().all(|t| {
+        find(source, t.name()).is_some() || (t.is_nullable() && without_comment(t).is_empty())
+    })
+}
+
+/// `rows` with every column of `target` the source lacks added, as its DEFAULT or NULL, in
+/// the target's order (the source's own new columns last, for a schema merge).
+async fn with_target_columns(
+    session: &Session,
+    rows: DataFrame,
+    target: &DeltaTable,
+) -> Result<DataFrame> {
+    let tschema = super::ddl::arrow_schema(target)?;
+    let given: Vec<String> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let find = |name: &str| given.iter().find(|g| g.eq_ignore_ascii_case(name));
+    if tschema.fields().iter().all(|f| find(f.name()).is_some()) {
+        return Ok(rows);
+    }
+    let mut exprs = vec![];
+    for f in tschema.fields() {
+        exprs.push(match find(f.name()) {
+            Some(g) => {
+                datafusion::prelude::col(datafusion::common::Column::from_name(g)).alias(f.name())
+            }
+            None => match f.metadata().get(super::ddl::DEFAULT_KEY) {
+                Some(d) => super::dml::default_expr(session, d, f.data_type()).await?,
+                None => DfExpr::Literal(ScalarValue::try_from(f.data_type())?, None),
+            }
+            .alias(f.name()),
+        });
+    }
+    for g in &given {
+        if !tschema
+            .fields()
+            .iter()
+            .any(|f| f.name().eq_ignore_ascii_case(g))
+        {
+            exprs.push(datafusion::prelude::col(
+                datafusion::common::Column::from_name(g),
+            ));
+        }
+    }
+    Ok(rows.select(exprs)?)
 }
 
 /// Whether files can be appended to `target` by tidemark's own writer: nothing in the table

@@ -614,8 +614,8 @@ fn a_recreated_source_at_the_same_version_is_still_read() {
 
 #[test]
 fn a_decoding_copy_writes_every_row_once_and_nulls_target_only_columns() {
-    // A target with a column the source lacks cannot take the source's files whole: the rows
-    // are decoded and written, one writer per partition of the scan.
+    // With whole-file copies off, the rows are decoded and written, one writer per partition
+    // of the scan, in the target's columns (a column the source lacks is NULL).
     let (_d, wh) = warehouse();
     let mut stmts =
         vec!["CREATE TABLE s (id BIGINT NOT NULL, ts TIMESTAMP, note STRING)".to_string()];
@@ -629,8 +629,18 @@ fn a_decoding_copy_writes_every_row_once_and_nulls_target_only_columns() {
     );
     let stmts: Vec<&str> = stmts.iter().map(String::as_str).collect();
     sql(&wh, &stmts);
-    let out = sql(&wh, &["COPY INCREMENTAL s INTO t WATERMARK ts"]);
+    let out = tidemark(&wh)
+        .args(["--format", "csv", "--no-whole-file-copies", "-c"])
+        .arg("COPY INCREMENTAL s INTO t WATERMARK ts")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
     assert!(out.contains(",6000,0,"), "{out}");
+    assert!(
+        link_counts(&wh.join("main/default/t"))
+            .iter()
+            .all(|&n| n == 1)
+    );
     assert_eq!(
         ok(
             &wh,
@@ -869,9 +879,10 @@ fn a_target_with_a_check_constraint_gets_only_rows_that_pass() {
 
 #[test]
 fn a_target_with_comments_or_nullable_columns_still_takes_files_whole() {
-    // Column comments, and a nullable target column for a NOT NULL source column, change
-    // nothing in how the target reads the source's files: they are linked, not decoded. A
-    // target column NOT NULL where the source's is nullable is not.
+    // Column comments, a nullable target column for a NOT NULL source column, other column
+    // order and a nullable column the source lacks (read as NULL) change nothing in how the
+    // target reads the source's files: they are linked, not decoded. A target column NOT NULL
+    // where the source's is nullable, or a target-only column with a default, is not.
     let (_d, wh) = warehouse();
     sql(
         &wh,
@@ -879,17 +890,43 @@ fn a_target_with_comments_or_nullable_columns_still_takes_files_whole() {
             "CREATE TABLE s (id BIGINT NOT NULL, ts TIMESTAMP, note STRING)",
             "INSERT INTO s VALUES (1, '2024-01-01', 'a'), (2, '2024-01-02', NULL)",
             "INSERT INTO s VALUES (3, '2024-01-03', 'c')",
-            "CREATE TABLE t (id BIGINT COMMENT 'the id', ts TIMESTAMP COMMENT 'when', note STRING)",
+            "CREATE TABLE t (note STRING, loaded STRING COMMENT 'later', id BIGINT COMMENT 'the id', ts TIMESTAMP COMMENT 'when')",
             "COPY INCREMENTAL s INTO t WATERMARK ts",
             "CREATE TABLE strict (id BIGINT NOT NULL, ts TIMESTAMP NOT NULL, note STRING)",
             "COPY INCREMENTAL s INTO strict WATERMARK ts",
+            "CREATE TABLE defaulted (id BIGINT, ts TIMESTAMP, note STRING, batch INT DEFAULT 7)",
+            "COPY INCREMENTAL s INTO defaulted WATERMARK ts",
         ],
     );
     assert_eq!(link_counts(&wh.join("main/default/t")), vec![2, 2]);
     assert_eq!(
-        ok(&wh, "SELECT id, note FROM t ORDER BY id"),
-        "id,note\n1,a\n2,\n3,c\n"
+        ok(&wh, "SELECT id, note, loaded FROM t ORDER BY id"),
+        "id,note,loaded\n1,a,\n2,,\n3,c,\n"
     );
     assert_eq!(link_counts(&wh.join("main/default/strict")), vec![1]);
     assert_eq!(value(&wh, "SELECT count(*) FROM strict"), "3");
+    assert_eq!(link_counts(&wh.join("main/default/defaulted")), vec![1]);
+    assert_eq!(
+        value(&wh, "SELECT count(*) FROM defaulted WHERE batch = 7"),
+        "3"
+    );
+    // Another Delta reader sees the same rows, the missing column as NULL.
+    if let Some(py) = crate::common::python() {
+        let code = format!(
+            "from deltalake import DeltaTable\n\
+             t = DeltaTable({p:?}).to_pyarrow_table().sort_by('id')\n\
+             print(t.column('id').to_pylist(), t.column('loaded').to_pylist(), t.column('note').to_pylist())\n\
+             import os, sys\nsys.stdout.flush()\nos._exit(0)\n",
+            p = wh.join("main/default/t").display().to_string()
+        );
+        let out = std::process::Command::new(py)
+            .args(["-c", &code])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "[1, 2, 3] [None, None, None] ['a', None, 'c']",
+            "{out:?}"
+        );
+    }
 }

@@ -726,11 +726,14 @@ async fn copy_once(
                 && match &target {
                     // Files committed whole are never checked: only into targets with nothing
                     // to check or compute (CHECK constraints, invariants, defaults).
+                    // A partitioned target takes files of one partition value each, placed
+                    // by it; the source's files mix them.
                     Some(t) => {
                         reads_files_as_they_are(
                             &super::ddl::arrow_schema(t)?,
                             &source_arrow_schema(st)?,
                         ) && plain_appends(t)?
+                            && t.snapshot()?.metadata().partition_columns().is_empty()
                     }
                     None => true,
                 } =>
@@ -949,7 +952,16 @@ async fn copy_once(
                     "source {source_name} has columns the target {target_name} lacks; MERGE ON copies need them added first (ALTER TABLE ... ADD COLUMNS)"
                 )));
             }
+            // Matched rows take the source's columns; inserted rows also the target's own,
+            // as their DEFAULT or NULL.
             let cols: Vec<String> = input
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            let input = with_target_columns(session, input, &t).await?;
+            let cols2: Vec<String> = input
                 .schema()
                 .fields()
                 .iter()
@@ -963,7 +975,6 @@ async fn copy_once(
                     None => e,
                 });
             }
-            let cols2 = cols.clone();
             let (t, _) = t
                 .merge(input, on.expect("at least one key"))
                 .with_source_alias("source")

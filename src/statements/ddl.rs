@@ -547,12 +547,43 @@ pub async fn add_constraint(
     let table = session.table_name(name)?;
     let t = session.warehouse.open(&table).await?;
     t.add_constraint()
-        .with_constraint(constraint.to_lowercase(), check.to_string())
+        .with_constraint(constraint.to_lowercase(), check_text(check))
         .await
         .map_err(|e| {
             Error::from(e).context(format!("cannot add constraint {constraint} to {table}"))
         })?;
     Ok(Output::empty())
+}
+
+/// A CHECK condition as delta-rs parses it (generic SQL, case-sensitive names): strings in
+/// single quotes (tidemark's dialect reads `"x"` as a string, delta-rs as a column) and
+/// column names lower-cased, as tidemark stores them.
+fn check_text(check: &Expr) -> String {
+    use datafusion::sql::sqlparser::ast::{Ident, Value, visit_expressions_mut};
+    let name = |i: &mut Ident| {
+        i.value = i.value.to_lowercase();
+        let plain = i
+            .value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !i.value.starts_with(|c: char| c.is_ascii_digit());
+        i.quote_style = if plain { None } else { Some('"') };
+    };
+    let mut check = check.clone();
+    let _ = visit_expressions_mut(&mut check, |e| {
+        match e {
+            Expr::Value(v) => {
+                if let Value::DoubleQuotedString(s) = &v.value {
+                    v.value = Value::SingleQuotedString(s.clone());
+                }
+            }
+            Expr::Identifier(i) => name(i),
+            Expr::CompoundIdentifier(parts) => parts.iter_mut().for_each(name),
+            _ => {}
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    check.to_string()
 }
 
 /// `ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name`.

@@ -930,3 +930,55 @@ fn a_target_with_comments_or_nullable_columns_still_takes_files_whole() {
         );
     }
 }
+
+#[test]
+fn a_partitioned_target_gets_its_partition_values() {
+    // The source's files mix partition values: a partitioned target cannot take them whole
+    // (its partition column would read as NULL). Rows are written into their partitions.
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT, ts TIMESTAMP, c STRING)",
+            "INSERT INTO s VALUES (1, '2024-01-01', 'FR'), (2, '2024-01-02', 'US'), (3, '2024-01-03', 'FR')",
+            "CREATE TABLE t (id BIGINT, ts TIMESTAMP, c STRING) PARTITIONED BY (c)",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+            "INSERT INTO s VALUES (4, '2024-01-04', 'DE')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+        ],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, c FROM t ORDER BY id"),
+        "id,c\n1,FR\n2,US\n3,FR\n4,DE\n"
+    );
+    let mut dirs: Vec<String> = std::fs::read_dir(wh.join("main/default/t"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("c="))
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs, ["c=DE", "c=FR", "c=US"]);
+}
+
+#[test]
+fn target_only_default_columns_are_filled_on_insert_and_kept_on_update() {
+    // A target column the source lacks takes its DEFAULT in inserted rows (APPEND and MERGE
+    // ON) and keeps its value in rows a MERGE ON copy updates.
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT, v STRING, ts TIMESTAMP)",
+            "INSERT INTO s VALUES (1, 'a', '2024-01-01'), (2, 'b', '2024-01-02')",
+            "CREATE TABLE m (id BIGINT, v STRING, ts TIMESTAMP, origin STRING NOT NULL DEFAULT 'copy')",
+            "COPY INCREMENTAL s INTO m WATERMARK ts MERGE ON (id)",
+            "UPDATE m SET origin = 'fixed' WHERE id = 1",
+            "INSERT INTO s VALUES (1, 'a2', '2024-01-03'), (3, 'c', '2024-01-04')",
+            "COPY INCREMENTAL s INTO m WATERMARK ts MERGE ON (id)",
+        ],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, v, origin FROM m ORDER BY id"),
+        "id,v,origin\n1,a2,fixed\n2,b,copy\n3,c,copy\n"
+    );
+}

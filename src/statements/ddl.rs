@@ -546,6 +546,12 @@ pub async fn add_constraint(
 ) -> Result<Output> {
     let table = session.table_name(name)?;
     let t = session.warehouse.open(&table).await?;
+    let key = format!("delta.constraints.{}", constraint.to_lowercase());
+    if let Some(existing) = t.snapshot()?.metadata().configuration().get(&key) {
+        return Err(Error::AlreadyExists(format!(
+            "{table} already has constraint {constraint} CHECK ({existing}): drop it first (ALTER TABLE {table} DROP CONSTRAINT {constraint})"
+        )));
+    }
     t.add_constraint()
         .with_constraint(constraint.to_lowercase(), check_text(check))
         .await

@@ -291,7 +291,7 @@ fn find_column(schema: &SchemaRef, name: &str, table: &TableName) -> Result<(Str
         .find(|f| f.name().eq_ignore_ascii_case(name))
         .map(|f| (f.name().clone(), f.data_type().clone()))
         .ok_or_else(|| {
-            let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let names = super::column_names(schema.fields());
             // suggest() lists the columns when none is close; otherwise list them here.
             let hint = match suggest(name, &names) {
                 h if h.is_empty() || h.starts_with(", did") => {
@@ -621,12 +621,7 @@ async fn copy_once(
     };
     record.null_watermark_rows = null_rows;
 
-    let source_columns: Vec<String> = source
-        .schema
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let source_columns = super::column_names(source.schema.fields());
     let mut window_batches: Vec<RecordBatch> = vec![];
     // A full load of a source without NULL watermarks copies every row: no filter to evaluate.
     let mut copy_df = if start.is_none() && null_rows == 0 {
@@ -663,12 +658,7 @@ async fn copy_once(
         } else if let Some(t) = &target {
             let tprov = crate::catalog::provider_for(t).await?;
             let tdf = session.ctx.read_table(tprov)?.filter(in_window.clone())?;
-            let tcols = tdf
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect::<Vec<_>>();
+            let tcols = super::column_names(tdf.schema().fields());
             let proj: Vec<DfExpr> = source_columns
                 .iter()
                 .map(|c| match tcols.iter().find(|t| t.eq_ignore_ascii_case(c)) {
@@ -876,6 +866,17 @@ async fn copy_once(
                 create_target(session, &target_name, fields).await?
             }
         };
+        // How decoded rows are read and encoded (samples a source file: only when decoding).
+        let decode_settings = || {
+            source.table.as_ref().map(|st| {
+                whole_file::decode_settings(
+                    st,
+                    &target,
+                    &source_root,
+                    session.settings.delta_encoding,
+                )
+            })
+        };
         let committed = if let (Some(fp), Some(st)) = (&file_plan, &source.table) {
             fast_commit(
                 session,
@@ -891,14 +892,7 @@ async fn copy_once(
             )
             .await?
         } else if merge_keys.is_empty() && !new_columns && plain_appends(&target)? {
-            let settings = source.table.as_ref().map(|st| {
-                whole_file::decode_settings(
-                    st,
-                    &target,
-                    &source_root,
-                    session.settings.delta_encoding,
-                )
-            });
+            let settings = decode_settings();
             let rows = Some(storable(copy_df.clone())?);
             let adds =
                 write_partitioned(&target, rows, &window_batches, settings, &progress).await?;
@@ -913,14 +907,7 @@ async fn copy_once(
                 input = latest_per_key(input, &merge_keys, &wm)?;
             }
             input = with_target_columns(session, input, &target).await?;
-            let settings = source.table.as_ref().map(|st| {
-                whole_file::decode_settings(
-                    st,
-                    &target,
-                    &source_root,
-                    session.settings.delta_encoding,
-                )
-            });
+            let settings = decode_settings();
             let state = match &settings {
                 Some(s) => Arc::new(
                     datafusion::execution::SessionStateBuilder::new_from_existing((*state).clone())
@@ -954,19 +941,9 @@ async fn copy_once(
             }
             // Matched rows take the source's columns; inserted rows also the target's own,
             // as their DEFAULT or NULL.
-            let cols: Vec<String> = input
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
+            let cols = super::column_names(input.schema().fields());
             let input = with_target_columns(session, input, &t).await?;
-            let cols2: Vec<String> = input
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
+            let cols2 = super::column_names(input.schema().fields());
             let mut on: Option<DfExpr> = None;
             for k in &merge_keys {
                 let e = col(Column::new(Some("target"), k)).eq(col(Column::new(Some("source"), k)));
@@ -1385,12 +1362,7 @@ async fn with_target_columns(
     target: &DeltaTable,
 ) -> Result<DataFrame> {
     let tschema = super::ddl::arrow_schema(target)?;
-    let given: Vec<String> = rows
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let given = super::column_names(rows.schema().fields());
     let find = |name: &str| given.iter().find(|g| g.eq_ignore_ascii_case(name));
     if tschema.fields().iter().all(|f| find(f.name()).is_some()) {
         return Ok(rows);

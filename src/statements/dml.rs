@@ -115,7 +115,7 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         .collect();
     for c in &columns {
         if target.field_with_name(c).is_err() {
-            let names: Vec<String> = target.fields().iter().map(|f| f.name().clone()).collect();
+            let names = super::column_names(target.fields());
             return Err(Error::NotFound(format!(
                 "column '{c}' not found in {table}{}",
                 crate::catalog::suggest(c, &names)
@@ -386,7 +386,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
         async move {
             let t = open_writable(session, &table).await?;
             let schema = super::ddl::arrow_schema(&t)?;
-            let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let state = Arc::new(session.ctx.state());
             let mut builder = t
@@ -439,7 +439,7 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
         async move {
             let t = open_writable(session, &table).await?;
             let schema = super::ddl::arrow_schema(&t)?;
-            let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+            let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let mut builder = t
                 .delete()
@@ -524,18 +524,9 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
         let target_alias = target_alias.clone();
         async move {
             let t = open_writable(session, &table).await?;
-            let target_cols: Vec<String> = super::ddl::arrow_schema(&t)?
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
+            let target_cols = super::column_names(super::ddl::arrow_schema(&t)?.fields());
             let (source, _bound) = super::query::query_dataframe(session, source_query).await?;
-            let source_cols: Vec<String> = source
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
+            let source_cols = super::column_names(source.schema().fields());
             let mut scope = target_cols.clone();
             scope.extend(source_cols.iter().cloned());
             let mut on = *merge.on;

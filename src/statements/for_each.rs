@@ -281,12 +281,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     let counts = control::pair_counts(session, &all);
     let mut df = session.ctx.read_batches(all)?;
     if let Some(mut pred) = c.filter.clone() {
-        let columns: Vec<String> = df
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
+        let columns = super::column_names(df.schema().fields());
         let _b = session.bind(&mut pred, &columns).await?;
         let schema = DFSchema::try_from(df.schema().as_arrow().clone())?;
         let e = session.ctx.state().create_logical_expr_from_sql_expr(

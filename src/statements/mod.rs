@@ -129,6 +129,11 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
 }
 
 /// A one-row result of named counts, like Databricks' DML output.
+/// The names of a schema's columns, in order.
+pub fn column_names(fields: &datafusion::arrow::datatypes::Fields) -> Vec<String> {
+    fields.iter().map(|f| f.name().clone()).collect()
+}
+
 pub fn counts(pairs: &[(&str, i64)]) -> Output {
     let fields: Vec<Field> = pairs
         .iter()

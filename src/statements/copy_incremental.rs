@@ -695,8 +695,7 @@ async fn copy_once(
             if merge_keys.is_empty()
                 && whole_file::supports(&wm_type)
                 && st.snapshot()?.metadata().partition_columns().is_empty()
-                // (delta-rs does not re-export the kernel's ColumnMappingMode type)
-                && st.snapshot()?.table_config().column_mapping_mode.is_none_or(|m| format!("{m:?}") == "None") =>
+                && whole_file::unmapped(st) =>
         {
             Some(whole_file::plan(
                 files,

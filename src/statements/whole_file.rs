@@ -425,8 +425,8 @@ pub fn decode_settings(
             // value delta-encoded, where plain and Snappy take 4-8 bytes and most of the CPU.
             if delta_encoding
                 && let Some(width) = integer_width(source, target, &column)
-                && let Ok(values) = rg.get_column_reader(i)
-                && delta_packed_ratio(values, width).is_some_and(|r| r <= 0.5)
+                && let Ok(reader) = rg.get_column_reader(i)
+                && delta_packed_ratio(reader, width).is_some_and(|r| r <= 0.5)
             {
                 props = props
                     .set_column_dictionary_enabled(column.clone(), false)
@@ -441,8 +441,8 @@ pub fn decode_settings(
     }
 }
 
-/// Whether neither table maps column names to other physical names.
-fn unmapped(t: &DeltaTable) -> bool {
+/// Whether a table stores its columns under their own names (no column mapping).
+pub fn unmapped(t: &DeltaTable) -> bool {
     use delta_kernel::table_features::ColumnMappingMode;
     t.snapshot().is_ok_and(|s| {
         s.table_config()

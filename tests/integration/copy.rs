@@ -710,20 +710,14 @@ fn a_decoded_copy_takes_count_and_mark_from_statistics_and_footers() {
     // file) are written uncompressed; the others keep Snappy. Integers that move in small
     // steps (the ids, the timestamps) are delta-encoded, the rest plain or dictionary.
     use datafusion::parquet::basic::{Compression, Encoding};
-    for (path, _) in parquet_chunks(&wh.join("main/default/t")) {
-        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-        for rg in reader.metadata().row_groups() {
-            for c in rg.columns() {
-                let name = c.column_path().string();
-                let want = match name.as_str() {
-                    "amount" => Compression::UNCOMPRESSED,
-                    _ => Compression::SNAPPY,
-                };
-                assert_eq!(c.compression(), want, "{name}");
-                let delta = c.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED);
-                assert_eq!(delta, name == "id" || name == "ts", "{name}: {c:?}");
-            }
-        }
+    for (name, compression, encodings) in parquet_chunks(&wh.join("main/default/t")) {
+        let want = match name.as_str() {
+            "amount" => Compression::UNCOMPRESSED,
+            _ => Compression::SNAPPY,
+        };
+        assert_eq!(compression, want, "{name}");
+        let delta = encodings.contains(&Encoding::DELTA_BINARY_PACKED);
+        assert_eq!(delta, name == "id" || name == "ts", "{name}: {encodings:?}");
     }
 
     // --plain-encodings writes no delta-encoded column.
@@ -748,7 +742,7 @@ fn a_decoded_copy_takes_count_and_mark_from_statistics_and_footers() {
     );
     let encodings: Vec<Encoding> = parquet_chunks(&wh.join("main/default/plain"))
         .into_iter()
-        .flat_map(|(_, e)| e)
+        .flat_map(|(_, _, e)| e)
         .collect();
     assert!(!encodings.is_empty());
     assert!(
@@ -757,15 +751,16 @@ fn a_decoded_copy_takes_count_and_mark_from_statistics_and_footers() {
     );
 }
 
-use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
-
-/// A table directory's Parquet files, each with the encodings of all its column chunks.
+/// Every column chunk of a table directory's Parquet files, all row groups: the column's
+/// name, its compression and its encodings.
 fn parquet_chunks(
     dir: &Path,
 ) -> Vec<(
-    std::path::PathBuf,
+    String,
+    datafusion::parquet::basic::Compression,
     Vec<datafusion::parquet::basic::Encoding>,
 )> {
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
     let mut out = vec![];
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -773,17 +768,15 @@ fn parquet_chunks(
             continue;
         }
         let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-        let encodings = reader
-            .metadata()
-            .row_groups()
-            .iter()
-            .flat_map(|rg| {
-                rg.columns()
-                    .iter()
-                    .flat_map(|c| c.encodings().collect::<Vec<_>>())
-            })
-            .collect();
-        out.push((path, encodings));
+        for rg in reader.metadata().row_groups() {
+            for c in rg.columns() {
+                out.push((
+                    c.column_path().string(),
+                    c.compression(),
+                    c.encodings().collect(),
+                ));
+            }
+        }
     }
     assert!(!out.is_empty(), "no Parquet file in {}", dir.display());
     out
@@ -804,7 +797,7 @@ fn a_source_dictionary_that_overflowed_is_not_rebuilt() {
     );
     use datafusion::parquet::basic::Encoding;
     let source = parquet_chunks(&wh.join("main/default/s"));
-    let encodings: Vec<Encoding> = source.into_iter().flat_map(|(_, e)| e).collect();
+    let encodings: Vec<Encoding> = source.into_iter().flat_map(|(_, _, e)| e).collect();
     assert!(
         encodings.contains(&Encoding::RLE_DICTIONARY) && encodings.contains(&Encoding::PLAIN),
         "the source should hold dictionary and plain pages: {encodings:?}"
@@ -822,23 +815,9 @@ fn a_source_dictionary_that_overflowed_is_not_rebuilt() {
         ),
         "0"
     );
-    for (path, _) in parquet_chunks(&wh.join("main/default/t")) {
-        let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-        for rg in reader.metadata().row_groups() {
-            for c in rg.columns() {
-                let e: Vec<Encoding> = c.encodings().collect();
-                assert!(
-                    e.contains(&Encoding::DELTA_BINARY_PACKED),
-                    "{}: {e:?}",
-                    c.column_path().string()
-                );
-                assert!(
-                    !e.contains(&Encoding::RLE_DICTIONARY),
-                    "{}: {e:?}",
-                    c.column_path().string()
-                );
-            }
-        }
+    for (name, _, e) in parquet_chunks(&wh.join("main/default/t")) {
+        assert!(e.contains(&Encoding::DELTA_BINARY_PACKED), "{name}: {e:?}");
+        assert!(!e.contains(&Encoding::RLE_DICTIONARY), "{name}: {e:?}");
     }
 }
 

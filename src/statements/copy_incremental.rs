@@ -902,9 +902,6 @@ async fn copy_once(
                 let extra = session.ctx.read_batches(window_batches.clone())?;
                 input = input.union(extra)?;
             }
-            if !merge_keys.is_empty() {
-                input = latest_per_key(input, &merge_keys, &wm)?;
-            }
             input = with_target_columns(session, input, &target).await?;
             let settings = decode_settings();
             let state = match &settings {

@@ -429,7 +429,9 @@ pub fn copy_scan_settings() -> Arc<datafusion::execution::SessionState> {
             "datafusion.execution.parquet.schema_force_view_types",
             false,
         )
-        .set_bool("datafusion.execution.parquet.pushdown_filters", true);
+        .set_bool("datafusion.execution.parquet.pushdown_filters", true)
+        // Spark's INT96 timestamps read at microseconds, as the session reads them.
+        .set_str("datafusion.execution.parquet.coerce_int96", "us");
     Arc::new(
         datafusion::execution::SessionStateBuilder::new()
             .with_config(config)

@@ -210,6 +210,118 @@ impl VisitorMut for RelationBinder<'_> {
     }
 }
 
+/// Turns `t TABLESAMPLE (n ROWS)` into `(SELECT * FROM t LIMIT n) AS t` and
+/// `t TABLESAMPLE (p PERCENT)` into a subquery keeping each row with probability p/100
+/// (DataFusion's planner would drop the clause without a word). Forms that cannot be
+/// honoured (BUCKET, REPEATABLE seeds, samples of subqueries) are refused by name.
+struct SampleRewriter {
+    error: Option<Error>,
+}
+
+impl SampleRewriter {
+    fn rewrite(&mut self, factor: &mut TableFactor) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::{
+            TableAlias, TableSample, TableSampleKind, TableSampleUnit,
+        };
+        let refuse = |what: &str| {
+            Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!("TABLESAMPLE {what} is not supported: use (n ROWS) or (p PERCENT)"),
+            )
+        };
+        let (sample, name) = match factor {
+            TableFactor::Table { sample, name, .. } => match sample.take() {
+                Some(s) => (s, name.clone()),
+                None => return Ok(()),
+            },
+            TableFactor::Derived {
+                sample: Some(_), ..
+            } => {
+                return Err(refuse("on a subquery"));
+            }
+            _ => return Ok(()),
+        };
+        let (TableSampleKind::BeforeTableAlias(s) | TableSampleKind::AfterTableAlias(s)) = sample;
+        let TableSample {
+            modifier: _,
+            name: _, // BERNOULLI / SYSTEM / ROW: every form samples rows independently here
+            quantity,
+            seed,
+            bucket,
+            offset,
+        } = *s;
+        if seed.is_some() {
+            return Err(refuse("REPEATABLE (seed)"));
+        }
+        if bucket.is_some() {
+            return Err(refuse("(BUCKET x OUT OF y)"));
+        }
+        if offset.is_some() {
+            return Err(refuse("OFFSET"));
+        }
+        let Some(quantity) = quantity else {
+            return Err(refuse("without a quantity"));
+        };
+        let body = match quantity.unit {
+            Some(TableSampleUnit::Rows) => {
+                format!("SELECT * FROM __sample LIMIT {}", quantity.value)
+            }
+            Some(TableSampleUnit::Percent) => format!(
+                "SELECT * FROM __sample WHERE random() * 100 < ({})",
+                quantity.value
+            ),
+            None => {
+                return Err(refuse(&format!(
+                    "({}) without ROWS or PERCENT",
+                    quantity.value
+                )));
+            }
+        };
+        let mut query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+            .try_with_sql(&body)?
+            .parse_query()?;
+        let alias = match factor {
+            TableFactor::Table { alias, .. } => alias.take(),
+            _ => None,
+        };
+        let alias = alias.unwrap_or_else(|| TableAlias {
+            explicit: true,
+            name: name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .cloned()
+                .unwrap_or_else(|| Ident::new("sample")),
+            columns: vec![],
+            at: None,
+        });
+        if let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = query.body.as_mut() {
+            select.from[0].relation = factor.clone();
+        }
+        *factor = TableFactor::Derived {
+            lateral: false,
+            subquery: query,
+            alias: Some(alias),
+            sample: None,
+        };
+        Ok(())
+    }
+}
+
+impl VisitorMut for SampleRewriter {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        match self.rewrite(factor) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
 /// Replaces variable references with literals.
 struct VariableBinder<'a> {
     vars: &'a Variables,
@@ -225,6 +337,15 @@ impl VisitorMut for VariableBinder<'_> {
         &mut self,
         select: &mut datafusion::sql::sqlparser::ast::Select,
     ) -> ControlFlow<()> {
+        let named: Vec<String> = select
+            .projection
+            .iter()
+            .filter_map(|item| match item {
+                SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.to_lowercase()),
+                SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+                _ => None,
+            })
+            .collect();
         for item in select.projection.iter_mut() {
             let alias = match item {
                 SelectItem::UnnamedExpr(Expr::Identifier(i))
@@ -235,8 +356,13 @@ impl VisitorMut for VariableBinder<'_> {
                 }
                 SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
                     let names: Vec<String> = parts.iter().map(|p| p.value.clone()).collect();
-                    match self.vars.lookup_qualified(&names) {
-                        Ok(Some(_)) => parts.last().cloned(),
+                    match (self.vars.lookup_qualified(&names), parts.last()) {
+                        // `SELECT v, session.v`: the column keeps `v`, the variable is named
+                        // as written (output names must differ).
+                        (Ok(Some(_)), Some(last)) if named.contains(&last.value.to_lowercase()) => {
+                            Some(Ident::with_quote('`', names.join(".")))
+                        }
+                        (Ok(Some(_)), last) => last.cloned(),
                         _ => None,
                     }
                 }
@@ -276,11 +402,41 @@ impl VisitorMut for VariableBinder<'_> {
     }
 }
 
-/// Collects the output aliases of SELECT lists (they shadow variables in ORDER BY etc.).
+/// Collects the names a query gives its columns: SELECT aliases (they shadow variables in
+/// ORDER BY etc.) and the column lists of table aliases and CTEs (`AS t(v)`, `WITH c(v)`).
 struct AliasCollector<'a>(&'a mut HashSet<String>);
 
 impl VisitorMut for AliasCollector<'_> {
     type Break = ();
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.0.extend(
+                    cte.alias
+                        .columns
+                        .iter()
+                        .map(|c| c.name.value.to_lowercase()),
+                );
+            }
+        }
+        ControlFlow::Continue(())
+    }
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let alias = match factor {
+            TableFactor::Table { alias, .. }
+            | TableFactor::Derived { alias, .. }
+            | TableFactor::TableFunction { alias, .. }
+            | TableFactor::Function { alias, .. }
+            | TableFactor::UNNEST { alias, .. }
+            | TableFactor::NestedJoin { alias, .. } => alias.as_ref(),
+            _ => None,
+        };
+        if let Some(alias) = alias {
+            self.0
+                .extend(alias.columns.iter().map(|c| c.name.value.to_lowercase()));
+        }
+        ControlFlow::Continue(())
+    }
     fn pre_visit_select(
         &mut self,
         select: &mut datafusion::sql::sqlparser::ast::Select,
@@ -299,6 +455,11 @@ impl Session {
     /// `extra_columns` are columns in scope besides those of the referenced tables (e.g. the
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
+        let mut sampler = SampleRewriter { error: None };
+        let _ = node.visit(&mut sampler);
+        if let Some(e) = sampler.error {
+            return Err(e);
+        }
         let mut rb = RelationBinder {
             session: self,
             ctes: HashSet::new(),

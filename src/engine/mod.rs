@@ -3,6 +3,7 @@
 //! terminals.
 
 pub mod bind;
+pub mod functions;
 pub mod progress;
 pub mod types;
 pub mod variables;
@@ -99,6 +100,12 @@ impl Session {
             .with_default_catalog_and_schema("main", "default");
         config.options_mut().sql_parser.dialect = datafusion::config::Dialect::Databricks;
         config.options_mut().execution.time_zone = Some("UTC".into());
+        // Numeric literals with a point are exact DECIMALs, as in Databricks (as DOUBLEs,
+        // 9007199254740993.00 became ...992).
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
+        // Spark's INT96 timestamps at microsecond precision: as nanoseconds, dates outside
+        // 1677-2262 (a `9999-12-31` end date) wrapped around into other centuries.
+        config.options_mut().execution.parquet.coerce_int96 = Some("us".into());
         // delta-rs' advice: dynamic IN-list join filters can panic on dictionary keys.
         config
             .options_mut()
@@ -116,6 +123,7 @@ impl Session {
             .with_query_planner(deltalake::delta_datafusion::planner::DeltaPlanner::new())
             .build();
         let ctx = SessionContext::new_with_state(state);
+        functions::register(&ctx);
         Session {
             ctx,
             warehouse,

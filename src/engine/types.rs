@@ -99,6 +99,8 @@ pub fn storage_type(t: &DataType) -> DataType {
         DataType::Timestamp(_, Some(_)) => timestamp_utc(),
         DataType::Timestamp(_, None) => DataType::Timestamp(TimeUnit::Microsecond, None),
         DataType::Null => DataType::Utf8,
+        // delta-rs reads partition columns dictionary-encoded; Delta stores the values.
+        DataType::Dictionary(_, values) => storage_type(values),
         other => other.clone(),
     }
 }
@@ -200,4 +202,37 @@ fn sql_type_of(t: &DataType) -> sql::DataType {
         DataType::Binary => S::Bytea,
         _ => S::String(None),
     }
+}
+
+/// The table property that keeps Delta statistics exact: delta-rs writes DECIMAL statistics
+/// through a double, which holds 15 significant digits, so `9007199254740993.00` was logged as
+/// `...994.0` and file skipping then dropped the file holding it. Tables with wider decimals
+/// list their other top-level columns in `delta.dataSkippingStatsColumns`; the decimals get
+/// no statistics (absent statistics are never wrong). None when every column is exact.
+pub fn exact_stats_property(fields: &[(String, DataType)]) -> Option<(String, String)> {
+    let wide = |t: &DataType| {
+        matches!(t, DataType::Decimal128(p, _) | DataType::Decimal256(p, _) if *p > 15)
+            || matches!(
+                t,
+                DataType::Struct(_)
+                    | DataType::List(_)
+                    | DataType::LargeList(_)
+                    | DataType::Map(_, _)
+            ) && format!("{t:?}").contains("Decimal")
+    };
+    if !fields.iter().any(|(_, t)| wide(t)) {
+        return None;
+    }
+    let kept: Vec<&str> = fields
+        .iter()
+        .filter(|(_, t)| !wide(t))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if kept.is_empty() {
+        return Some(("delta.dataSkippingNumIndexedCols".into(), "0".into()));
+    }
+    if kept.iter().any(|n| n.contains([',', '`', '.'])) {
+        return None;
+    }
+    Some(("delta.dataSkippingStatsColumns".into(), kept.join(",")))
 }

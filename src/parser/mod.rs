@@ -77,6 +77,9 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     if first_is(0, "MERGE") {
         tokens = expand_merge_stars(tokens);
     }
+    if first_is(0, "CREATE") {
+        tokens = create_table_using(tokens)?;
+    }
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
     let stmt = parse_statement(&mut p)?;
     if p.peek_token().token != Token::EOF {
@@ -197,6 +200,59 @@ pub fn substitute_identifiers(
 
 /// Marker column standing for `*` in `UPDATE SET *` / `INSERT *` of a MERGE.
 pub const MERGE_STAR: &str = "__tidemark_star__";
+
+/// `CREATE TABLE ... USING DELTA`: Databricks' table format clause, which sqlparser's
+/// Databricks dialect does not parse. Every tidemark table is a Delta table, so `USING DELTA`
+/// is dropped and any other format is refused by name. Only the table's own clauses are
+/// looked at (before a top-level `AS`, `SELECT` or `WITH`: a join's `USING` is left alone).
+fn create_table_using(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect();
+    let is_table = significant
+        .iter()
+        .take(6)
+        .any(|&i| is_word(&tokens[i].token, "TABLE"));
+    if !is_table {
+        return Ok(tokens);
+    }
+    let mut depth = 0i32;
+    for (k, &i) in significant.iter().enumerate() {
+        match &tokens[i].token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            t if depth == 0 && (is_word(t, "AS") || is_word(t, "SELECT") || is_word(t, "WITH")) => {
+                break;
+            }
+            t if depth == 0 && is_word(t, "USING") => {
+                let Some(&f) = significant.get(k + 1) else {
+                    break;
+                };
+                let format = match &tokens[f].token {
+                    Token::Word(w) => w.value.clone(),
+                    other => other.to_string(),
+                };
+                if !format.eq_ignore_ascii_case("delta") {
+                    let at = tokens[i].span.start;
+                    return Err(Error::class(
+                        "UNSUPPORTED_FEATURE",
+                        format!(
+                            "CREATE TABLE: USING {format} is not supported: every tidemark table is a Delta table (write USING DELTA or leave USING out) (line {}, column {})",
+                            at.line, at.column
+                        ),
+                    ));
+                }
+                tokens[i].token =
+                    Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
+                tokens[f].token =
+                    Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
+                break;
+            }
+            _ => {}
+        }
+    }
+    Ok(tokens)
+}
 
 /// Rewrite Databricks' `UPDATE SET *` and `INSERT *` (which sqlparser lacks) into marker
 /// assignments that the MERGE executor expands to every target column.
@@ -829,6 +885,28 @@ mod tests {
 
     fn p(sql: &str) -> Statement {
         parse(sql, &SyntaxOnly).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    #[test]
+    fn create_table_using_delta_is_a_delta_table_and_other_formats_are_refused() {
+        for sql in [
+            "CREATE TABLE t (a INT) USING DELTA",
+            "CREATE OR REPLACE TABLE t (a INT) using delta PARTITIONED BY (a) COMMENT 'c'",
+            "CREATE TABLE t USING DELTA AS SELECT * FROM a JOIN b USING (id)",
+            "CREATE TABLE t AS SELECT * FROM a JOIN b USING (id)",
+        ] {
+            assert!(matches!(p(sql), Statement::Sql(_)), "{sql}");
+        }
+        for sql in [
+            "CREATE TABLE t (a INT) USING PARQUET",
+            "CREATE TABLE t USING csv AS SELECT 1",
+        ] {
+            let e = parse(sql, &SyntaxOnly).unwrap_err().to_string();
+            assert!(
+                e.contains("is not supported") && e.contains("USING"),
+                "{sql}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -279,6 +279,7 @@ fn sql_options(opts: &[SqlOption]) -> Result<Vec<(String, String)>> {
 
 /// `CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t (...)` and `CREATE TABLE t AS query`.
 pub async fn create_table(session: &Session, create: CreateTable) -> Result<Output> {
+    super::clauses::create_table(&create)?;
     let table = session.table_name(&create.name)?;
     if table.catalog == SAMPLES {
         return Err(read_only(&table));
@@ -319,7 +320,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             )));
         }
     };
-    let configuration: HashMap<String, Option<String>> =
+    let mut configuration: HashMap<String, Option<String>> =
         properties.into_iter().map(|(k, v)| (k, Some(v))).collect();
 
     if let Some(query) = create.query {
@@ -344,9 +345,11 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         )));
     }
     let mut fields = Vec::new();
+    let mut typed = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for col in &create.columns {
         let (field, meta) = column_field(col)?;
+        typed.push((field.name().clone(), field.data_type().clone()));
         if !seen.insert(field.name().clone()) {
             return Err(Error::Invalid(format!(
                 "column '{}' is defined twice",
@@ -362,6 +365,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             )));
         }
     }
+    keep_stats_exact(&mut configuration, &typed);
     let mut builder = session
         .warehouse
         .create_builder(&table)
@@ -418,10 +422,24 @@ async fn create_table_as(
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
     let df = normalize_for_storage(df)?;
-    std::fs::create_dir_all(session.warehouse.table_path(table)?)?;
-    let handle = session.warehouse.handle(table).await?;
+    let mut configuration = configuration;
+    let typed: Vec<(String, datafusion::arrow::datatypes::DataType)> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect();
+    keep_stats_exact(&mut configuration, &typed);
+    // Replacing needs the loaded table: the overwrite commit removes the files of the
+    // version it replaces (an unloaded handle wrote no `remove` actions, and the old rows
+    // stayed visible).
+    let handle = if exists {
+        session.warehouse.open(table).await?
+    } else {
+        std::fs::create_dir_all(session.warehouse.table_path(table)?)?;
+        session.warehouse.handle(table).await?
+    };
     let state = session.ctx.state();
-    let before = df.clone().count().await.ok();
     let mut write = handle
         .write(vec![])
         .with_input_plan(df.into_unoptimized_plan())
@@ -439,14 +457,45 @@ async fn create_table_as(
     if !partition_columns.is_empty() {
         write = write.with_partition_columns(partition_columns);
     }
-    write
+    let written = write
         .await
         .map_err(|e| Error::from(e).context(format!("cannot create {table}")))?;
-    let n = before.unwrap_or(0) as i64;
+    let n = added_rows(&written).await? as i64;
     Ok(super::counts(&[
         ("num_affected_rows", n),
         ("num_inserted_rows", n),
     ]))
+}
+
+/// Add the property that keeps a new table's statistics exact (see
+/// `types::exact_stats_property`), unless the statement sets statistics columns itself.
+pub fn keep_stats_exact(
+    configuration: &mut HashMap<String, Option<String>>,
+    fields: &[(String, datafusion::arrow::datatypes::DataType)],
+) {
+    let set_by_user = configuration.keys().any(|k| {
+        k.eq_ignore_ascii_case("delta.dataSkippingStatsColumns")
+            || k.eq_ignore_ascii_case("delta.dataSkippingNumIndexedCols")
+    });
+    if let (false, Some((k, v))) = (
+        set_by_user,
+        crate::engine::types::exact_stats_property(fields),
+    ) {
+        configuration.insert(k, Some(v));
+    }
+}
+
+/// The rows the table's newest commit wrote, from the write's own metrics (the query ran
+/// once; counting it again would run it twice and could disagree with what was written).
+async fn added_rows(t: &deltalake::DeltaTable) -> Result<u64> {
+    use futures::TryStreamExt;
+    let infos: Vec<deltalake::kernel::CommitInfo> = t.history(Some(1)).try_collect().await?;
+    Ok(infos
+        .first()
+        .and_then(|i| i.info.get("operationMetrics"))
+        .and_then(|m| m.get("num_added_rows"))
+        .and_then(|n| n.as_u64())
+        .unwrap_or(0))
 }
 
 /// Project a DataFrame to Delta-storable types (lower-case names, Utf8 strings, µs timestamps).

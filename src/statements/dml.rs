@@ -96,6 +96,7 @@ fn cast_column(values: &ArrayRef, column: &str, to: &DataType) -> Result<ArrayRe
 
 /// `INSERT INTO|OVERWRITE [TABLE] t [(cols)] {VALUES ...|query}`.
 pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
+    super::clauses::insert(&insert)?;
     let TableObject::TableName(name) = &insert.table else {
         return Err(Error::Invalid(
             "INSERT INTO a table function is not supported".into(),
@@ -128,11 +129,16 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         .map(|b| b.num_columns())
         .unwrap_or(columns.len());
     let mapped: Vec<String> = if columns.is_empty() {
-        if width > target.fields().len() {
-            return Err(Error::Invalid(format!(
-                "INSERT into {table} has {width} values per row but the table has {} columns",
-                target.fields().len()
-            )));
+        // As Databricks: without a column list every column needs a value (no silent NULLs).
+        if width != target.fields().len() && !rows.is_empty() {
+            return Err(Error::class(
+                "INSERT_COLUMN_ARITY_MISMATCH",
+                format!(
+                    "INSERT into {table} gives {width} values per row but the table has {} columns ({}): give a value for each, or list the columns to fill (the others take their DEFAULT or NULL)",
+                    target.fields().len(),
+                    super::column_names(target.fields()).join(", ")
+                ),
+            ));
         }
         target
             .fields()
@@ -524,7 +530,9 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
         let target_alias = target_alias.clone();
         async move {
             let t = open_writable(session, &table).await?;
-            let target_cols = super::column_names(super::ddl::arrow_schema(&t)?.fields());
+            let target_schema = super::ddl::arrow_schema(&t)?;
+            let target_cols = super::column_names(target_schema.fields());
+            let defaults = insert_defaults(session, &t, &target_schema).await?;
             let (source, _bound) = super::query::query_dataframe(session, source_query).await?;
             let source_cols = super::column_names(source.schema().fields());
             let mut scope = target_cols.clone();
@@ -569,13 +577,19 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                         MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget,
                         MergeAction::Insert(i),
                     ) => {
-                        let sets = merge_insert(
+                        let mut sets = merge_insert(
                             &i.columns,
                             &i.kind,
                             &target_cols,
                             &source_cols,
                             &source_alias,
                         )?;
+                        // Columns the INSERT leaves out take their DEFAULT, as in INSERT.
+                        for (c, d) in &defaults {
+                            if !sets.iter().any(|(s, _)| s == c) {
+                                sets.push((c.clone(), d.clone()));
+                            }
+                        }
                         builder.when_not_matched_insert(|mut b| {
                             if let Some(p) = pred {
                                 b = b.predicate(p);
@@ -633,6 +647,23 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
         ("num_deleted_rows", metrics.num_target_rows_deleted as i64),
         ("num_inserted_rows", metrics.num_target_rows_inserted as i64),
     ]))
+}
+
+/// Each DEFAULT column's value as an SQL literal, evaluated once per statement.
+async fn insert_defaults(
+    session: &Session,
+    t: &DeltaTable,
+    schema: &Schema,
+) -> Result<Vec<(String, String)>> {
+    let mut out = vec![];
+    for (col, sql) in column_defaults(t)? {
+        let Ok(field) = schema.field_with_name(&col) else {
+            continue;
+        };
+        let value = default_value(session, &sql, field.data_type()).await?;
+        out.push((col, crate::engine::types::scalar_to_sql(&value).to_string()));
+    }
+    Ok(out)
 }
 
 fn source_column(col: &str, source_cols: &[String], source_alias: &str) -> Result<String> {

@@ -1,6 +1,7 @@
 //! Statement execution: one file per family of statements, each with one entry point that
 //! takes the parsed statement and the session and returns record batches.
 
+pub mod clauses;
 pub mod control;
 pub mod copy_incremental;
 pub mod ddl;

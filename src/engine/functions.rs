@@ -1,0 +1,241 @@
+//! Functions tidemark adds to DataFusion's, where Databricks users would otherwise get a
+//! different answer: `date_format` with Spark's datetime patterns (DataFusion's own
+//! `date_format` takes strftime patterns and returned `yyyy-MM-dd` as text).
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::common::{DataFusionError, ScalarValue, exec_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+/// Register tidemark's functions on a session context.
+pub fn register(ctx: &datafusion::prelude::SessionContext) {
+    ctx.register_udf(ScalarUDF::from(DateFormat::new()));
+}
+
+/// Translate a Spark/Databricks datetime pattern (`yyyy-MM-dd HH:mm:ss.SSS`) into a chrono
+/// format string. Letters Spark gives a meaning chrono cannot express are an error naming
+/// the letter: never text that looks like a date but is not one.
+pub fn spark_to_chrono(pattern: &str) -> Result<String, String> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' {
+            // Quoted text; '' is a literal quote.
+            if chars.get(i + 1) == Some(&'\'') {
+                out.push('\'');
+                i += 2;
+                continue;
+            }
+            let mut j = i + 1;
+            loop {
+                match chars.get(j) {
+                    None => return Err(format!("unterminated quote in pattern '{pattern}'")),
+                    Some('\'') if chars.get(j + 1) == Some(&'\'') => {
+                        out.push('\'');
+                        j += 2;
+                    }
+                    Some('\'') => break,
+                    Some('%') => {
+                        out.push_str("%%");
+                        j += 1;
+                    }
+                    Some(x) => {
+                        out.push(*x);
+                        j += 1;
+                    }
+                }
+            }
+            i = j + 1;
+            continue;
+        }
+        if !c.is_ascii_alphabetic() {
+            if c == '%' {
+                out.push_str("%%");
+            } else {
+                out.push(c);
+            }
+            i += 1;
+            continue;
+        }
+        let mut n = 1;
+        while chars.get(i + n) == Some(&c) {
+            n += 1;
+        }
+        let spec = match (c, n) {
+            ('y' | 'u', 2) => "%y",
+            ('y' | 'u', 1 | 3 | 4) => "%Y",
+            ('M' | 'L', 1) => "%-m",
+            ('M' | 'L', 2) => "%m",
+            ('M' | 'L', 3) => "%b",
+            ('M' | 'L', 4) => "%B",
+            ('d', 1) => "%-d",
+            ('d', 2) => "%d",
+            ('D', 1) => "%-j",
+            ('D', 3) => "%j",
+            ('H', 1) => "%-H",
+            ('H', 2) => "%H",
+            ('h', 1) => "%-I",
+            ('h', 2) => "%I",
+            ('m', 1) => "%-M",
+            ('m', 2) => "%M",
+            ('s', 1) => "%-S",
+            ('s', 2) => "%S",
+            ('S', 3) => "%3f",
+            ('S', 6) => "%6f",
+            ('S', 9) => "%9f",
+            ('a', 1) => "%p",
+            ('E', 1..=3) => "%a",
+            ('E', 4) => "%A",
+            ('z', 1..=3) => "%Z",
+            ('Z', 1..=3) => "%z",
+            ('X' | 'x', 3) => "%:z",
+            ('X' | 'x', 2) | ('Z', 4) => "%z",
+            _ => {
+                return Err(format!(
+                    "pattern letter '{}' ({n} time{}) in '{pattern}' is not supported by date_format",
+                    c,
+                    if n == 1 { "" } else { "s" }
+                ));
+            }
+        };
+        out.push_str(spec);
+        i += n;
+    }
+    Ok(out)
+}
+
+/// `date_format(ts, pattern)`: a timestamp, date or timestamp string formatted with a Spark
+/// datetime pattern, in UTC (tidemark's session time zone).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DateFormat {
+    signature: Signature,
+}
+
+impl DateFormat {
+    fn new() -> Self {
+        DateFormat {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for DateFormat {
+    fn name(&self) -> &str {
+        "date_format"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let [value, pattern] = args.args.as_slice() else {
+            return exec_err!("date_format takes (timestamp, pattern)");
+        };
+        let ts_type = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let values: ArrayRef = match value {
+            ColumnarValue::Array(a) => a.clone(),
+            ColumnarValue::Scalar(s) => s.to_array_of_size(n)?,
+        };
+        let values = match values.data_type() {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                datafusion::arrow::compute::cast_with_options(
+                    &values,
+                    &ts_type,
+                    &datafusion::arrow::compute::CastOptions {
+                        safe: false,
+                        ..Default::default()
+                    },
+                )?
+            }
+            DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 | DataType::Null => {
+                datafusion::arrow::compute::cast(&values, &ts_type)?
+            }
+            other => {
+                return exec_err!(
+                    "date_format takes a TIMESTAMP, DATE or STRING, not {}",
+                    crate::engine::types::type_name(other)
+                );
+            }
+        };
+        let patterns: ArrayRef = match pattern {
+            ColumnarValue::Array(a) => a.clone(),
+            ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
+        };
+        let patterns = datafusion::arrow::compute::cast(&patterns, &DataType::Utf8)?;
+        let patterns = patterns.as_string::<i32>();
+        let scalar_pattern = matches!(pattern, ColumnarValue::Scalar(_));
+        let translated: Vec<Option<String>> = (0..patterns.len())
+            .map(|i| {
+                (!patterns.is_null(i))
+                    .then(|| spark_to_chrono(patterns.value(i)))
+                    .transpose()
+            })
+            .collect::<Result<_, String>>()
+            .map_err(DataFusionError::Execution)?;
+        let micros =
+            values.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>();
+        let mut out = StringBuilder::with_capacity(n, n * 20);
+        for row in 0..micros.len() {
+            let fmt = if scalar_pattern {
+                &translated[0]
+            } else {
+                &translated[row]
+            };
+            match (micros.is_null(row), fmt) {
+                (false, Some(fmt)) => {
+                    let Some(t) = chrono::DateTime::from_timestamp_micros(micros.value(row)) else {
+                        out.append_null();
+                        continue;
+                    };
+                    out.append_value(t.format(fmt).to_string());
+                }
+                _ => out.append_null(),
+            }
+        }
+        let result: ArrayRef = Arc::new(out.finish());
+        Ok(match value {
+            ColumnarValue::Scalar(_) if scalar_pattern => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
+            }
+            _ => ColumnarValue::Array(result),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spark_to_chrono;
+
+    #[test]
+    fn spark_patterns_become_chrono_formats() {
+        let at = chrono::DateTime::from_timestamp_micros(1_735_787_045_123_456).unwrap();
+        let f = |p: &str| at.format(&spark_to_chrono(p).unwrap()).to_string();
+        assert_eq!(f("yyyy-MM-dd"), "2025-01-02");
+        assert_eq!(f("yyyy-MM-dd HH:mm:ss.SSS"), "2025-01-02 03:04:05.123");
+        assert_eq!(f("yyyyMMdd'T'HHmmss"), "20250102T030405");
+        assert_eq!(f("d/M/yy h:m a"), "2/1/25 3:4 AM");
+        assert_eq!(f("EEE, MMM d ''yy"), "Thu, Jan 2 '25");
+        assert_eq!(f("EEEE MMMM"), "Thursday January");
+        assert_eq!(f("100% D"), "100% 2");
+        assert_eq!(f("SSSSSS"), "123456");
+    }
+
+    #[test]
+    fn unknown_letters_are_errors_not_text() {
+        for p in ["QQ", "yyyy-ww", "SS", "'open"] {
+            assert!(spark_to_chrono(p).is_err(), "{p}");
+        }
+    }
+}

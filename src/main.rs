@@ -108,6 +108,34 @@ fn main() -> ExitCode {
     std::process::exit(code.into())
 }
 
+/// The warehouse directory the argument names. A URL tidemark does not serve is refused
+/// (`s3://bucket/wh` would otherwise be a local directory named `s3:`), and so is a path
+/// that exists but is not a directory.
+fn warehouse_dir(arg: &std::path::Path) -> Result<PathBuf, String> {
+    let text = arg.to_string_lossy();
+    let path = match text.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => PathBuf::from(rest),
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+        {
+            return Err(format!(
+                "warehouse '{text}': {scheme}:// warehouses are not supported; tidemark serves a local directory (give its path, or file:///path)"
+            ));
+        }
+        _ => arg.to_path_buf(),
+    };
+    if path.exists() && !path.is_dir() {
+        return Err(format!(
+            "warehouse '{}' is not a directory: give a directory (it is created on the first write)",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
 async fn run(matches: ArgMatches, args: Args) -> u8 {
     let interactive_out = std::io::stdout().is_terminal();
     let settings = Settings {
@@ -116,7 +144,14 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
         delta_encoding: !args.plain_encodings,
         progress: interactive_out && !args.quiet,
     };
-    let session = Session::new(&args.warehouse, settings);
+    let warehouse = match warehouse_dir(&args.warehouse) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let session = Session::new(warehouse, settings);
     let print = shell::default_print(args.format, args.max_rows, args.quiet, args.timing);
     let mut sh = Shell::new(session, print, args.continue_on_error);
     let inputs = ordered_inputs(&matches, &args);

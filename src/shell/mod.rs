@@ -92,7 +92,15 @@ impl Shell {
         match result {
             Ok((out, elapsed)) => {
                 self.sync_current();
-                self.show(&out, Some(elapsed));
+                if let Err(e) = self.show(&out, Some(elapsed)) {
+                    // The statement ran, but its result did not reach the output: a failure.
+                    eprintln!(
+                        "{origin}:{}:{}: error: cannot write the result: {e}",
+                        pos.line, pos.col
+                    );
+                    self.failed = true;
+                    return Err(Stop::Failed);
+                }
                 Ok(())
             }
             Err(Error::Cancelled) => {
@@ -102,8 +110,10 @@ impl Shell {
             }
             Err(e) => {
                 self.sync_current();
-                if let Error::Iterations { output, .. } = &e {
-                    self.show(output, None);
+                if let Error::Iterations { output, .. } = &e
+                    && let Err(e) = self.show(output, None)
+                {
+                    eprintln!("error: cannot write the result: {e}");
                 }
                 self.report(&e, pos, origin);
                 self.failed = true;
@@ -138,14 +148,16 @@ impl Shell {
         eprintln!("{origin}:{line}:{col}: error: {e}");
     }
 
-    fn show(&self, out: &Output, elapsed: Option<std::time::Duration>) {
+    /// Print a result; an error is one the result could not be written with (a closed pipe
+    /// is not one: `| head` is an ordinary reader).
+    fn show(&self, out: &Output, elapsed: Option<std::time::Duration>) -> std::io::Result<()> {
         let mut stdout = std::io::stdout().lock();
-        if let Err(e) = print_batches(&mut stdout, &out.schema, &out.batches, &self.print, elapsed)
-            && e.kind() != std::io::ErrorKind::BrokenPipe
-        {
-            eprintln!("error: cannot write output: {e}");
+        let printed = print_batches(&mut stdout, &out.schema, &out.batches, &self.print, elapsed)
+            .and_then(|()| stdout.flush());
+        match printed {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other,
         }
-        let _ = stdout.flush();
     }
 
     /// Run a meta-command.
@@ -289,7 +301,9 @@ impl Shell {
                     match self.run_text(&input, "<input>").await {
                         Err(Stop::Quit) => break,
                         Err(Stop::Interrupted) => {
-                            eprintln!("(statement cancelled; nothing was committed by it)")
+                            eprintln!(
+                                "(statement cancelled: the commit it was making was not made; commits it had finished, such as FOR EACH iterations or copies that completed, stay)"
+                            )
                         }
                         _ => {}
                     }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io::{self, Write};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::csv::WriterBuilder as CsvWriterBuilder;
@@ -262,9 +263,73 @@ fn write_json<F: JsonFormat>(out: &mut dyn Write, batches: &[RecordBatch]) -> io
         .with_explicit_nulls(true)
         .build::<_, F>(out);
     for batch in batches {
-        writer.write(batch).map_err(arrow_err)?;
+        writer
+            .write(&string_map_keys(batch).map_err(arrow_err)?)
+            .map_err(arrow_err)?;
     }
     writer.finish().map_err(arrow_err)
+}
+
+/// JSON object keys are strings: maps keyed by numbers, dates or other types are written
+/// with their keys as text (`{"1": "a"}`), at any depth.
+fn string_map_keys(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    use arrow::datatypes::{DataType, Field, Fields};
+    fn keyed(dt: &DataType) -> DataType {
+        let field =
+            |f: &Arc<Field>| Arc::new(f.as_ref().clone().with_data_type(keyed(f.data_type())));
+        match dt {
+            DataType::Map(entries, sorted) => {
+                let DataType::Struct(kv) = entries.data_type() else {
+                    return dt.clone();
+                };
+                let kv: Fields = kv
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        if i == 0 {
+                            Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8))
+                        } else {
+                            field(f)
+                        }
+                    })
+                    .collect();
+                DataType::Map(
+                    Arc::new(
+                        entries
+                            .as_ref()
+                            .clone()
+                            .with_data_type(DataType::Struct(kv)),
+                    ),
+                    *sorted,
+                )
+            }
+            DataType::Struct(fields) => DataType::Struct(fields.iter().map(field).collect()),
+            DataType::List(f) => DataType::List(field(f)),
+            DataType::LargeList(f) => DataType::LargeList(field(f)),
+            DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+            other => other.clone(),
+        }
+    }
+    let schema = batch.schema();
+    if schema
+        .fields()
+        .iter()
+        .all(|f| &keyed(f.data_type()) == f.data_type())
+    {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (f, c) in schema.fields().iter().zip(batch.columns()) {
+        let to = keyed(f.data_type());
+        columns.push(if &to == f.data_type() {
+            c.clone()
+        } else {
+            arrow::compute::cast(c, &to)?
+        });
+        fields.push(f.as_ref().clone().with_data_type(to));
+    }
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
 }
 
 /// Converts arrow errors to `io::Error`, unwrapping wrapped I/O errors.

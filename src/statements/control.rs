@@ -182,7 +182,63 @@ pub fn can_hold(src: &DataType, ctl: &DataType) -> bool {
         (Int8 | Int16 | Int32, Int32) => true,
         (Int8 | Int16, Int16) => true,
         (Int8, Int8) => true,
+        // Every digit on both sides of the point fits.
+        (Decimal128(p, s), Decimal128(p2, s2)) => {
+            s2 >= s && (*p2 as i16 - *s2 as i16) >= (*p as i16 - *s as i16)
+        }
+        (Int8 | Int16 | Int32 | Int64, Decimal128(p, s)) => {
+            let digits = match src {
+                Int8 => 3,
+                Int16 => 5,
+                Int32 => 10,
+                _ => 19,
+            };
+            (*p as i16 - *s as i16) >= digits
+        }
         (a, b) => a == b,
+    }
+}
+
+/// A SINCE value in the watermark's type, with the meaning `CAST(value AS <type>)` has in
+/// Databricks: a number is seconds since the epoch for a TIMESTAMP (Arrow would read it as
+/// microseconds and start 1970-01-21 for `1735689600`), and is no DATE at all.
+pub fn convert_since(value: &ScalarValue, to: &DataType) -> Result<ScalarValue> {
+    use datafusion::arrow::datatypes::TimeUnit;
+    let numeric = value.data_type().is_numeric();
+    match to {
+        DataType::Timestamp(unit, _) if numeric && !value.is_null() => {
+            let per_second = match unit {
+                TimeUnit::Second => 1i128,
+                TimeUnit::Millisecond => 1_000,
+                TimeUnit::Microsecond => 1_000_000,
+                TimeUnit::Nanosecond => 1_000_000_000,
+            };
+            // Exact for integers and decimals: scaled as a DECIMAL(38, s) of seconds.
+            let seconds = convert(value, &DataType::Decimal128(38, 9), "SINCE")?;
+            let ScalarValue::Decimal128(Some(nanos_scaled), _, _) = seconds else {
+                return Err(Error::Type(format!(
+                    "SINCE: {value} is not a number of seconds"
+                )));
+            };
+            let units = nanos_scaled
+                .checked_mul(per_second)
+                .map(|x| x / 1_000_000_000)
+                .and_then(|x| i64::try_from(x).ok())
+                .ok_or_else(|| {
+                    Error::Type(format!(
+                        "SINCE: {value} seconds is outside the range of {}",
+                        type_name(to)
+                    ))
+                })?;
+            let ts = ScalarValue::Int64(Some(units));
+            convert(&ts, to, "SINCE")
+        }
+        DataType::Date32 | DataType::Date64 if numeric && !value.is_null() => {
+            Err(Error::Type(format!(
+                "SINCE: a number ({value}) is not a DATE; write DATE'2025-01-01' or a string such as '2025-01-01'"
+            )))
+        }
+        _ => convert(value, to, "SINCE"),
     }
 }
 

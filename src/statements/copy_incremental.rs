@@ -181,6 +181,8 @@ fn mark_json(v: &ScalarValue) -> serde_json::Value {
         ScalarValue::Int16(Some(i)) => json!({"int": i}),
         ScalarValue::Int32(Some(i)) => json!({"int": i}),
         ScalarValue::Int64(Some(i)) => json!({"int": i}),
+        // Exact: the digits as text (a JSON number would go through a double).
+        ScalarValue::Decimal128(Some(_), _, _) => json!({"dec": display_exact(v)}),
         ScalarValue::Utf8(Some(s))
         | ScalarValue::LargeUtf8(Some(s))
         | ScalarValue::Utf8View(Some(s)) => json!({"str": s}),
@@ -203,7 +205,11 @@ fn mark_from_json(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
         ScalarValue::Date32(Some(d as i32))
     } else if let Some(i) = v.get("int").and_then(|x| x.as_i64()) {
         ScalarValue::Int64(Some(i))
-    } else if let Some(s) = v.get("str").and_then(|x| x.as_str()) {
+    } else if let Some(s) = v
+        .get("str")
+        .or_else(|| v.get("dec"))
+        .and_then(|x| x.as_str())
+    {
         ScalarValue::Utf8(Some(s.to_string()))
     } else {
         return None;
@@ -314,6 +320,7 @@ fn supported_watermark(dt: &DataType) -> bool {
             | DataType::Int16
             | DataType::Int32
             | DataType::Int64
+            | DataType::Decimal128(_, _)
             | DataType::Utf8
             | DataType::LargeUtf8
             | DataType::Utf8View
@@ -469,10 +476,15 @@ async fn copy_once(
         ));
     };
     let (wm, wm_type) = find_column(&source.schema, &wm_requested, &source_name)?;
+    // A partition column reads dictionary-encoded: its mark is a plain value of its type.
+    let wm_type = match wm_type {
+        DataType::Dictionary(_, values) => *values,
+        other => other,
+    };
     record.watermark_column = Some(wm.clone());
     if !supported_watermark(&wm_type) {
         return Err(Error::Type(format!(
-            "watermark column '{wm}' of {source_name} is {}; a watermark must be a TIMESTAMP, DATE, integer or STRING column",
+            "watermark column '{wm}' of {source_name} is {}; a watermark must be a TIMESTAMP, DATE, integer, DECIMAL or STRING column",
             type_name(&wm_type)
         )));
     }
@@ -539,7 +551,7 @@ async fn copy_once(
     let mut control_mark: Option<ScalarValue> = None;
     let (start, from_state): (Option<ScalarValue>, bool) = if let Some(since) = &c.since {
         let v = session.eval_scalar(since).await?;
-        (Some(control::convert(&v, &wm_type, "SINCE")?), false)
+        (Some(control::convert_since(&v, &wm_type)?), false)
     } else if let Some(row) = &control_row {
         let m = control::convert(
             &row.mark,
@@ -651,11 +663,14 @@ async fn copy_once(
             .gt_eq(DfExpr::Literal(lo.clone(), None))
             .and(w.clone().lt_eq(DfExpr::Literal(s.clone(), None)));
         if !merge_keys.is_empty() {
-            // An upsert is idempotent: re-apply the window.
+            // An upsert is idempotent: re-apply the window, so each key ends at its latest
+            // row. The window rows the target lacks (counted below) say whether the window
+            // holds anything new: a run with none commits nothing.
             copy_df = scan
                 .clone()
                 .filter(w.clone().gt_eq(DfExpr::Literal(lo.clone(), None)))?;
-        } else if let Some(t) = &target {
+        }
+        if let Some(t) = &target {
             let tprov = crate::catalog::provider_for(t).await?;
             let tdf = session.ctx.read_table(tprov)?.filter(in_window.clone())?;
             let tcols = super::column_names(tdf.schema().fields());
@@ -777,11 +792,9 @@ async fn copy_once(
     record.new_mark = new_mark.as_ref().map(display_exact);
     fail::fail_point!("copy::after_read", |_| std::process::abort());
 
-    let rows_to_copy = if merge_keys.is_empty() || unchanged {
-        above_rows + window_rows
-    } else {
-        copy_df.clone().count().await? as i64
-    };
+    // New rows: those above the start, plus the window's rows the target lacks. An upsert
+    // re-applies its whole window, but rows already in the target are not new.
+    let rows_to_copy = above_rows + window_rows;
     record.rows_copied = rows_to_copy;
     if c.dry_run {
         record.status = "dry_run".into();
@@ -1146,11 +1159,25 @@ async fn create_target(
     name: &TableName,
     fields: Vec<deltalake::kernel::StructField>,
 ) -> Result<DeltaTable> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
+    let mut configuration = std::collections::HashMap::new();
+    let typed: Vec<(String, DataType)> = fields
+        .iter()
+        .filter_map(|f| {
+            let arrow: std::result::Result<datafusion::arrow::datatypes::Field, _> =
+                f.try_into_arrow();
+            arrow
+                .ok()
+                .map(|a| (a.name().clone(), a.data_type().clone()))
+        })
+        .collect();
+    super::ddl::keep_stats_exact(&mut configuration, &typed);
     session
         .warehouse
         .create_builder(name)
         .await?
         .with_columns(fields)
+        .with_configuration(configuration)
         .await
         .map_err(|e| {
             if session.warehouse.table_exists(name) {
@@ -1463,7 +1490,10 @@ async fn max_and_count(df: DataFrame, w: &DfExpr) -> Result<(Option<ScalarValue>
     let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else {
         return Ok((None, 0));
     };
-    let m = ScalarValue::try_from_array(b.column(0), 0)?;
+    let m = match ScalarValue::try_from_array(b.column(0), 0)? {
+        ScalarValue::Dictionary(_, v) => *v,
+        m => m,
+    };
     let n = match ScalarValue::try_from_array(b.column(1), 0)? {
         ScalarValue::Int64(Some(n)) => n,
         _ => 0,

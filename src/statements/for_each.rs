@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::arrow::array::{
-    ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::common::{DFSchema, ScalarValue};
@@ -27,7 +27,12 @@ struct IterationResult {
     started_at_us: i64,
     duration_ms: i64,
     rows_affected: i64,
+    /// For a dry run: the rows the copy would copy.
+    rows_to_copy: Option<i64>,
     error: Option<String>,
+    /// What happened, in one word: `succeeded`, `failed`, `not_run`, or a copy's own status
+    /// (`nothing_new`, `dry_run`), or `skipped` for a paused control row.
+    status: String,
 }
 
 impl IterationResult {
@@ -37,7 +42,9 @@ impl IterationResult {
             started_at_us: chrono::Utc::now().timestamp_micros(),
             duration_ms: 0,
             rows_affected: 0,
+            rows_to_copy: None,
             error: Some(format!("the {what} stopped unexpectedly: {e}")),
+            status: "failed".into(),
         }
     }
 }
@@ -97,7 +104,14 @@ async fn run_body(session: &mut Session, body: &[crate::parser::BodyStatement]) 
     IterationResult {
         started_at_us: started,
         duration_ms: clock.elapsed().as_millis() as i64,
+        rows_to_copy: None,
         rows_affected: rows,
+        status: if error.is_some() {
+            "failed"
+        } else {
+            "succeeded"
+        }
+        .into(),
         error,
     }
 }
@@ -129,13 +143,7 @@ fn result_table(rows_batches: &[RecordBatch], results: &[IterationResult]) -> Re
     columns.push(Arc::new(StringArray::from(
         results
             .iter()
-            .map(|r| {
-                if r.error.is_some() {
-                    "failed"
-                } else {
-                    "succeeded"
-                }
-            })
+            .map(|r| r.status.as_str())
             .collect::<Vec<_>>(),
     )));
     columns.push(Arc::new(
@@ -153,6 +161,12 @@ fn result_table(rows_batches: &[RecordBatch], results: &[IterationResult]) -> Re
     columns.push(Arc::new(StringArray::from(
         results.iter().map(|r| r.error.clone()).collect::<Vec<_>>(),
     )));
+    if results.iter().any(|r| r.rows_to_copy.is_some()) {
+        fields.push(Field::new("rows_to_copy", DataType::Int64, true));
+        columns.push(Arc::new(Int64Array::from(
+            results.iter().map(|r| r.rows_to_copy).collect::<Vec<_>>(),
+        )));
+    }
     Ok(Output::batch(RecordBatch::try_new(
         Arc::new(Schema::new(fields)),
         columns,
@@ -161,11 +175,14 @@ fn result_table(rows_batches: &[RecordBatch], results: &[IterationResult]) -> Re
 
 /// Fail the statement when any iteration failed, still handing back the result table.
 fn finish(output: Output, results: &[IterationResult]) -> Result<Output> {
-    let failed = results.iter().filter(|r| r.error.is_some()).count();
+    let failed = results.iter().filter(|r| r.status == "failed").count();
     if failed == 0 {
         return Ok(output);
     }
-    let first = results.iter().position(|r| r.error.is_some()).unwrap_or(0);
+    let first = results
+        .iter()
+        .position(|r| r.status == "failed")
+        .unwrap_or(0);
     Err(Error::Iterations {
         message: format!(
             "{failed} of {} iterations failed; first failure, iteration {}: {}",
@@ -256,8 +273,10 @@ fn pad(results: &[IterationResult], total: usize) -> Vec<IterationResult> {
         v.push(IterationResult {
             started_at_us: 0,
             duration_ms: 0,
+            rows_to_copy: None,
             rows_affected: 0,
-            error: Some("not run".into()),
+            error: None,
+            status: "not_run".into(),
         });
     }
     v
@@ -293,9 +312,8 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
         )?;
         df = df.filter(e)?;
     }
-    if df.schema().as_arrow().field_with_name("active").is_ok() {
-        df = df.filter(datafusion::logical_expr::col("active").is_not_false())?;
-    }
+    // Paused rows (`active = false`) are shown as `skipped`, not dropped from the result.
+    let has_active = df.schema().as_arrow().field_with_name("active").is_ok();
     let keep: Vec<&str> = ["source_table", "target_table", "watermark_column"]
         .into_iter()
         .filter(|c| df.schema().as_arrow().field_with_name(c).is_ok())
@@ -304,8 +322,17 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     // Each copy gets its row from this one read of the control table (a pair named by
     // several rows gets none: its copy then reports them).
     let mut known: Vec<Option<ControlRow>> = vec![];
+    let mut paused: Vec<bool> = vec![];
     for b in &full {
+        let active = b
+            .column_by_name("active")
+            .and_then(|a| a.as_any().downcast_ref::<BooleanArray>().cloned());
         for r in 0..b.num_rows() {
+            paused.push(
+                active
+                    .as_ref()
+                    .is_some_and(|a| a.is_valid(r) && !a.value(r)),
+            );
             let row = control::row_at(&ctl, b, r).ok().flatten().filter(|row| {
                 control::pair_of(session, &row.source_value, row.target_value.as_deref())
                     .is_some_and(|pair| counts.get(&pair) == Some(&1))
@@ -335,10 +362,22 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                 let line = progress.clone();
                 let ctl_name = c.control.clone();
                 let dry_run = c.dry_run;
+                let paused = has_active && paused[i];
                 // A task per copy: copies run on every core, not interleaved on one.
                 let task = AbortOnDrop(tokio::spawn(async move {
                     let started = chrono::Utc::now().timestamp_micros();
                     let clock = Instant::now();
+                    if paused {
+                        let skipped = IterationResult {
+                            started_at_us: started,
+                            duration_ms: 0,
+                            rows_to_copy: None,
+                            rows_affected: 0,
+                            error: None,
+                            status: "skipped".into(),
+                        };
+                        return (i, skipped);
+                    }
                     let text = |name: &str| {
                         row.iter()
                             .find(|(c, _)| c == name)
@@ -384,14 +423,19 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                         Ok(rep) => IterationResult {
                             started_at_us: started,
                             duration_ms: clock.elapsed().as_millis() as i64,
-                            rows_affected: rep.record.rows_copied,
+                            // A dry run affects nothing: its would-be count is in `rows_to_copy`.
+                            rows_affected: if dry_run { 0 } else { rep.record.rows_copied },
+                            rows_to_copy: dry_run.then_some(rep.record.rows_copied),
                             error: None,
+                            status: rep.record.status.clone(),
                         },
                         Err(e) => IterationResult {
                             started_at_us: started,
                             duration_ms: clock.elapsed().as_millis() as i64,
+                            rows_to_copy: None,
                             rows_affected: 0,
                             error: Some(e.to_string()),
+                            status: "failed".into(),
                         },
                     };
                     (i, r)

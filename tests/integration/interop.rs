@@ -9,7 +9,7 @@ fn py() -> String {
     )
 }
 
-fn run_py(code: &str) -> String {
+pub(crate) fn run_py(code: &str) -> String {
     // Python's deltalake sometimes aborts while tearing down its runtime at interpreter exit
     // (SIGABRT after all output is written); leave without the teardown.
     let code = format!("{code}\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n");

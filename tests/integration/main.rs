@@ -12,4 +12,5 @@ mod interop;
 mod kill;
 mod repl;
 mod slt;
+mod trust;
 mod tutorial;

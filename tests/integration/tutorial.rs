@@ -42,7 +42,10 @@ fn the_tutorial_runs_as_written() {
     // The one-statement job over the same control table finds nothing new.
     let again = run_script(&wh, "03_job_one_statement.sql");
     assert_eq!(
-        again.lines().filter(|l| l.contains(",succeeded,")).count(),
+        again
+            .lines()
+            .filter(|l| l.contains(",nothing_new,"))
+            .count(),
         2,
         "{again}"
     );
@@ -72,6 +75,10 @@ fn the_tutorial_runs_as_written() {
     assert!(
         !pause.contains("main.config.properties,created_at,succeeded"),
         "paused table skipped: {pause}"
+    );
+    assert!(
+        pause.contains("main.config.properties,created_at,skipped"),
+        "the paused table is shown as skipped: {pause}"
     );
 
     let backfill = run_script(&wh, "07_backfill.sql");

@@ -1,0 +1,338 @@
+//! Right answer or a clear error, never a wrong answer: copies, the shell and tables written
+//! by others (issue 13's items that need a process, a file system or Python).
+
+use std::path::Path;
+
+use crate::common::{ok, run, tidemark, warehouse};
+use crate::interop::run_py;
+
+/// Run several statements in one process (csv output), asserting success.
+fn sql(wh: &Path, stmts: &[&str]) -> String {
+    let mut cmd = tidemark(wh);
+    cmd.args(["--format", "csv"]);
+    for s in stmts {
+        cmd.args(["-c", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{stmts:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The commits in a table's log.
+fn commits(table: &Path) -> usize {
+    std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        })
+        .count()
+}
+
+#[test]
+fn a_merge_copy_with_nothing_new_copies_and_commits_nothing() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, v STRING, updated BIGINT)",
+            "INSERT INTO s VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 2)",
+            "COPY INCREMENTAL s INTO t WATERMARK updated MERGE ON (id)",
+        ],
+    );
+    let t = wh.join("main/default/t");
+    let before = commits(&t);
+    let out = sql(
+        &wh,
+        &["COPY INCREMENTAL s INTO t WATERMARK updated MERGE ON (id)"],
+    );
+    assert!(out.contains("nothing_new"), "{out}");
+    assert_eq!(commits(&t), before, "a run with nothing new committed");
+    // A row that arrives later at the mark (a tie) is still new, and merged once.
+    sql(
+        &wh,
+        &[
+            "INSERT INTO s VALUES (4, 'd', 2)",
+            "COPY INCREMENTAL s INTO t WATERMARK updated MERGE ON (id)",
+        ],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, v FROM t ORDER BY id"),
+        "id,v\n1,a\n2,b\n3,c\n4,d\n"
+    );
+    let after = commits(&t);
+    assert_eq!(after, before + 1);
+    let out = sql(
+        &wh,
+        &["COPY INCREMENTAL s INTO t WATERMARK updated MERGE ON (id)"],
+    );
+    assert!(out.contains("nothing_new"), "{out}");
+    assert_eq!(commits(&t), after);
+}
+
+#[test]
+fn control_table_runs_say_what_happened() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE a (id INT, ts TIMESTAMP)",
+            "INSERT INTO a VALUES (1, '2024-01-01'), (2, '2024-01-02')",
+            "CREATE TABLE b (id INT, ts TIMESTAMP)",
+            "INSERT INTO b VALUES (1, '2024-01-01')",
+            "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark TIMESTAMP, active BOOLEAN)",
+            "INSERT INTO ctl VALUES ('main.default.a', 'main.default.a2', 'ts', '1970-01-01', true), ('main.default.b', 'main.default.b2', 'ts', '1970-01-01', false)",
+        ],
+    );
+    let out = sql(
+        &wh,
+        &["COPY INCREMENTAL USING CONTROL TABLE ctl CONCURRENCY 1 DRY RUN"],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].ends_with("status,started_at,duration_ms,rows_affected,error,rows_to_copy"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("1,main.default.a,main.default.a2,ts,dry_run,"),
+        "{out}"
+    );
+    assert!(
+        lines[1].ends_with(",0,,2"),
+        "a dry run affects no row: {out}"
+    );
+    assert!(
+        lines[2].starts_with("2,main.default.b,main.default.b2,ts,skipped,"),
+        "{out}"
+    );
+    assert!(!wh.join("main/default/a2").exists());
+    let out = sql(&wh, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    assert!(out.contains("main.default.a2,ts,succeeded,"), "{out}");
+    assert!(out.contains("main.default.b2,ts,skipped,"), "{out}");
+    let out = sql(&wh, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    assert!(out.contains("main.default.a2,ts,nothing_new,"), "{out}");
+    assert!(
+        !wh.join("main/default/b2").exists(),
+        "a paused row was copied"
+    );
+}
+
+#[test]
+fn since_means_what_cast_means() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, ts TIMESTAMP, d DATE)",
+            "INSERT INTO s VALUES (1, '2025-01-01 00:00:00', '2025-01-01'), (2, '2025-01-01 00:00:01', '2025-01-02'), (3, '2025-01-02 00:00:00', '2025-01-03')",
+        ],
+    );
+    // 1735689600 is 2025-01-01T00:00:00Z in seconds, as CAST(1735689600 AS TIMESTAMP).
+    sql(
+        &wh,
+        &["COPY INCREMENTAL s INTO t WATERMARK ts SINCE 1735689600"],
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n2\n3\n");
+    // Fractions of a second are kept exactly.
+    sql(
+        &wh,
+        &["COPY INCREMENTAL s INTO t2 WATERMARK ts SINCE 1735689600.5"],
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t2 ORDER BY id"), "id\n2\n3\n");
+    // A number is no DATE: an error naming the fix, and no target.
+    let out = run(&wh, "COPY INCREMENTAL s INTO t3 WATERMARK d SINCE 20250101");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a DATE"), "{err}");
+    assert!(!wh.join("main/default/t3").exists());
+}
+
+#[test]
+fn decimal_watermarks_are_exact() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, ver DECIMAL(20, 2))",
+            "INSERT INTO s VALUES (1, 9007199254740993.01), (2, 9007199254740993.02)",
+            "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark STRING)",
+            "INSERT INTO ctl VALUES ('main.default.s', 'main.default.t', 'ver', NULL)",
+            "COPY INCREMENTAL s INTO t CONTROL TABLE ctl",
+        ],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT last_watermark FROM ctl"),
+        "last_watermark\n9007199254740993.02\n"
+    );
+    sql(
+        &wh,
+        &[
+            "INSERT INTO s VALUES (3, 9007199254740993.03), (4, 9007199254740993.02)",
+            "COPY INCREMENTAL s INTO t CONTROL TABLE ctl",
+        ],
+    );
+    // The tie at the mark (id 4) and the row above it arrive exactly once.
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n1\n2\n3\n4\n");
+    assert_eq!(
+        ok(&wh, "SELECT last_watermark FROM ctl"),
+        "last_watermark\n9007199254740993.03\n"
+    );
+    let out = sql(&wh, &["COPY INCREMENTAL s INTO t CONTROL TABLE ctl"]);
+    assert!(out.contains("nothing_new"), "{out}");
+}
+
+#[test]
+fn partitioned_string_sources_copy_on_every_run() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, region STRING, ts TIMESTAMP) PARTITIONED BY (region)",
+            "INSERT INTO s VALUES (1, 'eu', '2024-01-01'), (2, 'us', '2024-01-02')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+            "INSERT INTO s VALUES (3, 'eu', '2024-01-03'), (4, 'apac', '2024-01-04')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+            "INSERT INTO s VALUES (5, 'us', '2024-01-05')",
+            "COPY INCREMENTAL s INTO t WATERMARK ts",
+        ],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, region FROM t ORDER BY id"),
+        "id,region\n1,eu\n2,us\n3,eu\n4,apac\n5,us\n"
+    );
+    // The string partition column itself as the watermark.
+    sql(&wh, &["COPY INCREMENTAL s INTO r WATERMARK region"]);
+    assert_eq!(ok(&wh, "SELECT count(*) AS n FROM r"), "n\n5\n");
+    sql(
+        &wh,
+        &[
+            "INSERT INTO s VALUES (6, 'za', '2024-01-06')",
+            "COPY INCREMENTAL s INTO r WATERMARK region",
+        ],
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM r WHERE region = 'za'"), "id\n6\n");
+    assert_eq!(ok(&wh, "SELECT count(*) AS n FROM r"), "n\n6\n");
+}
+
+#[test]
+fn a_warehouse_tidemark_cannot_serve_is_refused_and_nothing_is_created() {
+    let (dir, _) = warehouse();
+    let out = tidemark(Path::new("s3://bucket/wh"))
+        .current_dir(dir.path())
+        .args(["-c", "CREATE TABLE t (a INT)"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s3://bucket/wh") && err.contains("not supported"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("s3:").exists(),
+        "a local directory was made"
+    );
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = tidemark(&file).args(["-c", "SELECT 1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("plain-file") && err.contains("not a directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn output_that_cannot_be_written_fails_the_run() {
+    let (_d, wh) = warehouse();
+    // Maps keyed by numbers are JSON objects with the keys as text.
+    let out = tidemark(&wh)
+        .args([
+            "--format",
+            "json",
+            "-c",
+            "SELECT make_map(1, 'a', 2, 'b') AS m",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "[{\"m\":{\"1\":\"a\",\"2\":\"b\"}}]\n"
+    );
+    // A full disk under stdout is an error and exit code 1.
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        #[allow(deprecated)]
+        let bin = assert_cmd::cargo::cargo_bin("tidemark");
+        let out = std::process::Command::new(bin)
+            .arg(&wh)
+            .args(["-c", "SELECT 1 AS x"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("cannot write the result"), "{err}");
+    }
+}
+
+/// A Delta table whose Parquet file Spark-style stores timestamps as INT96, one of them
+/// 9999-12-31 (outside the nanosecond range of 1677-2262).
+fn int96_table(dir: &Path) {
+    run_py(&format!(
+        r#"
+import json, os, datetime, pyarrow as pa, pyarrow.parquet as pq
+d = {dir:?}
+os.makedirs(os.path.join(d, "_delta_log"), exist_ok=True)
+ts = [datetime.datetime(2024, 1, 1, 0, 0, 0, 1), datetime.datetime(9999, 12, 31, 23, 59, 59, 999999), datetime.datetime(1500, 6, 1)]
+t = pa.table({{"id": pa.array([1, 2, 3], pa.int64()), "ts": pa.array(ts, pa.timestamp("us", tz="UTC"))}})
+pq.write_table(t, os.path.join(d, "part-0.parquet"), use_deprecated_int96_timestamps=True)
+schema = {{"type": "struct", "fields": [
+  {{"name": "id", "type": "long", "nullable": True, "metadata": {{}}}},
+  {{"name": "ts", "type": "timestamp", "nullable": True, "metadata": {{}}}}]}}
+actions = [
+  {{"protocol": {{"minReaderVersion": 1, "minWriterVersion": 2}}}},
+  {{"metaData": {{"id": "int96-test", "format": {{"provider": "parquet", "options": {{}}}},
+    "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": {{}}, "createdTime": 0}}}},
+  {{"add": {{"path": "part-0.parquet", "partitionValues": {{}}, "size": os.path.getsize(os.path.join(d, "part-0.parquet")),
+    "modificationTime": 0, "dataChange": True}}}},
+]
+with open(os.path.join(d, "_delta_log", "00000000000000000000.json"), "w") as f:
+    f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+"#,
+        dir = dir.display().to_string()
+    ));
+}
+
+#[test]
+fn int96_timestamps_outside_the_nanosecond_range_are_read_and_copied_exactly() {
+    let (_d, wh) = warehouse();
+    int96_table(&wh.join("main/default/spark"));
+    assert_eq!(
+        ok(&wh, "SELECT id, ts FROM spark ORDER BY id"),
+        "id,ts\n1,2024-01-01T00:00:00.000001Z\n2,9999-12-31T23:59:59.999999Z\n3,1500-06-01T00:00:00Z\n"
+    );
+    sql(
+        &wh,
+        &["COPY INCREMENTAL spark INTO t WATERMARK ts SINCE '2025-01-01'"],
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, ts FROM t"),
+        "id,ts\n2,9999-12-31T23:59:59.999999Z\n"
+    );
+    sql(&wh, &["COPY INCREMENTAL spark INTO full WATERMARK ts"]);
+    assert_eq!(
+        ok(&wh, "SELECT id, ts FROM full ORDER BY id"),
+        "id,ts\n1,2024-01-01T00:00:00.000001Z\n2,9999-12-31T23:59:59.999999Z\n3,1500-06-01T00:00:00Z\n"
+    );
+}

@@ -1193,11 +1193,22 @@ fn table_id(t: &DeltaTable) -> Option<String> {
     Some(t.snapshot().ok()?.metadata().id().to_string())
 }
 
+/// A file's path as the log writes it: a relative URL, each segment percent-encoded (delta-rs
+/// joins a selected path to the table's URL, so `a b%c.parquet`, as Spark names files, must
+/// arrive as `a%20b%25c.parquet`).
+fn url_path(decoded: &str) -> String {
+    let mut url = url::Url::parse("file:///").expect("a valid URL");
+    if let Ok(mut segments) = url.path_segments_mut() {
+        segments.clear().extend(decoded.split('/'));
+    }
+    url.path().trim_start_matches('/').to_string()
+}
+
 /// A DataFrame over some files of the pinned source snapshot.
 async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Result<DataFrame> {
     let provider = t
         .table_provider()
-        .with_file_paths(paths)
+        .with_file_paths(paths.iter().map(|p| url_path(p)))
         .with_session(crate::catalog::copy_scan_settings())
         .await?;
     Ok(session.ctx.read_table(provider)?)
@@ -1504,6 +1515,13 @@ async fn max_and_count(df: DataFrame, w: &DfExpr) -> Result<(Option<ScalarValue>
 #[cfg(test)]
 mod tests {
     use super::newest_tidemark_commit;
+
+    #[test]
+    fn selected_paths_are_percent_encoded_as_in_the_log() {
+        assert_eq!(super::url_path("a b%c.parquet"), "a%20b%25c.parquet");
+        assert_eq!(super::url_path("p=x/part-0.parquet"), "p=x/part-0.parquet");
+        assert_eq!(super::url_path("p=a%2Fb/f.parquet"), "p=a%252Fb/f.parquet");
+    }
 
     #[test]
     fn the_newest_commit_is_found_by_name_or_in_the_directory() {

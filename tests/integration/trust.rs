@@ -336,3 +336,37 @@ fn int96_timestamps_outside_the_nanosecond_range_are_read_and_copied_exactly() {
         "id,ts\n1,2024-01-01T00:00:00.000001Z\n2,9999-12-31T23:59:59.999999Z\n3,1500-06-01T00:00:00Z\n"
     );
 }
+
+#[test]
+fn sources_whose_file_names_need_percent_encoding_copy_whole_and_decoded() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, ts TIMESTAMP)",
+            "INSERT INTO s VALUES (1, '2024-01-01'), (2, '2024-01-02'), (3, '2024-01-03')",
+        ],
+    );
+    // Spark names files with characters the log must percent-encode: `a b%c.parquet` on disk
+    // is `a%20b%25c.parquet` in the log.
+    let t = wh.join("main/default/s");
+    let file = std::fs::read_dir(&t)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .find(|n| n.ends_with(".parquet"))
+        .unwrap();
+    std::fs::rename(t.join(&file), t.join("a b%c.parquet")).unwrap();
+    let log = t.join("_delta_log/00000000000000000001.json");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(&file));
+    std::fs::write(&log, text.replace(&file, "a%20b%25c.parquet")).unwrap();
+    // The file straddles the start point: decoded and filtered.
+    sql(
+        &wh,
+        &["COPY INCREMENTAL s INTO t WATERMARK ts SINCE '2024-01-01 12:00:00'"],
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n2\n3\n");
+    // Every row above the start: linked whole.
+    sql(&wh, &["COPY INCREMENTAL s INTO full WATERMARK ts"]);
+    assert_eq!(ok(&wh, "SELECT id FROM full ORDER BY id"), "id\n1\n2\n3\n");
+}

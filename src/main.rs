@@ -114,7 +114,12 @@ fn main() -> ExitCode {
 fn warehouse_dir(arg: &std::path::Path) -> Result<PathBuf, String> {
     let text = arg.to_string_lossy();
     let path = match text.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => PathBuf::from(rest),
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("file") => url::Url::parse(&text)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .ok_or_else(|| {
+                format!("warehouse '{text}' is not a local file URL: write file:///absolute/path")
+            })?,
         Some((scheme, _))
             if !scheme.is_empty()
                 && scheme

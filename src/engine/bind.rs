@@ -322,6 +322,33 @@ impl VisitorMut for SampleRewriter {
     }
 }
 
+/// Numeric literals with an exponent (`1e3`, `2.5E-50`) or more than 38 digits are DOUBLEs, as
+/// in Databricks: the session reads literals with a point as exact DECIMALs, and DataFusion
+/// would read these as decimals too (`1e3` with a negative scale, `1e-100` not at all).
+struct DoubleLiterals;
+
+impl VisitorMut for DoubleLiterals {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Value(v) = expr
+            && let Value::Number(n, _) = &v.value
+            && (n.contains(['e', 'E']) || n.chars().filter(|c| c.is_ascii_digit()).count() > 38)
+        {
+            *expr = Expr::Cast {
+                kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                expr: Box::new(Expr::Value(Value::SingleQuotedString(n.clone()).into())),
+                data_type: datafusion::sql::sqlparser::ast::DataType::Double(
+                    datafusion::sql::sqlparser::ast::ExactNumberInfo::None,
+                ),
+                array: false,
+                format: None,
+            };
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// Replaces variable references with literals.
 struct VariableBinder<'a> {
     vars: &'a Variables,
@@ -455,6 +482,7 @@ impl Session {
     /// `extra_columns` are columns in scope besides those of the referenced tables (e.g. the
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
+        let _ = node.visit(&mut DoubleLiterals);
         let mut sampler = SampleRewriter { error: None };
         let _ = node.visit(&mut sampler);
         if let Some(e) = sampler.error {

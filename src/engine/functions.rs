@@ -54,6 +54,11 @@ pub fn spark_to_chrono(pattern: &str) -> Result<String, String> {
             i = j + 1;
             continue;
         }
+        if matches!(c, '[' | ']' | '#' | '{' | '}') {
+            return Err(format!(
+                "'{c}' in '{pattern}' (an optional section or reserved character) is not supported by date_format"
+            ));
+        }
         if !c.is_ascii_alphabetic() {
             if c == '%' {
                 out.push_str("%%");
@@ -93,9 +98,12 @@ pub fn spark_to_chrono(pattern: &str) -> Result<String, String> {
             ('E', 1..=3) => "%a",
             ('E', 4) => "%A",
             ('z', 1..=3) => "%Z",
-            ('Z', 1..=3) => "%z",
-            ('X' | 'x', 3) => "%:z",
-            ('X' | 'x', 2) | ('Z', 4) => "%z",
+            // Always UTC here: Spark prints `+0000` for Z and `Z` for X at a zero offset.
+            ('Z', 1..=3) => "+0000",
+            ('X', 1..=3) => "Z",
+            ('x', 1) => "+00",
+            ('x', 2) => "+0000",
+            ('x', 3) => "+00:00",
             _ => {
                 return Err(format!(
                     "pattern letter '{}' ({n} time{}) in '{pattern}' is not supported by date_format",
@@ -146,7 +154,7 @@ impl ScalarUDFImpl for DateFormat {
         let ts_type = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
         let values: ArrayRef = match value {
             ColumnarValue::Array(a) => a.clone(),
-            ColumnarValue::Scalar(s) => s.to_array_of_size(n)?,
+            ColumnarValue::Scalar(s) => s.to_array_of_size(n.max(1))?,
         };
         let values = match values.data_type() {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
@@ -230,11 +238,13 @@ mod tests {
         assert_eq!(f("EEEE MMMM"), "Thursday January");
         assert_eq!(f("100% D"), "100% 2");
         assert_eq!(f("SSSSSS"), "123456");
+        assert_eq!(f("HH:mmXXX"), "03:04Z");
+        assert_eq!(f("HHmm Z"), "0304 +0000");
     }
 
     #[test]
     fn unknown_letters_are_errors_not_text() {
-        for p in ["QQ", "yyyy-ww", "SS", "'open"] {
+        for p in ["QQ", "yyyy-ww", "SS", "'open", "yyyy[-MM]", "ZZZZ"] {
             assert!(spark_to_chrono(p).is_err(), "{p}");
         }
     }

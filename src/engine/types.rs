@@ -207,32 +207,47 @@ fn sql_type_of(t: &DataType) -> sql::DataType {
 /// The table property that keeps Delta statistics exact: delta-rs writes DECIMAL statistics
 /// through a double, which holds 15 significant digits, so `9007199254740993.00` was logged as
 /// `...994.0` and file skipping then dropped the file holding it. Tables with wider decimals
-/// list their other top-level columns in `delta.dataSkippingStatsColumns`; the decimals get
-/// no statistics (absent statistics are never wrong). None when every column is exact.
-pub fn exact_stats_property(fields: &[(String, DataType)]) -> Option<(String, String)> {
-    let wide = |t: &DataType| {
-        matches!(t, DataType::Decimal128(p, _) | DataType::Decimal256(p, _) if *p > 15)
-            || matches!(
-                t,
-                DataType::Struct(_)
-                    | DataType::List(_)
-                    | DataType::LargeList(_)
-                    | DataType::Map(_, _)
-            ) && format!("{t:?}").contains("Decimal")
+/// list their other skippable columns (numbers, dates, timestamps, strings; not partition
+/// columns, which Delta refuses there) in `delta.dataSkippingStatsColumns`, back-quoted; the
+/// wide decimals get no statistics (absent statistics are never wrong). None when every
+/// column is exact.
+pub fn exact_stats_property(
+    fields: &[(String, DataType)],
+    partition_columns: &[String],
+) -> Option<(String, String)> {
+    let wide = |t: &DataType| match t {
+        DataType::Decimal128(p, _) | DataType::Decimal256(p, _) => *p > 15,
+        DataType::Struct(_)
+        | DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::Map(_, _)
+        | DataType::FixedSizeList(_, _) => format!("{t:?}").contains("Decimal"),
+        _ => false,
     };
     if !fields.iter().any(|(_, t)| wide(t)) {
         return None;
     }
-    let kept: Vec<&str> = fields
+    let skippable = |t: &DataType| {
+        t.is_integer()
+            || t.is_floating()
+            || matches!(
+                t,
+                DataType::Decimal128(_, _)
+                    | DataType::Date32
+                    | DataType::Date64
+                    | DataType::Timestamp(_, _)
+                    | DataType::Utf8
+                    | DataType::LargeUtf8
+                    | DataType::Utf8View
+            )
+    };
+    let kept: Vec<String> = fields
         .iter()
-        .filter(|(_, t)| !wide(t))
-        .map(|(n, _)| n.as_str())
+        .filter(|(n, t)| !wide(t) && skippable(t) && !partition_columns.contains(n))
+        .map(|(n, _)| format!("`{}`", n.replace('`', "``")))
         .collect();
     if kept.is_empty() {
         return Some(("delta.dataSkippingNumIndexedCols".into(), "0".into()));
-    }
-    if kept.iter().any(|n| n.contains([',', '`', '.'])) {
-        return None;
     }
     Some(("delta.dataSkippingStatsColumns".into(), kept.join(",")))
 }

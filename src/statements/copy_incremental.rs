@@ -1171,7 +1171,7 @@ async fn create_target(
                 .map(|a| (a.name().clone(), a.data_type().clone()))
         })
         .collect();
-    super::ddl::keep_stats_exact(&mut configuration, &typed);
+    super::ddl::keep_stats_exact(&mut configuration, &typed, &[]);
     session
         .warehouse
         .create_builder(name)

@@ -365,7 +365,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             )));
         }
     }
-    keep_stats_exact(&mut configuration, &typed);
+    keep_stats_exact(&mut configuration, &typed, &partition_columns);
     let mut builder = session
         .warehouse
         .create_builder(&table)
@@ -429,12 +429,14 @@ async fn create_table_as(
         .iter()
         .map(|f| (f.name().clone(), f.data_type().clone()))
         .collect();
-    keep_stats_exact(&mut configuration, &typed);
+    keep_stats_exact(&mut configuration, &typed, &partition_columns);
     // Replacing needs the loaded table: the overwrite commit removes the files of the
     // version it replaces (an unloaded handle wrote no `remove` actions, and the old rows
     // stayed visible).
     let handle = if exists {
-        session.warehouse.open(table).await?
+        let t = session.warehouse.open(table).await?;
+        replaceable_as(&t, table, &partition_columns, &configuration)?;
+        t
     } else {
         std::fs::create_dir_all(session.warehouse.table_path(table)?)?;
         session.warehouse.handle(table).await?
@@ -467,11 +469,67 @@ async fn create_table_as(
     ]))
 }
 
+/// Whether `CREATE OR REPLACE TABLE t AS` can replace `t` in one commit. delta-rs' overwrite
+/// keeps the table's metadata and swaps only the schema, so a replacement that asks for other
+/// partitioning or properties, or a table with constraints, generated or mapped columns that
+/// would go on applying to the new rows, is refused (nothing changes) rather than half-done.
+fn replaceable_as(
+    t: &deltalake::DeltaTable,
+    table: &TableName,
+    partition_columns: &[String],
+    configuration: &HashMap<String, Option<String>>,
+) -> Result<()> {
+    let snapshot = t.snapshot()?;
+    let metadata = snapshot.metadata();
+    let existing = metadata.configuration();
+    let refuse = |what: String| {
+        Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "CREATE OR REPLACE TABLE {table} AS: {what}, which an overwrite cannot change in one commit; DROP TABLE {table} first, then create it"
+            ),
+        ))
+    };
+    let current: Vec<String> = metadata
+        .partition_columns()
+        .iter()
+        .map(|c| c.to_lowercase())
+        .collect();
+    if current != partition_columns {
+        return refuse(format!(
+            "the table is partitioned by ({}) and the statement asks for ({})",
+            current.join(", "),
+            partition_columns.join(", ")
+        ));
+    }
+    for (k, v) in configuration {
+        if existing.get(k) != v.as_ref() {
+            return refuse(format!("the table property '{k}' would change"));
+        }
+    }
+    if let Some(k) = existing.keys().find(|k| {
+        k.starts_with("delta.constraints.")
+            || *k == "delta.columnMapping.mode" && existing.get(*k).is_some_and(|m| m != "none")
+            || (k.starts_with("delta.dataSkipping") && !configuration.contains_key(*k))
+    }) {
+        return refuse(format!("the table has '{k}'"));
+    }
+    if snapshot
+        .schema()
+        .fields()
+        .any(|f| f.metadata().contains_key("delta.generationExpression"))
+    {
+        return refuse("the table has generated columns".into());
+    }
+    Ok(())
+}
+
 /// Add the property that keeps a new table's statistics exact (see
 /// `types::exact_stats_property`), unless the statement sets statistics columns itself.
 pub fn keep_stats_exact(
     configuration: &mut HashMap<String, Option<String>>,
     fields: &[(String, datafusion::arrow::datatypes::DataType)],
+    partition_columns: &[String],
 ) {
     let set_by_user = configuration.keys().any(|k| {
         k.eq_ignore_ascii_case("delta.dataSkippingStatsColumns")
@@ -479,7 +537,7 @@ pub fn keep_stats_exact(
     });
     if let (false, Some((k, v))) = (
         set_by_user,
-        crate::engine::types::exact_stats_property(fields),
+        crate::engine::types::exact_stats_property(fields, partition_columns),
     ) {
         configuration.insert(k, Some(v));
     }

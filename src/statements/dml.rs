@@ -123,14 +123,10 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
             )));
         }
     }
-    let rows = source_batches(session, *source, &target, &columns).await?;
-    let width = rows
-        .first()
-        .map(|b| b.num_columns())
-        .unwrap_or(columns.len());
+    let (rows, width) = source_batches(session, *source, &target, &columns).await?;
     let mapped: Vec<String> = if columns.is_empty() {
         // As Databricks: without a column list every column needs a value (no silent NULLs).
-        if width != target.fields().len() && !rows.is_empty() {
+        if width != target.fields().len() {
             return Err(Error::class(
                 "INSERT_COLUMN_ARITY_MISMATCH",
                 format!(
@@ -220,15 +216,21 @@ async fn source_batches(
     mut source: Query,
     target: &Schema,
     columns: &[String],
-) -> Result<Vec<RecordBatch>> {
+) -> Result<(Vec<RecordBatch>, usize)> {
     // VALUES rows are planned against the target's column types, so '2025-01-01' lands in a
     // TIMESTAMP column and mixed literal types in one column still unify.
     if let SetExpr::Values(values) = source.body.as_mut() {
         let _bound = session.bind(values, &[]).await?;
-        return values_batches(session, values, target, columns).await;
+        let width = values.rows.first().map(|r| r.len()).unwrap_or(0);
+        return Ok((
+            values_batches(session, values, target, columns).await?,
+            width,
+        ));
     }
     let (df, _bound) = super::query::query_dataframe(session, source).await?;
-    Ok(df.collect().await?)
+    // The width comes from the query's schema: a query with no rows is checked too.
+    let width = df.schema().fields().len();
+    Ok((df.collect().await?, width))
 }
 
 /// Evaluate each VALUES row's expressions one column at a time.

@@ -313,7 +313,16 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
         df = df.filter(e)?;
     }
     // Paused rows (`active = false`) are shown as `skipped`, not dropped from the result.
-    let has_active = df.schema().as_arrow().field_with_name("active").is_ok();
+    let has_active = match df.schema().as_arrow().field_with_name("active") {
+        Ok(f) if f.data_type() == &DataType::Boolean => true,
+        Ok(f) => {
+            return Err(Error::Type(format!(
+                "control table {ctl}: column 'active' is {}; it must be BOOLEAN (true copies the row, false pauses it)",
+                crate::engine::types::type_name(f.data_type())
+            )));
+        }
+        Err(_) => false,
+    };
     let keep: Vec<&str> = ["source_table", "target_table", "watermark_column"]
         .into_iter()
         .filter(|c| df.schema().as_arrow().field_with_name(c).is_ok())

@@ -370,3 +370,61 @@ fn sources_whose_file_names_need_percent_encoding_copy_whole_and_decoded() {
     sql(&wh, &["COPY INCREMENTAL s INTO full WATERMARK ts"]);
     assert_eq!(ok(&wh, "SELECT id FROM full ORDER BY id"), "id\n1\n2\n3\n");
 }
+
+#[test]
+fn wide_decimals_get_no_inexact_statistics_and_others_read_the_table() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE d (`unit price` DOUBLE, flag BOOLEAN, amt DECIMAL(20, 2), p STRING) PARTITIONED BY (p)",
+            "INSERT INTO d VALUES (1.5, true, 9007199254740993.00, 'x'), (2.5, false, 1.00, 'x')",
+        ],
+    );
+    let log =
+        std::fs::read_to_string(wh.join("main/default/d/_delta_log/00000000000000000000.json"))
+            .unwrap();
+    // Listed back-quoted; not the BOOLEAN, the wide DECIMAL or the partition column.
+    assert!(
+        log.contains(r#""delta.dataSkippingStatsColumns":"`unit price`""#),
+        "{log}"
+    );
+    let add =
+        std::fs::read_to_string(wh.join("main/default/d/_delta_log/00000000000000000001.json"))
+            .unwrap();
+    assert!(
+        !add.contains("9007199254740994"),
+        "an inexact statistic: {add}"
+    );
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT count(*) AS n FROM d WHERE amt = 9007199254740993.00"
+        ),
+        "n\n1\n"
+    );
+    let out = run_py(&format!(
+        "from decimal import Decimal\n\
+         from deltalake import DeltaTable\n\
+         t = DeltaTable({dir:?})\n\
+         print(t.to_pyarrow_table(filters=[('amt', '=', Decimal('9007199254740993.00'))]).num_rows)\n",
+        dir = wh.join("main/default/d").display().to_string()
+    ));
+    assert_eq!(out.trim(), "1");
+    // A control table whose `active` is not BOOLEAN is an error, not a silent "all active".
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark STRING, active INT)",
+            "INSERT INTO ctl VALUES ('main.default.d', 'main.default.d2', 'amt', NULL, 0)",
+        ],
+    );
+    let out = run(&wh, "COPY INCREMENTAL USING CONTROL TABLE ctl");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("column 'active' is INT; it must be BOOLEAN"),
+        "{err}"
+    );
+    assert!(!wh.join("main/default/d2").exists());
+}

@@ -595,8 +595,10 @@ pub async fn add_columns(
         .collect();
     let mut fields = Vec::new();
     let mut defaults = Vec::new();
+    let mut typed_new = Vec::new();
     for col in &columns {
         let (field, meta) = column_field(col)?;
+        typed_new.push((field.name().clone(), field.data_type().clone()));
         if existing.contains(field.name()) {
             return Err(Error::AlreadyExists(format!(
                 "column '{}' already exists in {table}",
@@ -616,6 +618,7 @@ pub async fn add_columns(
         let nullable = Field::new(field.name(), field.data_type().clone(), true);
         fields.push(delta_field(&nullable, &meta)?);
     }
+    let t = keep_new_columns_stats_exact(t, &typed_new).await?;
     let t = t.add_columns().with_fields(fields).await?;
     if !defaults.is_empty() && t.snapshot()?.log_data().num_files() > 0 {
         let state = session.ctx.state();
@@ -627,6 +630,38 @@ pub async fn add_columns(
         update.await?;
     }
     Ok(Output::empty())
+}
+
+/// Before wide DECIMAL columns are added to a table that still collects statistics on every
+/// column, list its present columns in `delta.dataSkippingStatsColumns` (see
+/// `types::exact_stats_property`), so the new decimals never get inexact statistics. Its own
+/// commit, made first: a crash before the columns are added leaves only a harmless property.
+async fn keep_new_columns_stats_exact(
+    t: deltalake::DeltaTable,
+    new: &[(String, datafusion::arrow::datatypes::DataType)],
+) -> Result<deltalake::DeltaTable> {
+    let snapshot = t.snapshot()?;
+    let metadata = snapshot.metadata();
+    let configured = metadata
+        .configuration()
+        .keys()
+        .any(|k| k.starts_with("delta.dataSkipping"));
+    if configured || crate::engine::types::exact_stats_property(new, &[]).is_none() {
+        return Ok(t);
+    }
+    let mut all: Vec<(String, datafusion::arrow::datatypes::DataType)> = arrow_schema(&t)?
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect();
+    all.extend(new.iter().cloned());
+    let partitions = metadata.partition_columns().to_vec();
+    let Some((k, v)) = crate::engine::types::exact_stats_property(&all, &partitions) else {
+        return Ok(t);
+    };
+    Ok(t.set_tbl_properties()
+        .with_properties([(k, v)].into_iter().collect())
+        .await?)
 }
 
 /// `ALTER TABLE t SET TBLPROPERTIES (...)`.

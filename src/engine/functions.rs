@@ -14,6 +14,171 @@ use datafusion::logical_expr::{
 /// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
+    ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
+        CheckedSum::new(),
+    ));
+}
+
+/// `sum()` that fails on DECIMAL overflow, as Databricks does (ARITHMETIC_OVERFLOW).
+/// DataFusion's sum adds Decimal128 values with wrapping arithmetic: the sum of two
+/// 99999999999999999999999999999999.000000 values came out negative. Every other type, and
+/// DISTINCT and window sums, go to DataFusion's own sum unchanged.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CheckedSum {
+    inner: datafusion::functions_aggregate::sum::Sum,
+}
+
+impl CheckedSum {
+    fn new() -> Self {
+        CheckedSum {
+            inner: datafusion::functions_aggregate::sum::Sum::new(),
+        }
+    }
+}
+
+/// The checked accumulator's type, when it takes over: a plain (not DISTINCT) DECIMAL sum.
+fn checked_decimal(args: &datafusion::logical_expr::function::AccumulatorArgs) -> Option<(u8, i8)> {
+    match args.return_field.data_type() {
+        DataType::Decimal128(p, s) if !args.is_distinct => Some((*p, *s)),
+        _ => None,
+    }
+}
+
+impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        self.inner.return_type(args)
+    }
+    fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        self.inner.coerce_types(args)
+    }
+    fn accumulator(
+        &self,
+        args: datafusion::logical_expr::function::AccumulatorArgs,
+    ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::Accumulator>> {
+        match checked_decimal(&args) {
+            Some((precision, scale)) => Ok(Box::new(DecimalSum {
+                sum: None,
+                precision,
+                scale,
+            })),
+            None => self.inner.accumulator(args),
+        }
+    }
+    fn state_fields(
+        &self,
+        args: datafusion::logical_expr::function::StateFieldsArgs,
+    ) -> datafusion::error::Result<Vec<datafusion::arrow::datatypes::FieldRef>> {
+        self.inner.state_fields(args)
+    }
+    fn groups_accumulator_supported(
+        &self,
+        args: datafusion::logical_expr::function::AccumulatorArgs,
+    ) -> bool {
+        checked_decimal(&args).is_none() && self.inner.groups_accumulator_supported(args)
+    }
+    fn create_groups_accumulator(
+        &self,
+        args: datafusion::logical_expr::function::AccumulatorArgs,
+    ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::GroupsAccumulator>> {
+        self.inner.create_groups_accumulator(args)
+    }
+    fn create_sliding_accumulator(
+        &self,
+        args: datafusion::logical_expr::function::AccumulatorArgs,
+    ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::Accumulator>> {
+        self.inner.create_sliding_accumulator(args)
+    }
+    fn reverse_expr(&self) -> datafusion::logical_expr::ReversedUDAF {
+        datafusion::logical_expr::ReversedUDAF::Identical
+    }
+    fn order_sensitivity(&self) -> datafusion::logical_expr::utils::AggregateOrderSensitivity {
+        self.inner.order_sensitivity()
+    }
+    fn value_from_stats(
+        &self,
+        args: &datafusion::logical_expr::StatisticsArgs,
+    ) -> Option<ScalarValue> {
+        self.inner.value_from_stats(args)
+    }
+    fn default_value(&self, data_type: &DataType) -> datafusion::error::Result<ScalarValue> {
+        self.inner.default_value(data_type)
+    }
+    fn set_monotonicity(&self, data_type: &DataType) -> datafusion::logical_expr::SetMonotonicity {
+        self.inner.set_monotonicity(data_type)
+    }
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        self.inner.documentation()
+    }
+}
+
+/// A DECIMAL sum in checked 128-bit arithmetic; a total beyond the result's precision is an
+/// error. Partial sums travel in the result type; one that overflowed travels as `i128::MAX`,
+/// which no DECIMAL(38) holds, so the final check still fails.
+#[derive(Debug)]
+struct DecimalSum {
+    sum: Option<i128>,
+    precision: u8,
+    scale: i8,
+}
+
+impl DecimalSum {
+    fn add(&mut self, values: &ArrayRef) -> datafusion::error::Result<()> {
+        let values = values.as_primitive::<datafusion::arrow::datatypes::Decimal128Type>();
+        for v in values.iter().flatten() {
+            let total = self.sum.unwrap_or(0);
+            self.sum = Some(if total == i128::MAX || v == i128::MAX {
+                i128::MAX
+            } else {
+                total.checked_add(v).unwrap_or(i128::MAX)
+            });
+        }
+        Ok(())
+    }
+}
+
+impl datafusion::logical_expr::Accumulator for DecimalSum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
+        self.add(&values[0])
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::error::Result<()> {
+        self.add(&states[0])
+    }
+    fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Decimal128(
+            self.sum,
+            self.precision,
+            self.scale,
+        )])
+    }
+    fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
+        if let Some(v) = self.sum {
+            let limit = 10i128.pow(self.precision as u32);
+            if v == i128::MAX || v >= limit || v <= -limit {
+                return exec_err!(
+                    "[ARITHMETIC_OVERFLOW] sum() overflows DECIMAL({}, {}): cast the column to a wider DECIMAL or DOUBLE before summing",
+                    self.precision,
+                    self.scale
+                );
+            }
+        }
+        Ok(ScalarValue::Decimal128(
+            self.sum,
+            self.precision,
+            self.scale,
+        ))
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
 }
 
 /// Translate a Spark/Databricks datetime pattern (`yyyy-MM-dd HH:mm:ss.SSS`) into a chrono

@@ -34,6 +34,23 @@ pub fn ok(warehouse: &Path, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// Run several statements in one process (csv output), asserting success.
+pub fn sql(wh: &Path, stmts: &[&str]) -> String {
+    let mut cmd = tidemark(wh);
+    cmd.args(["--format", "csv"]);
+    for s in stmts {
+        cmd.args(["-c", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{stmts:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 /// A fresh warehouse directory.
 pub fn warehouse() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");

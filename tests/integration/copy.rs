@@ -3,24 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::{ok, run, tidemark, warehouse};
-
-/// Run several statements in one process (csv output), asserting success.
-fn sql(wh: &Path, stmts: &[&str]) -> String {
-    let mut cmd = tidemark(wh);
-    cmd.args(["--format", "csv"]);
-    for s in stmts {
-        cmd.args(["-c", s]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{stmts:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
+use crate::common::{ok, run, sql, tidemark, warehouse};
 
 /// The single value of a one-row, one-column query.
 fn value(wh: &Path, query: &str) -> String {

@@ -3,25 +3,8 @@
 
 use std::path::Path;
 
-use crate::common::{ok, run, tidemark, warehouse};
+use crate::common::{ok, run, sql, tidemark, warehouse};
 use crate::interop::run_py;
-
-/// Run several statements in one process (csv output), asserting success.
-fn sql(wh: &Path, stmts: &[&str]) -> String {
-    let mut cmd = tidemark(wh);
-    cmd.args(["--format", "csv"]);
-    for s in stmts {
-        cmd.args(["-c", s]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{stmts:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
 
 /// The commits in a table's log.
 fn commits(table: &Path) -> usize {

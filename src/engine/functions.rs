@@ -313,6 +313,15 @@ impl ScalarUDFImpl for DateFormat {
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
         let n = args.number_rows;
+        // Formats in UTC (pattern letters such as X print UTC's `Z`): a session set to another
+        // zone would see one time in a column and another from date_format.
+        if let Some(tz) = &args.config_options.execution.time_zone
+            && !["utc", "+00:00", "z", "etc/utc", "gmt"].contains(&tz.to_lowercase().as_str())
+        {
+            return exec_err!(
+                "date_format formats in UTC only, and the session time zone is '{tz}': set datafusion.execution.time_zone = 'UTC'"
+            );
+        }
         let [value, pattern] = args.args.as_slice() else {
             return exec_err!("date_format takes (timestamp, pattern)");
         };

@@ -621,19 +621,30 @@ impl Session {
         crate::catalog::provider_for(&t).await
     }
 
-    /// Evaluate a constant expression (variables allowed) to one value.
+    /// Evaluate a constant expression (variables and scalar subqueries allowed) to one value.
+    /// Planned as `SELECT <expr>` through the statement planner, which loads the tables a
+    /// subquery names (an expression planned on its own sees no warehouse table).
     pub async fn eval_scalar(&self, expr: &Expr) -> Result<ScalarValue> {
-        let mut expr = expr.clone();
-        let _bound = self.bind(&mut expr, &[]).await?;
-        let df_schema = datafusion::common::DFSchema::empty();
-        let state = self.ctx.state();
-        let logical = state.create_logical_expr_from_sql_expr(
-            datafusion::sql::sqlparser::ast::ExprWithAlias { expr, alias: None },
-            &df_schema,
-        )?;
-        let plan = datafusion::logical_expr::LogicalPlanBuilder::empty(true)
-            .project(vec![logical])?
-            .build()?;
+        use datafusion::sql::sqlparser::ast::{SetExpr, Statement as Sql};
+        let mut stmt = self
+            .ctx
+            .state()
+            .sql_to_statement("SELECT NULL", &datafusion::config::Dialect::Databricks)?;
+        if let datafusion::sql::parser::Statement::Statement(s) = &mut stmt
+            && let Sql::Query(q) = s.as_mut()
+            && let SetExpr::Select(select) = q.body.as_mut()
+        {
+            select.projection = vec![SelectItem::UnnamedExpr(expr.clone())];
+        }
+        let datafusion::sql::parser::Statement::Statement(mut sql) = stmt else {
+            return Err(Error::Other("SELECT did not parse as a query".into()));
+        };
+        let _bound = self.bind(sql.as_mut(), &[]).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(sql))
+            .await?;
         let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
         let batch = batches
             .into_iter()

@@ -1160,6 +1160,10 @@ async fn create_target(
     fields: Vec<deltalake::kernel::StructField>,
 ) -> Result<DeltaTable> {
     use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
+    let fields = fields
+        .into_iter()
+        .map(without_column_mapping)
+        .collect::<Result<Vec<_>>>()?;
     let mut configuration = std::collections::HashMap::new();
     let typed: Vec<(String, DataType)> = fields
         .iter()
@@ -1186,6 +1190,32 @@ async fn create_target(
                 Error::from(e)
             }
         })
+}
+
+/// A source field as a column of a target without column mapping: its logical name, without
+/// the source's physical names and ids (at every nesting level). A column-mapped source's
+/// rows are read by logical name, so the target needs no mapping of its own.
+fn without_column_mapping(
+    field: deltalake::kernel::StructField,
+) -> Result<deltalake::kernel::StructField> {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Object(meta)) = map.get_mut("metadata") {
+                    meta.retain(|k, _| {
+                        !k.starts_with("delta.columnMapping.") && k != "parquet.field.id"
+                    });
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut json = serde_json::to_value(&field)
+        .map_err(|e| Error::Other(format!("column {}: {e}", field.name)))?;
+    strip(&mut json);
+    serde_json::from_value(json).map_err(|e| Error::Other(format!("column {}: {e}", field.name)))
 }
 
 /// A Delta table's id (its metadata action's `id`).

@@ -7,6 +7,7 @@ mod copy;
 mod disk;
 mod for_each;
 mod fuzz;
+mod golden;
 mod hostile;
 mod interop;
 mod kill;

@@ -9,6 +9,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemorySchemaProvider,
     SchemaProvider, TableProvider,
@@ -408,7 +409,8 @@ fn list_dirs(dir: &Path) -> Vec<String> {
 
 /// Open a table and build its DataFusion provider.
 pub async fn provider_for(table: &DeltaTable) -> Result<Arc<dyn TableProvider>> {
-    Ok(Arc::new(ExactLimit(table.table_provider().await?)))
+    let provider: Arc<dyn TableProvider> = Arc::new(ExactLimit(table.table_provider().await?));
+    empty_partitions_as_null(table, provider)
 }
 
 /// The provider a copy reads its source through: strings come out as the `Utf8` arrays the
@@ -419,7 +421,142 @@ pub async fn copy_source_provider(table: &DeltaTable) -> Result<Arc<dyn TablePro
         .table_provider()
         .with_session(copy_scan_settings())
         .await?;
-    Ok(Arc::new(ExactLimit(provider)))
+    empty_partitions_as_null(table, Arc::new(ExactLimit(provider)))
+}
+
+/// The Delta protocol reads an empty partition value as NULL, for every type ("An empty
+/// string for any type translates to a null partition value"); Python's deltalake, Spark and
+/// Sail do, and tidemark writes `""` for an empty string. delta-rs reads it as `''`. For a
+/// table with such a value in a STRING partition column, its provider is wrapped: those
+/// columns come out through `NULLIF(col, '')`, and filters on them are applied above the
+/// scan (the scan's partition pruning would take `''` for a value). Other tables, the common
+/// case, keep their provider as it is.
+pub fn empty_partitions_as_null(
+    table: &DeltaTable,
+    provider: Arc<dyn TableProvider>,
+) -> Result<Arc<dyn TableProvider>> {
+    let snapshot = table.snapshot()?;
+    let schema = provider.schema();
+    let string_partitions: Vec<&String> = snapshot
+        .metadata()
+        .partition_columns()
+        .iter()
+        .filter(|c| {
+            schema
+                .field_with_name(c)
+                .is_ok_and(|f| match f.data_type() {
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+                    DataType::Dictionary(_, v) => v.is_string(),
+                    _ => false,
+                })
+        })
+        .collect();
+    if string_partitions.is_empty() {
+        return Ok(provider);
+    }
+    let mut empty: Vec<String> = vec![];
+    for file in snapshot.log_data().iter() {
+        for (k, v) in file.partition_values_map() {
+            if v.as_deref() == Some("") && string_partitions.contains(&&k) && !empty.contains(&k) {
+                empty.push(k);
+            }
+        }
+        if empty.len() == string_partitions.len() {
+            break;
+        }
+    }
+    if empty.is_empty() {
+        return Ok(provider);
+    }
+    Ok(Arc::new(EmptyAsNull {
+        inner: provider,
+        columns: empty,
+    }))
+}
+
+/// A provider whose `columns` read `''` as NULL (see `empty_partitions_as_null`).
+#[derive(Debug)]
+struct EmptyAsNull {
+    inner: Arc<dyn TableProvider>,
+    columns: Vec<String>,
+}
+
+impl EmptyAsNull {
+    fn touches(&self, e: &datafusion::logical_expr::Expr) -> bool {
+        e.column_refs()
+            .iter()
+            .any(|c| self.columns.contains(&c.name))
+    }
+}
+
+#[async_trait::async_trait]
+impl TableProvider for EmptyAsNull {
+    fn schema(&self) -> datafusion::arrow::datatypes::SchemaRef {
+        self.inner.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        self.inner.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[datafusion::logical_expr::Expr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        use datafusion::logical_expr::{col, lit, when};
+        let filters: Vec<_> = filters
+            .iter()
+            .filter(|f| !self.touches(f))
+            .cloned()
+            .collect();
+        let plan = self.inner.scan(state, projection, &filters, limit).await?;
+        let out = plan.schema();
+        let df_schema = datafusion::common::DFSchema::try_from(out.as_ref().clone())?;
+        let mut exprs = vec![];
+        for f in out.fields() {
+            let c = col(datafusion::common::Column::from_name(f.name()));
+            let e = if self.columns.contains(f.name()) {
+                let null = datafusion::common::ScalarValue::try_from(f.data_type())?;
+                when(c.clone().eq(lit("")), lit(null)).otherwise(c)?
+            } else {
+                c
+            };
+            exprs.push((state.create_physical_expr(e, &df_schema)?, f.name().clone()));
+        }
+        Ok(Arc::new(
+            datafusion::physical_plan::projection::ProjectionExec::try_new(exprs, plan)?,
+        ))
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&datafusion::logical_expr::Expr],
+    ) -> datafusion::error::Result<Vec<datafusion::logical_expr::TableProviderFilterPushDown>> {
+        use datafusion::logical_expr::TableProviderFilterPushDown as P;
+        let theirs: Vec<&datafusion::logical_expr::Expr> = filters
+            .iter()
+            .filter(|f| !self.touches(f))
+            .copied()
+            .collect();
+        let mut answers = self.inner.supports_filters_pushdown(&theirs)?.into_iter();
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if self.touches(f) {
+                    P::Unsupported
+                } else {
+                    answers.next().unwrap_or(P::Unsupported)
+                }
+            })
+            .collect())
+    }
+
+    fn statistics(&self) -> Option<datafusion::common::Statistics> {
+        None
+    }
 }
 
 /// The settings delta-rs takes a copy's scan configuration from (see `copy_source_provider`).

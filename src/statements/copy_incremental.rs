@@ -1241,6 +1241,7 @@ async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Resu
         .with_file_paths(paths.iter().map(|p| url_path(p)))
         .with_session(crate::catalog::copy_scan_settings())
         .await?;
+    let provider = crate::catalog::empty_partitions_as_null(t, provider)?;
     Ok(session.ctx.read_table(provider)?)
 }
 

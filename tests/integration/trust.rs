@@ -411,3 +411,40 @@ fn wide_decimals_get_no_inexact_statistics_and_others_read_the_table() {
     );
     assert!(!wh.join("main/default/d2").exists());
 }
+
+#[test]
+fn empty_partition_values_are_null_for_tidemark_its_copies_and_python() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, p STRING) PARTITIONED BY (p)",
+            "INSERT INTO s VALUES (1, 'x'), (2, ''), (3, NULL)",
+            "COPY INCREMENTAL s INTO t WATERMARK id",
+            "COPY INCREMENTAL s INTO u WATERMARK id SINCE 1",
+        ],
+    );
+    for t in ["s", "t", "u"] {
+        assert_eq!(
+            ok(
+                &wh,
+                &format!("SELECT id FROM {t} WHERE p IS NULL ORDER BY id")
+            ),
+            "id\n2\n3\n",
+            "{t}"
+        );
+    }
+    let py = run_py(&format!(
+        r#"
+from deltalake import DeltaTable
+for t in ["s", "t"]:
+    rows = DeltaTable({wh:?} + "/main/default/" + t).to_pyarrow_table().sort_by("id").to_pylist()
+    print(t, [(r["id"], r["p"]) for r in rows])
+"#,
+        wh = wh.display().to_string()
+    ));
+    assert_eq!(
+        py,
+        "s [(1, 'x'), (2, None), (3, None)]\nt [(1, 'x'), (2, None), (3, None)]\n"
+    );
+}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite, set-up included: Python's deltalake (for the interop tests, installed
-# into .peers/ from PyPI), then every Rust test with fail points compiled in.
+# The whole test suite, set-up included: the Python readers the interop tests compare with
+# (deltalake, polars, DuckDB; installed into .peers/ from PyPI), then every Rust test with
+# fail points compiled in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! .peers/bin/python -c 'import deltalake, pyarrow' 2>/dev/null; then
+if ! .peers/bin/python -c 'import deltalake, pyarrow, polars, duckdb' 2>/dev/null; then
   python3 -m venv .peers
-  .peers/bin/pip install --quiet --disable-pip-version-check deltalake pyarrow
+  .peers/bin/pip install --quiet --disable-pip-version-check deltalake pyarrow polars duckdb
 fi
 export TIDEMARK_PYTHON="$PWD/.peers/bin/python"
 cargo test --features failpoints "$@"

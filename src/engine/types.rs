@@ -251,3 +251,102 @@ pub fn exact_stats_property(
     }
     Some(("delta.dataSkippingStatsColumns".into(), kept.join(",")))
 }
+
+/// The STRING partition columns of a table. Rows written into one of them store an empty
+/// string as NULL, as Spark does: the protocol reads an empty partition value as NULL, and a
+/// reader that does not (polars) would otherwise see `''` where others see NULL.
+pub fn string_partition_columns(table: &deltalake::DeltaTable) -> Result<Vec<String>> {
+    let snapshot = table.snapshot()?;
+    let schema = snapshot.snapshot().arrow_schema();
+    Ok(snapshot
+        .metadata()
+        .partition_columns()
+        .iter()
+        .filter(|c| {
+            schema
+                .field_with_name(c)
+                .is_ok_and(|f| is_string(f.data_type()))
+        })
+        .cloned()
+        .collect())
+}
+
+fn is_string(t: &DataType) -> bool {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => is_string(v),
+        _ => false,
+    }
+}
+
+/// `column` with its empty strings as NULL (see `string_partition_columns`).
+pub fn empty_string_as_null(
+    column: &datafusion::arrow::array::ArrayRef,
+) -> Result<datafusion::arrow::array::ArrayRef> {
+    use datafusion::arrow::array::{Array, BooleanArray, StringArray};
+    use datafusion::arrow::compute::{cast, nullif};
+    if !is_string(column.data_type()) {
+        return Ok(column.clone());
+    }
+    let text = cast(column, &DataType::Utf8)?;
+    let text = text
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| Error::Other("a string column did not cast to text".into()))?;
+    if !text.iter().any(|v| v == Some("")) {
+        return Ok(column.clone());
+    }
+    let empty: BooleanArray = text.iter().map(|v| Some(v == Some(""))).collect();
+    Ok(cast(&nullif(text, &empty)?, column.data_type())?)
+}
+
+/// Rows with their `columns` passed through `empty_string_as_null`.
+pub fn empty_strings_as_null_in(
+    batch: &datafusion::arrow::array::RecordBatch,
+    columns: &[String],
+) -> Result<datafusion::arrow::array::RecordBatch> {
+    if columns.is_empty() {
+        return Ok(batch.clone());
+    }
+    let schema = batch.schema();
+    let arrays = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(f, a)| {
+            if columns.iter().any(|c| c == f.name()) {
+                empty_string_as_null(a)
+            } else {
+                Ok(a.clone())
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(datafusion::arrow::array::RecordBatch::try_new(
+        schema, arrays,
+    )?)
+}
+
+/// A DataFrame with its `columns` as `NULLIF(col, '')` (see `string_partition_columns`).
+pub fn empty_strings_as_null_df(
+    df: datafusion::dataframe::DataFrame,
+    columns: &[String],
+) -> Result<datafusion::dataframe::DataFrame> {
+    use datafusion::prelude::{col, lit, nullif};
+    if columns.is_empty() {
+        return Ok(df);
+    }
+    let exprs: Vec<_> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let c = col(datafusion::common::Column::from_name(f.name()));
+            if columns.iter().any(|p| p.eq_ignore_ascii_case(f.name())) {
+                nullif(c, lit("")).alias(f.name())
+            } else {
+                c
+            }
+        })
+        .collect();
+    Ok(df.select(exprs)?)
+}

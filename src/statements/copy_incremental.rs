@@ -878,6 +878,15 @@ async fn copy_once(
                 create_target(session, &target_name, fields).await?
             }
         };
+        // Empty strings in the target's STRING partition columns are stored as NULL (see
+        // `types::string_partition_columns`).
+        let string_partitions = crate::engine::types::string_partition_columns(&target)?;
+        let empty_as_null =
+            |df: DataFrame| crate::engine::types::empty_strings_as_null_df(df, &string_partitions);
+        let window_batches = window_batches
+            .iter()
+            .map(|b| crate::engine::types::empty_strings_as_null_in(b, &string_partitions))
+            .collect::<Result<Vec<_>>>()?;
         // How decoded rows are read and encoded (samples a source file: only when decoding).
         let decode_settings = || {
             source.table.as_ref().map(|st| {
@@ -905,7 +914,7 @@ async fn copy_once(
             .await?
         } else if merge_keys.is_empty() && !new_columns && plain_appends(&target)? {
             let settings = decode_settings();
-            let rows = Some(storable(copy_df.clone())?);
+            let rows = Some(empty_as_null(storable(copy_df.clone())?)?);
             let adds =
                 write_partitioned(&target, rows, &window_batches, settings, &progress).await?;
             commit_adds(&target, adds, props).await?
@@ -915,7 +924,7 @@ async fn copy_once(
                 let extra = session.ctx.read_batches(window_batches.clone())?;
                 input = input.union(extra)?;
             }
-            input = with_target_columns(session, input, &target).await?;
+            input = empty_as_null(with_target_columns(session, input, &target).await?)?;
             let settings = decode_settings();
             let state = match &settings {
                 Some(s) => Arc::new(
@@ -942,7 +951,8 @@ async fn copy_once(
             write.await?
         } else {
             let t = target.clone();
-            let input = latest_per_key(storable(copy_df.clone())?, &merge_keys, &wm)?;
+            let input =
+                latest_per_key(empty_as_null(storable(copy_df.clone())?)?, &merge_keys, &wm)?;
             if new_columns {
                 return Err(Error::Invalid(format!(
                     "source {source_name} has columns the target {target_name} lacks; MERGE ON copies need them added first (ALTER TABLE ... ADD COLUMNS)"

@@ -422,6 +422,19 @@ async fn create_table_as(
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
     let df = normalize_for_storage(df)?;
+    // Empty strings in STRING partition columns are stored as NULL (see
+    // `types::string_partition_columns`).
+    let string_partitions: Vec<String> = partition_columns
+        .iter()
+        .filter(|c| {
+            df.schema().fields().iter().any(|f| {
+                f.name().eq_ignore_ascii_case(c)
+                    && crate::engine::types::storage_type(f.data_type()).is_string()
+            })
+        })
+        .cloned()
+        .collect();
+    let df = crate::engine::types::empty_strings_as_null_df(df, &string_partitions)?;
     let mut configuration = configuration;
     let typed: Vec<(String, datafusion::arrow::datatypes::DataType)> = df
         .schema()

@@ -152,6 +152,7 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         columns
     };
     let mut out = Vec::with_capacity(rows.len());
+    let empty_as_null = crate::engine::types::string_partition_columns(&t)?;
     let mut default_cache: HashMap<String, datafusion::common::ScalarValue> = HashMap::new();
     for batch in &rows {
         let n = batch.num_rows();
@@ -169,6 +170,11 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
                     }
                     None => new_null_array(field.data_type(), n),
                 },
+            };
+            let array = if empty_as_null.contains(field.name()) {
+                crate::engine::types::empty_string_as_null(&array)?
+            } else {
+                array
             };
             if !field.is_nullable() && array.null_count() > 0 {
                 let first = (0..n).find(|&r| array.is_null(r)).unwrap_or(0);
@@ -396,6 +402,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             let schema = super::ddl::arrow_schema(&t)?;
             let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+            let empty_as_null = crate::engine::types::string_partition_columns(&t)?;
             let state = Arc::new(session.ctx.state());
             let mut builder = t
                 .update()
@@ -410,8 +417,16 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                     ))
                 })?;
                 let _b = session.bind(&mut a.value, &columns).await?;
-                let e = logical_expr(session, a.value, &df_schema)?;
-                builder = builder.with_update(col, cast(e, field.data_type().clone()));
+                let e = cast(
+                    logical_expr(session, a.value, &df_schema)?,
+                    field.data_type().clone(),
+                );
+                let e = if empty_as_null.contains(&col) {
+                    datafusion::prelude::nullif(e, datafusion::prelude::lit(""))
+                } else {
+                    e
+                };
+                builder = builder.with_update(col, e);
             }
             if let Some(mut w) = update.selection {
                 let _b = session.bind(&mut w, &columns).await?;
@@ -535,6 +550,19 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
             let target_schema = super::ddl::arrow_schema(&t)?;
             let target_cols = super::column_names(target_schema.fields());
             let defaults = insert_defaults(session, &t, &target_schema).await?;
+            let empty_as_null = crate::engine::types::string_partition_columns(&t)?;
+            let null_if_empty = |sets: Vec<(String, String)>| -> Vec<(String, String)> {
+                sets.into_iter()
+                    .map(|(c, e)| {
+                        if empty_as_null.contains(&c) {
+                            let wrapped = format!("nullif({e}, '')");
+                            (c, wrapped)
+                        } else {
+                            (c, e)
+                        }
+                    })
+                    .collect()
+            };
             let (source, _bound) = super::query::query_dataframe(session, source_query).await?;
             let source_cols = super::column_names(source.schema().fields());
             let mut scope = target_cols.clone();
@@ -552,12 +580,12 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 let pred = clause.predicate.map(|p| p.to_string());
                 builder = match (clause.clause_kind, clause.action) {
                     (MergeClauseKind::Matched, MergeAction::Update(u)) => {
-                        let sets = merge_assignments(
+                        let sets = null_if_empty(merge_assignments(
                             &u.assignments,
                             &target_cols,
                             &source_cols,
                             &source_alias,
-                        )?;
+                        )?);
                         builder.when_matched_update(|mut b| {
                             if let Some(p) = pred {
                                 b = b.predicate(p);
@@ -592,6 +620,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                                 sets.push((c.clone(), d.clone()));
                             }
                         }
+                        let sets = null_if_empty(sets);
                         builder.when_not_matched_insert(|mut b| {
                             if let Some(p) = pred {
                                 b = b.predicate(p);
@@ -603,12 +632,12 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                         })?
                     }
                     (MergeClauseKind::NotMatchedBySource, MergeAction::Update(u)) => {
-                        let sets = merge_assignments(
+                        let sets = null_if_empty(merge_assignments(
                             &u.assignments,
                             &target_cols,
                             &source_cols,
                             &source_alias,
-                        )?;
+                        )?);
                         builder.when_not_matched_by_source_update(|mut b| {
                             if let Some(p) = pred {
                                 b = b.predicate(p);

@@ -11,6 +11,7 @@ mod golden;
 mod hostile;
 mod interop;
 mod kill;
+mod readers;
 mod repl;
 mod slt;
 mod trust;

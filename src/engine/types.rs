@@ -314,7 +314,7 @@ pub fn empty_strings_as_null_in(
         .iter()
         .zip(batch.columns())
         .map(|(f, a)| {
-            if columns.iter().any(|c| c == f.name()) {
+            if columns.iter().any(|c| c.eq_ignore_ascii_case(f.name())) {
                 empty_string_as_null(a)
             } else {
                 Ok(a.clone())

@@ -681,7 +681,12 @@ async fn copy_once(
                     None => lit(ScalarValue::Null).alias(c),
                 })
                 .collect();
-            let sdf = storable(scan.clone().filter(in_window)?)?;
+            // The target stores an empty string in a STRING partition column as NULL: compare
+            // the source's window as the target holds it.
+            let sdf = crate::engine::types::empty_strings_as_null_df(
+                storable(scan.clone().filter(in_window)?)?,
+                &crate::engine::types::string_partition_columns(t)?,
+            )?;
             let tdf = tdf.select(proj)?;
             let tdf = tdf.select(
                 sdf.schema()

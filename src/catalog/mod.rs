@@ -426,7 +426,7 @@ pub async fn copy_source_provider(table: &DeltaTable) -> Result<Arc<dyn TablePro
 
 /// The Delta protocol reads an empty partition value as NULL, for every type ("An empty
 /// string for any type translates to a null partition value"); Python's deltalake, Spark and
-/// Sail do, and tidemark writes `""` for an empty string. delta-rs reads it as `''`. For a
+/// Sail do, and other writers log `""` (tidemark writes NULL). delta-rs reads it as `''`. For a
 /// table with such a value in a STRING partition column, its provider is wrapped: those
 /// columns come out through `NULLIF(col, '')`, and filters on them are applied above the
 /// scan (the scan's partition pruning would take `''` for a value). Other tables, the common
@@ -435,29 +435,14 @@ pub fn empty_partitions_as_null(
     table: &DeltaTable,
     provider: Arc<dyn TableProvider>,
 ) -> Result<Arc<dyn TableProvider>> {
-    let snapshot = table.snapshot()?;
-    let schema = provider.schema();
-    let string_partitions: Vec<&String> = snapshot
-        .metadata()
-        .partition_columns()
-        .iter()
-        .filter(|c| {
-            schema
-                .field_with_name(c)
-                .is_ok_and(|f| match f.data_type() {
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-                    DataType::Dictionary(_, v) => v.is_string(),
-                    _ => false,
-                })
-        })
-        .collect();
+    let string_partitions = string_partition_columns(table)?;
     if string_partitions.is_empty() {
         return Ok(provider);
     }
     let mut empty: Vec<String> = vec![];
-    for file in snapshot.log_data().iter() {
+    for file in table.snapshot()?.log_data().iter() {
         for (k, v) in file.partition_values_map() {
-            if v.as_deref() == Some("") && string_partitions.contains(&&k) && !empty.contains(&k) {
+            if v.as_deref() == Some("") && string_partitions.contains(&k) && !empty.contains(&k) {
                 empty.push(k);
             }
         }
@@ -472,6 +457,32 @@ pub fn empty_partitions_as_null(
         inner: provider,
         columns: empty,
     }))
+}
+
+/// The STRING partition columns of a table. Rows written into one of them store an empty
+/// string as NULL, as Spark does: the protocol reads an empty partition value as NULL, and a
+/// reader that does not (polars) would otherwise see `''` where others see NULL.
+pub fn string_partition_columns(table: &DeltaTable) -> Result<Vec<String>> {
+    fn is_string(t: &DataType) -> bool {
+        match t {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+            DataType::Dictionary(_, v) => is_string(v),
+            _ => false,
+        }
+    }
+    let snapshot = table.snapshot()?;
+    let schema = snapshot.snapshot().arrow_schema();
+    Ok(snapshot
+        .metadata()
+        .partition_columns()
+        .iter()
+        .filter(|c| {
+            schema
+                .field_with_name(c)
+                .is_ok_and(|f| is_string(f.data_type()))
+        })
+        .cloned()
+        .collect())
 }
 
 /// A provider whose `columns` read `''` as NULL (see `empty_partitions_as_null`).

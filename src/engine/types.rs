@@ -252,25 +252,6 @@ pub fn exact_stats_property(
     Some(("delta.dataSkippingStatsColumns".into(), kept.join(",")))
 }
 
-/// The STRING partition columns of a table. Rows written into one of them store an empty
-/// string as NULL, as Spark does: the protocol reads an empty partition value as NULL, and a
-/// reader that does not (polars) would otherwise see `''` where others see NULL.
-pub fn string_partition_columns(table: &deltalake::DeltaTable) -> Result<Vec<String>> {
-    let snapshot = table.snapshot()?;
-    let schema = snapshot.snapshot().arrow_schema();
-    Ok(snapshot
-        .metadata()
-        .partition_columns()
-        .iter()
-        .filter(|c| {
-            schema
-                .field_with_name(c)
-                .is_ok_and(|f| is_string(f.data_type()))
-        })
-        .cloned()
-        .collect())
-}
-
 fn is_string(t: &DataType) -> bool {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
@@ -279,7 +260,7 @@ fn is_string(t: &DataType) -> bool {
     }
 }
 
-/// `column` with its empty strings as NULL (see `string_partition_columns`).
+/// `column` with its empty strings as NULL (see `catalog::string_partition_columns`).
 pub fn empty_string_as_null(
     column: &datafusion::arrow::array::ArrayRef,
 ) -> Result<datafusion::arrow::array::ArrayRef> {
@@ -326,7 +307,7 @@ pub fn empty_strings_as_null_in(
     )?)
 }
 
-/// A DataFrame with its `columns` as `NULLIF(col, '')` (see `string_partition_columns`).
+/// A DataFrame with its `columns` as `NULLIF(col, '')` (see `catalog::string_partition_columns`).
 pub fn empty_strings_as_null_df(
     df: datafusion::dataframe::DataFrame,
     columns: &[String],

@@ -685,7 +685,7 @@ async fn copy_once(
             // the source's window as the target holds it.
             let sdf = crate::engine::types::empty_strings_as_null_df(
                 storable(scan.clone().filter(in_window)?)?,
-                &crate::engine::types::string_partition_columns(t)?,
+                &crate::catalog::string_partition_columns(t)?,
             )?;
             let tdf = tdf.select(proj)?;
             let tdf = tdf.select(
@@ -884,8 +884,8 @@ async fn copy_once(
             }
         };
         // Empty strings in the target's STRING partition columns are stored as NULL (see
-        // `types::string_partition_columns`).
-        let string_partitions = crate::engine::types::string_partition_columns(&target)?;
+        // `catalog::string_partition_columns`).
+        let string_partitions = crate::catalog::string_partition_columns(&target)?;
         let empty_as_null =
             |df: DataFrame| crate::engine::types::empty_strings_as_null_df(df, &string_partitions);
         let window_batches = window_batches

@@ -423,7 +423,7 @@ async fn create_table_as(
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
     let df = normalize_for_storage(df)?;
     // Empty strings in STRING partition columns are stored as NULL (see
-    // `types::string_partition_columns`).
+    // `catalog::string_partition_columns`).
     let string_partitions: Vec<String> = partition_columns
         .iter()
         .filter(|c| {

@@ -152,7 +152,7 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         columns
     };
     let mut out = Vec::with_capacity(rows.len());
-    let empty_as_null = crate::engine::types::string_partition_columns(&t)?;
+    let empty_as_null = crate::catalog::string_partition_columns(&t)?;
     let mut default_cache: HashMap<String, datafusion::common::ScalarValue> = HashMap::new();
     for batch in &rows {
         let n = batch.num_rows();
@@ -402,7 +402,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             let schema = super::ddl::arrow_schema(&t)?;
             let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
-            let empty_as_null = crate::engine::types::string_partition_columns(&t)?;
+            let empty_as_null = crate::catalog::string_partition_columns(&t)?;
             let state = Arc::new(session.ctx.state());
             let mut builder = t
                 .update()
@@ -550,7 +550,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
             let target_schema = super::ddl::arrow_schema(&t)?;
             let target_cols = super::column_names(target_schema.fields());
             let defaults = insert_defaults(session, &t, &target_schema).await?;
-            let empty_as_null = crate::engine::types::string_partition_columns(&t)?;
+            let empty_as_null = crate::catalog::string_partition_columns(&t)?;
             let null_if_empty = |sets: Vec<(String, String)>| -> Vec<(String, String)> {
                 sets.into_iter()
                     .map(|(c, e)| {

@@ -1250,7 +1250,11 @@ fn url_path(decoded: &str) -> String {
 }
 
 /// A DataFrame over some files of the pinned source snapshot.
-async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Result<DataFrame> {
+pub(crate) async fn files_df(
+    session: &Session,
+    t: &DeltaTable,
+    paths: Vec<String>,
+) -> Result<DataFrame> {
     let provider = t
         .table_provider()
         .with_file_paths(paths.iter().map(|p| url_path(p)))
@@ -1327,7 +1331,7 @@ async fn commit_files(
 
 /// Write a query's rows (and extra batches) as new files of `target`, one writer per partition
 /// of the plan so that decoding and encoding use every core. Returns the files, uncommitted.
-async fn write_partitioned(
+pub(crate) async fn write_partitioned(
     target: &DeltaTable,
     rows: Option<DataFrame>,
     extra: &[RecordBatch],

@@ -403,11 +403,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let empty_as_null = crate::catalog::string_partition_columns(&t)?;
-            let state = Arc::new(session.ctx.state());
-            let mut builder = t
-                .update()
-                .with_session_state(state)
-                .with_commit_properties(super::upkeep::commit_properties());
+            let mut sets = vec![];
             for mut a in update.assignments {
                 let col = assignment_column(&a)?;
                 let field = schema.field_with_name(&col).map_err(|_| {
@@ -426,11 +422,29 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                 } else {
                     e
                 };
+                sets.push((col, e));
+            }
+            let predicate = match update.selection {
+                Some(mut w) => {
+                    let _b = session.bind(&mut w, &columns).await?;
+                    Some(logical_expr(session, w, &df_schema)?)
+                }
+                None => None,
+            };
+            if super::rewrite::applies(&t)? {
+                let change = super::rewrite::Change::Update(sets);
+                let (_, n) = super::rewrite::rewrite(session, &t, predicate, change).await?;
+                return Ok(n as i64);
+            }
+            let mut builder = t
+                .update()
+                .with_session_state(Arc::new(session.ctx.state()))
+                .with_commit_properties(super::upkeep::commit_properties());
+            for (col, e) in sets {
                 builder = builder.with_update(col, e);
             }
-            if let Some(mut w) = update.selection {
-                let _b = session.bind(&mut w, &columns).await?;
-                builder = builder.with_predicate(logical_expr(session, w, &df_schema)?);
+            if let Some(p) = predicate {
+                builder = builder.with_predicate(p);
             }
             let (t, metrics) = builder.await.map_err(Error::from)?;
             super::upkeep::after_commit(&t).await;
@@ -464,13 +478,24 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
             let schema = super::ddl::arrow_schema(&t)?;
             let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+            let predicate = match selection {
+                Some(mut w) => {
+                    let _b = session.bind(&mut w, &columns).await?;
+                    Some(logical_expr(session, w, &df_schema)?)
+                }
+                None => None,
+            };
+            if super::rewrite::applies(&t)? {
+                let change = super::rewrite::Change::Delete;
+                let (_, n) = super::rewrite::rewrite(session, &t, predicate, change).await?;
+                return Ok(n as i64);
+            }
             let mut builder = t
                 .delete()
                 .with_session_state(Arc::new(session.ctx.state()))
                 .with_commit_properties(super::upkeep::commit_properties());
-            if let Some(mut w) = selection {
-                let _b = session.bind(&mut w, &columns).await?;
-                builder = builder.with_predicate(logical_expr(session, w, &df_schema)?);
+            if let Some(p) = predicate {
+                builder = builder.with_predicate(p);
             }
             let (t, metrics) = builder.await.map_err(Error::from)?;
             super::upkeep::after_commit(&t).await;
@@ -480,6 +505,20 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
     .await
     .map_err(|e| e.context(format!("cannot delete from {table}")))?;
     Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))
+}
+
+/// The session's state, reading strings as the `Utf8` arrays the table stores rather than as
+/// string views: delta-rs' MERGE writes the types its scan of the target yields into the new
+/// files' Arrow schema, and Python's `deltalake` cannot filter string views there.
+fn without_view_types(session: &Session) -> Arc<datafusion::execution::SessionState> {
+    let mut state = session.ctx.state();
+    state
+        .config_mut()
+        .options_mut()
+        .execution
+        .parquet
+        .schema_force_view_types = false;
+    Arc::new(state)
 }
 
 /// `MERGE INTO t USING s ON ... WHEN ...`.
@@ -573,7 +612,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 .merge(source, on.to_string())
                 .with_source_alias(source_alias.clone())
                 .with_target_alias(target_alias.clone())
-                .with_session_state(Arc::new(session.ctx.state()))
+                .with_session_state(without_view_types(session))
                 .with_commit_properties(super::upkeep::commit_properties());
             for mut clause in merge.clauses {
                 let _b = session.bind(&mut clause, &scope).await?;

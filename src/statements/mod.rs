@@ -11,6 +11,7 @@ pub mod group_commit;
 pub mod history;
 pub mod maintenance;
 pub mod query;
+pub mod rewrite;
 pub mod show;
 pub mod upkeep;
 pub mod variables;

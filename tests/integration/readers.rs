@@ -171,6 +171,9 @@ fn python_deltalake_polars_and_duckdb_read_every_table_tidemark_writes() {
         "ALTER TABLE constrained ADD CONSTRAINT positive CHECK (id > 0)".into(),
         "INSERT INTO constrained (id) VALUES (1), (2)".into(),
         "INSERT INTO constrained VALUES (3, 'x', 12345678901234.5678)".into(),
+        "UPDATE constrained SET v = 'upd' WHERE id = 2".into(),
+        "DELETE FROM constrained WHERE id = 1".into(),
+        "DELETE FROM parted WHERE p IS NULL AND id = 2".into(),
         "CREATE TABLE ctas AS SELECT id, name, ts, wide FROM plain WHERE id < 30".into(),
         "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark TIMESTAMP)".into(),
         "INSERT INTO ctl VALUES ('main.default.plain', 'main.default.job_target', 'ts', NULL)".into(),
@@ -263,21 +266,7 @@ fn python_deltalake_polars_and_duckdb_read_every_table_tidemark_writes() {
         crate::common::repo().join("target/readers-matrix.md"),
         &matrix,
     );
-    // Known and open (issue 13, item 15): files delta-rs' UPDATE writes embed an Arrow schema
-    // with `string_view` columns, and Python deltalake's filters on them fail (an error, not
-    // a wrong count). The day they pass, this list must go.
-    let known = |l: &str| {
-        l.contains("\tdeltalake\t")
-            && l.contains("no kernel matching input types (string, string_view)")
-    };
-    let bad: Vec<&str> = report
-        .lines()
-        .filter(|l| l.contains("MISMATCH") && !known(l))
-        .collect();
+    let bad: Vec<&str> = report.lines().filter(|l| l.contains("MISMATCH")).collect();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
-    assert!(
-        report.lines().any(known),
-        "Python deltalake now filters files UPDATE wrote: drop the known failure"
-    );
     assert!(report.lines().count() >= 3 * 20, "{report}");
 }

@@ -413,6 +413,47 @@ fn wide_decimals_get_no_inexact_statistics_and_others_read_the_table() {
 }
 
 #[test]
+fn update_and_delete_see_empty_partition_values_of_other_writers_as_null() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE o (id INT, v STRING, p STRING) PARTITIONED BY (p)",
+            "INSERT INTO o VALUES (1, 'a', 'x'), (2, 'b', NULL), (3, 'c', NULL), (4, 'd', NULL)",
+        ],
+    );
+    // As another writer (Spark, polars) logs it: an empty string, which the protocol reads
+    // as NULL.
+    let log = wh.join("main/default/o/_delta_log/00000000000000000001.json");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(r#""partitionValues":{"p":null}"#), "{text}");
+    std::fs::write(
+        &log,
+        text.replace(
+            r#""partitionValues":{"p":null}"#,
+            r#""partitionValues":{"p":""}"#,
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        ok(&wh, "UPDATE o SET v = 'u' WHERE p IS NULL AND id > 2"),
+        "num_affected_rows\n2\n"
+    );
+    assert_eq!(
+        ok(&wh, "DELETE FROM o WHERE p IS NULL AND id = 2"),
+        "num_affected_rows,num_deleted_rows\n1,1\n"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, v, p FROM o ORDER BY id"),
+        "id,v,p\n1,a,x\n3,u,\n4,u,\n"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT count(*) FROM o WHERE p IS NULL"),
+        "count(*)\n2\n"
+    );
+}
+
+#[test]
 fn empty_partition_values_are_null_for_tidemark_its_copies_and_python() {
     let (_d, wh) = warehouse();
     sql(

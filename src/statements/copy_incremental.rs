@@ -1338,7 +1338,6 @@ pub(crate) async fn write_partitioned(
     settings: Option<whole_file::DecodeSettings>,
     progress: &CopyProgress,
 ) -> Result<Vec<deltalake::kernel::Add>> {
-    use deltalake::writer::DeltaWriter;
     let writer = || -> Result<deltalake::writer::RecordBatchWriter> {
         let w = deltalake::writer::RecordBatchWriter::for_table(target)?;
         Ok(match &settings {
@@ -1346,6 +1345,19 @@ pub(crate) async fn write_partitioned(
             None => w,
         })
     };
+    let batch_rows = settings.as_ref().map(|s| s.batch_rows);
+    write_with(writer, rows, extra, batch_rows, progress).await
+}
+
+/// [`write_partitioned`] with the writers `writer` makes (all for the same schema).
+pub(crate) async fn write_with(
+    writer: impl Fn() -> Result<deltalake::writer::RecordBatchWriter>,
+    rows: Option<DataFrame>,
+    extra: &[RecordBatch],
+    batch_rows: Option<usize>,
+    progress: &CopyProgress,
+) -> Result<Vec<deltalake::kernel::Add>> {
+    use deltalake::writer::DeltaWriter;
     // Each batch as the target stores it: its columns by name (any case), in its types, NULL
     // for a target column the source lacks.
     let schema = writer()?.arrow_schema();
@@ -1372,8 +1384,8 @@ pub(crate) async fn write_partitioned(
     let streams = match rows {
         Some(df) => {
             let mut task = df.task_ctx();
-            if let Some(s) = &settings {
-                let config = task.session_config().clone().with_batch_size(s.batch_rows);
+            if let Some(n) = batch_rows {
+                let config = task.session_config().clone().with_batch_size(n);
                 task = task.with_session_config(config);
             }
             let plan = df.create_physical_plan().await?;

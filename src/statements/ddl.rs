@@ -632,16 +632,30 @@ pub async fn add_columns(
         fields.push(delta_field(&nullable, &meta)?);
     }
     let t = keep_new_columns_stats_exact(t, &typed_new).await?;
-    let t = t.add_columns().with_fields(fields).await?;
-    if !defaults.is_empty() && t.snapshot()?.log_data().num_files() > 0 {
-        let state = session.ctx.state();
-        let mut update = t.update().with_session_state(Arc::new(state.clone()));
-        for (col, default, dt) in defaults {
-            let expr = super::dml::default_expr(session, &default, &dt).await?;
-            update = update.with_update(col, expr);
-        }
-        update.await?;
+    if defaults.is_empty() || t.snapshot()?.log_data().num_files() == 0 {
+        t.add_columns().with_fields(fields).await?;
+        return Ok(Output::empty());
     }
+    // Existing rows get the DEFAULT in the same commit that adds the columns.
+    let mut values = vec![];
+    let mut arrow_fields = vec![];
+    for (col, _) in &typed_new {
+        let dt = typed_new
+            .iter()
+            .find(|(c, _)| c == col)
+            .map(|(_, d)| d.clone());
+        let dt = dt.unwrap_or(datafusion::arrow::datatypes::DataType::Null);
+        let value = match defaults.iter().find(|(c, _, _)| c == col) {
+            Some((_, default, dt)) => super::dml::default_expr(session, default, dt).await?,
+            None => datafusion::logical_expr::Expr::Literal(
+                datafusion::common::ScalarValue::try_from(&dt)?,
+                None,
+            ),
+        };
+        arrow_fields.push(Field::new(col, dt, true));
+        values.push((col.clone(), value));
+    }
+    super::rewrite::add_columns_with_values(session, &t, fields, arrow_fields, values).await?;
     Ok(Output::empty())
 }
 

@@ -9,6 +9,7 @@
 //! data feed keep delta-rs' own path, which handles those.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
@@ -242,4 +243,129 @@ fn decoded(path: &str) -> String {
     percent_encoding::percent_decode_str(path)
         .decode_utf8_lossy()
         .into_owned()
+}
+
+/// `ALTER TABLE t ADD COLUMN ... DEFAULT` on a table with rows, in one commit: the new schema,
+/// and every file rewritten with the new columns filled by `values` (expressions of the
+/// columns' types, by name). A reader never sees the columns without their values.
+pub async fn add_columns_with_values(
+    session: &Session,
+    t: &DeltaTable,
+    fields: Vec<deltalake::kernel::StructField>,
+    arrow_fields: Vec<datafusion::arrow::datatypes::Field>,
+    values: Vec<(String, DfExpr)>,
+) -> Result<DeltaTable> {
+    use deltalake::kernel::MetadataExt;
+    let snapshot = t.snapshot()?;
+    let schema = deltalake::kernel::StructType::try_new(
+        snapshot.schema().fields().cloned().chain(fields.clone()),
+    )
+    .map_err(|e| Error::Invalid(format!("the new schema: {e}")))?;
+    let metadata = (snapshot.metadata().clone().with_schema(&schema))
+        .map_err(|e| Error::Invalid(format!("the new schema: {e}")))?;
+    let partitions = metadata.partition_columns().to_vec();
+    let config = metadata.configuration().clone();
+    let mut arrow = super::ddl::arrow_schema(t)?.fields().to_vec();
+    arrow.extend(arrow_fields.into_iter().map(Arc::new));
+    let arrow = Arc::new(datafusion::arrow::datatypes::Schema::new(arrow));
+
+    let provider = crate::catalog::copy_source_provider(t).await?;
+    let rows = session.ctx.read_table(provider)?;
+    let mut exprs: Vec<DfExpr> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| col(Column::from_name(f.name())))
+        .collect();
+    exprs.extend(values.into_iter().map(|(name, e)| e.alias(name)));
+    let rows = rows.select(exprs)?;
+
+    let url = t.log_store().root_url().to_string();
+    let writer = || {
+        Ok(deltalake::writer::RecordBatchWriter::try_new(
+            &url,
+            arrow.clone(),
+            Some(partitions.clone()),
+            None,
+        )?)
+    };
+    let progress = CopyProgress::start(false, "", 0);
+    let adds =
+        super::copy_incremental::write_with(writer, Some(rows), &[], None, &progress).await?;
+    let indexed = stats_columns(&config, &schema, &partitions);
+    let mut actions: Vec<Action> = vec![Action::Metadata(metadata)];
+    let removes: Vec<Action> = snapshot
+        .log_data()
+        .iter()
+        .map(|f| Action::Remove(f.remove_action(true)))
+        .collect();
+    let metrics = serde_json::json!({
+        "num_added_files": adds.len(),
+        "num_removed_files": removes.len(),
+    });
+    for mut add in adds {
+        add.stats = add.stats.map(|s| only_stats_of(&s, &indexed));
+        actions.push(Action::Add(add));
+    }
+    actions.extend(removes);
+    let props = super::upkeep::commit_properties()
+        .with_metadata([("operationMetrics".to_string(), metrics)]);
+    let finalized = CommitBuilder::from(props)
+        .with_actions(actions)
+        .build(
+            Some(snapshot),
+            t.log_store(),
+            DeltaOperation::AddColumn { fields },
+        )
+        .await?;
+    let mut t = t.clone();
+    t.state = Some(finalized.snapshot());
+    super::upkeep::after_commit(&t).await;
+    Ok(t)
+}
+
+/// The columns whose statistics the table's settings ask writers for (the writer used for a
+/// new schema collects its own default set): `delta.dataSkippingStatsColumns`, or else the
+/// first `delta.dataSkippingNumIndexedCols` (32 unless set; -1 for all) non-partition columns.
+fn stats_columns(
+    config: &HashMap<String, String>,
+    schema: &deltalake::kernel::StructType,
+    partitions: &[String],
+) -> Vec<String> {
+    if let Some(list) = config.get("delta.dataSkippingStatsColumns") {
+        return list
+            .split(',')
+            .map(|c| {
+                let c = c.trim();
+                let top = c.split('.').next().unwrap_or(c);
+                top.trim_matches('`').to_string()
+            })
+            .collect();
+    }
+    let n = config
+        .get("delta.dataSkippingNumIndexedCols")
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(32);
+    let columns = schema
+        .fields()
+        .map(|f| f.name().clone())
+        .filter(|c| !partitions.contains(c));
+    if n < 0 {
+        columns.collect()
+    } else {
+        columns.take(n as usize).collect()
+    }
+}
+
+/// A file's statistics (JSON) keeping the per-column values of `columns` only.
+fn only_stats_of(stats: &str, columns: &[String]) -> String {
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(stats) else {
+        return stats.to_string();
+    };
+    for key in ["minValues", "maxValues", "nullCount"] {
+        if let Some(serde_json::Value::Object(m)) = v.get_mut(key) {
+            m.retain(|c, _| columns.contains(c));
+        }
+    }
+    v.to_string()
 }

@@ -413,6 +413,43 @@ fn wide_decimals_get_no_inexact_statistics_and_others_read_the_table() {
 }
 
 #[test]
+fn add_column_with_a_default_is_one_commit_that_fills_existing_rows() {
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE a (id INT, p STRING, w DECIMAL(38,2)) PARTITIONED BY (p)",
+            "INSERT INTO a VALUES (1, 'x', 1.50), (2, NULL, 2.50)",
+            "ALTER TABLE a ADD COLUMNS (n INT DEFAULT 7, s STRING DEFAULT 'd', z DOUBLE)",
+        ],
+    );
+    let log = wh.join("main/default/a/_delta_log");
+    assert!(log.join("00000000000000000002.json").exists());
+    assert!(!log.join("00000000000000000003.json").exists());
+    assert_eq!(
+        ok(&wh, "SELECT id, n, s, z FROM a ORDER BY id"),
+        "id,n,s,z\n1,7,d,\n2,7,d,\n"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT * FROM a VERSION AS OF 1 ORDER BY id"),
+        "id,p,w\n1,x,1.50\n2,,2.50\n"
+    );
+    // Another reader at the new version sees the values, and the wide decimal still has no
+    // (float-rounded) statistics in the rewritten files.
+    let py = run_py(&format!(
+        r#"
+from deltalake import DeltaTable
+t = DeltaTable({wh:?} + "/main/default/a", version=2)
+print([(r["id"], r["n"], r["s"]) for r in t.to_pyarrow_table().sort_by("id").to_pylist()])
+import json
+print(sorted({{k for a in __import__("pyarrow").table(t.get_add_actions(flatten=True)).to_pylist() for k, v in a.items() if k.startswith("min.") and v is not None}}))
+"#,
+        wh = wh.display().to_string()
+    ));
+    assert_eq!(py, "[(1, 7, 'd'), (2, 7, 'd')]\n['min.id']\n");
+}
+
+#[test]
 fn update_and_delete_see_empty_partition_values_of_other_writers_as_null() {
     let (_d, wh) = warehouse();
     sql(

@@ -410,7 +410,7 @@ fn list_dirs(dir: &Path) -> Vec<String> {
 /// Open a table and build its DataFusion provider.
 pub async fn provider_for(table: &DeltaTable) -> Result<Arc<dyn TableProvider>> {
     let provider: Arc<dyn TableProvider> = Arc::new(ExactLimit(table.table_provider().await?));
-    empty_partitions_as_null(table, provider)
+    exact_reads(table, provider)
 }
 
 /// The provider a copy reads its source through: strings come out as the `Utf8` arrays the
@@ -421,42 +421,81 @@ pub async fn copy_source_provider(table: &DeltaTable) -> Result<Arc<dyn TablePro
         .table_provider()
         .with_session(copy_scan_settings())
         .await?;
-    empty_partitions_as_null(table, Arc::new(ExactLimit(provider)))
+    exact_reads(table, Arc::new(ExactLimit(provider)))
 }
 
-/// The Delta protocol reads an empty partition value as NULL, for every type ("An empty
-/// string for any type translates to a null partition value"); Python's deltalake, Spark and
-/// Sail do, and other writers log `""` (tidemark writes NULL). delta-rs reads it as `''`. For a
-/// table with such a value in a STRING partition column, its provider is wrapped: those
-/// columns come out through `NULLIF(col, '')`, and filters on them are applied above the
-/// scan (the scan's partition pruning would take `''` for a value). Other tables, the common
-/// case, keep their provider as it is.
-pub fn empty_partitions_as_null(
+/// The provider every read of `table` goes through, wrapped where delta-rs' own reading
+/// would give a wrong answer; other tables, the common case, keep their provider as it is.
+///
+/// - Empty partition values. The Delta protocol reads an empty partition value as NULL, for
+///   every type ("An empty string for any type translates to a null partition value");
+///   Python's deltalake, Spark and Sail do, and other writers log `""` (tidemark writes
+///   NULL). delta-rs reads it as `''`. Such STRING partition columns come out through
+///   `NULLIF(col, '')`, and filters on them are applied above the scan (its partition pruning
+///   would take `''` for a value).
+/// - Decimal statistics. delta-rs-based writers (Python's deltalake, polars) log DECIMAL
+///   statistics through float64: `9007199254740993.00` as `9007199254740994.0`, so file
+///   skipping on a DECIMAL wider than 15 digits can drop the file holding the row. Filters on
+///   such columns are applied above the scan, unless the table's
+///   `delta.dataSkippingStatsColumns` leaves them out (as tables tidemark creates do).
+pub fn exact_reads(
     table: &DeltaTable,
     provider: Arc<dyn TableProvider>,
 ) -> Result<Arc<dyn TableProvider>> {
-    let string_partitions = string_partition_columns(table)?;
-    if string_partitions.is_empty() {
-        return Ok(provider);
-    }
     let mut empty: Vec<String> = vec![];
-    for file in table.snapshot()?.log_data().iter() {
-        for (k, v) in file.partition_values_map() {
-            if v.as_deref() == Some("") && string_partitions.contains(&k) && !empty.contains(&k) {
-                empty.push(k);
+    let string_partitions = string_partition_columns(table)?;
+    if !string_partitions.is_empty() {
+        for file in table.snapshot()?.log_data().iter() {
+            for (k, v) in file.partition_values_map() {
+                if v.as_deref() == Some("") && string_partitions.contains(&k) && !empty.contains(&k)
+                {
+                    empty.push(k);
+                }
+            }
+            if empty.len() == string_partitions.len() {
+                break;
             }
         }
-        if empty.len() == string_partitions.len() {
-            break;
-        }
     }
-    if empty.is_empty() {
+    let mut above = empty.clone();
+    above.extend(inexact_stats_columns(table)?);
+    if above.is_empty() {
         return Ok(provider);
     }
-    Ok(Arc::new(EmptyAsNull {
+    Ok(Arc::new(ExactReads {
         inner: provider,
-        columns: empty,
+        empty,
+        above,
     }))
+}
+
+/// The DECIMAL columns wider than 15 digits whose file statistics may have been written
+/// through float64 (see [`exact_reads`]): all of them, unless the table's
+/// `delta.dataSkippingStatsColumns` leaves them out.
+pub fn inexact_stats_columns(table: &DeltaTable) -> Result<Vec<String>> {
+    let snapshot = table.snapshot()?;
+    let listed: Option<Vec<String>> = snapshot
+        .metadata()
+        .configuration()
+        .get("delta.dataSkippingStatsColumns")
+        .map(|v| {
+            v.split(',')
+                .map(|c| c.trim().trim_matches('`').to_lowercase())
+                .collect()
+        });
+    let schema = snapshot.snapshot().arrow_schema();
+    Ok(schema
+        .fields()
+        .iter()
+        .filter(|f| {
+            crate::engine::types::has_wide_decimal(f.data_type())
+                && listed.as_ref().is_none_or(|l| {
+                    l.iter()
+                        .any(|c| c.split('.').next() == Some(&f.name().to_lowercase()))
+                })
+        })
+        .map(|f| f.name().clone())
+        .collect())
 }
 
 /// The STRING partition columns of a table. Rows written into one of them store an empty
@@ -485,23 +524,37 @@ pub fn string_partition_columns(table: &DeltaTable) -> Result<Vec<String>> {
         .collect())
 }
 
-/// A provider whose `columns` read `''` as NULL (see `empty_partitions_as_null`).
-#[derive(Debug)]
-struct EmptyAsNull {
-    inner: Arc<dyn TableProvider>,
-    columns: Vec<String>,
+/// A file's statistics (Delta's JSON) with the per-column values kept only for the columns
+/// `keep` accepts; statistics that do not parse are returned as they are.
+pub fn filter_column_stats(stats: &str, keep: impl Fn(&str) -> bool) -> String {
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(stats) else {
+        return stats.to_string();
+    };
+    for key in ["minValues", "maxValues", "nullCount"] {
+        if let Some(serde_json::Value::Object(m)) = v.get_mut(key) {
+            m.retain(|c, _| keep(c));
+        }
+    }
+    v.to_string()
 }
 
-impl EmptyAsNull {
+/// A provider whose `empty` columns read `''` as NULL and whose filters on `above` columns
+/// are applied above the scan (see [`exact_reads`]).
+#[derive(Debug)]
+struct ExactReads {
+    inner: Arc<dyn TableProvider>,
+    empty: Vec<String>,
+    above: Vec<String>,
+}
+
+impl ExactReads {
     fn touches(&self, e: &datafusion::logical_expr::Expr) -> bool {
-        e.column_refs()
-            .iter()
-            .any(|c| self.columns.contains(&c.name))
+        e.column_refs().iter().any(|c| self.above.contains(&c.name))
     }
 }
 
 #[async_trait::async_trait]
-impl TableProvider for EmptyAsNull {
+impl TableProvider for ExactReads {
     fn schema(&self) -> datafusion::arrow::datatypes::SchemaRef {
         self.inner.schema()
     }
@@ -529,7 +582,7 @@ impl TableProvider for EmptyAsNull {
         let mut exprs = vec![];
         for f in out.fields() {
             let c = col(datafusion::common::Column::from_name(f.name()));
-            let e = if self.columns.contains(f.name()) {
+            let e = if self.empty.contains(f.name()) {
                 let null = datafusion::common::ScalarValue::try_from(f.data_type())?;
                 when(c.clone().eq(lit("")), lit(null)).otherwise(c)?
             } else {

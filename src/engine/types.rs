@@ -204,6 +204,20 @@ fn sql_type_of(t: &DataType) -> sql::DataType {
     }
 }
 
+/// Whether a column of this type is, or holds, a DECIMAL wider than 15 digits: more than a
+/// float64 keeps exactly.
+pub fn has_wide_decimal(t: &DataType) -> bool {
+    match t {
+        DataType::Decimal128(p, _) | DataType::Decimal256(p, _) => *p > 15,
+        DataType::Struct(_)
+        | DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::Map(_, _)
+        | DataType::FixedSizeList(_, _) => format!("{t:?}").contains("Decimal"),
+        _ => false,
+    }
+}
+
 /// The table property that keeps Delta statistics exact: delta-rs writes DECIMAL statistics
 /// through a double, which holds 15 significant digits, so `9007199254740993.00` was logged as
 /// `...994.0` and file skipping then dropped the file holding it. Tables with wider decimals
@@ -215,16 +229,7 @@ pub fn exact_stats_property(
     fields: &[(String, DataType)],
     partition_columns: &[String],
 ) -> Option<(String, String)> {
-    let wide = |t: &DataType| match t {
-        DataType::Decimal128(p, _) | DataType::Decimal256(p, _) => *p > 15,
-        DataType::Struct(_)
-        | DataType::List(_)
-        | DataType::LargeList(_)
-        | DataType::Map(_, _)
-        | DataType::FixedSizeList(_, _) => format!("{t:?}").contains("Decimal"),
-        _ => false,
-    };
-    if !fields.iter().any(|(_, t)| wide(t)) {
+    if !fields.iter().any(|(_, t)| has_wide_decimal(t)) {
         return None;
     }
     let skippable = |t: &DataType| {
@@ -243,7 +248,7 @@ pub fn exact_stats_property(
     };
     let kept: Vec<String> = fields
         .iter()
-        .filter(|(n, t)| !wide(t) && skippable(t) && !partition_columns.contains(n))
+        .filter(|(n, t)| !has_wide_decimal(t) && skippable(t) && !partition_columns.contains(n))
         .map(|(n, _)| format!("`{}`", n.replace('`', "``")))
         .collect();
     if kept.is_empty() {

@@ -1260,7 +1260,7 @@ pub(crate) async fn files_df(
         .with_file_paths(paths.iter().map(|p| url_path(p)))
         .with_session(crate::catalog::copy_scan_settings())
         .await?;
-    let provider = crate::catalog::empty_partitions_as_null(t, provider)?;
+    let provider = crate::catalog::exact_reads(t, provider)?;
     Ok(session.ctx.read_table(provider)?)
 }
 
@@ -1285,6 +1285,7 @@ async fn fast_commit(
         &target_dir,
         &plan.whole,
         session.settings.hard_links,
+        &crate::catalog::inexact_stats_columns(source)?,
     )?;
     let result = commit_files(
         session,

@@ -157,7 +157,7 @@ async fn matching_files(
         .with_file_column(FILE_COLUMN)
         .with_session(crate::catalog::copy_scan_settings())
         .await?;
-    let provider = crate::catalog::empty_partitions_as_null(t, provider)?;
+    let provider = crate::catalog::exact_reads(t, provider)?;
     let mut df = session.ctx.read_table(provider)?;
     if let Some(p) = predicate {
         df = df.filter(p.clone())?;
@@ -304,7 +304,8 @@ pub async fn add_columns_with_values(
         "num_removed_files": removes.len(),
     });
     for mut add in adds {
-        add.stats = add.stats.map(|s| only_stats_of(&s, &indexed));
+        add.stats = (add.stats)
+            .map(|s| crate::catalog::filter_column_stats(&s, |c| indexed.iter().any(|i| i == c)));
         actions.push(Action::Add(add));
     }
     actions.extend(removes);
@@ -355,17 +356,4 @@ fn stats_columns(
     } else {
         columns.take(n as usize).collect()
     }
-}
-
-/// A file's statistics (JSON) keeping the per-column values of `columns` only.
-fn only_stats_of(stats: &str, columns: &[String]) -> String {
-    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(stats) else {
-        return stats.to_string();
-    };
-    for key in ["minValues", "maxValues", "nullCount"] {
-        if let Some(serde_json::Value::Object(m)) = v.get_mut(key) {
-            m.retain(|c, _| columns.contains(c));
-        }
-    }
-    v.to_string()
 }

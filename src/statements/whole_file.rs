@@ -570,6 +570,7 @@ pub fn link_files(
     target_root: &Path,
     files: &[SourceFile],
     hard_links: bool,
+    inexact_stats: &[String],
 ) -> Result<Vec<Add>> {
     let now = chrono::Utc::now().timestamp_millis();
     let batch = uuid::Uuid::new_v4().simple().to_string();
@@ -593,7 +594,15 @@ pub fn link_files(
             size: f.add.size,
             modification_time: now,
             data_change: true,
-            stats: f.add.stats.clone(),
+            // Statistics that may have been rounded through float64 are not carried on.
+            stats: match &f.add.stats {
+                Some(s) if !inexact_stats.is_empty() => {
+                    Some(crate::catalog::filter_column_stats(s, |c| {
+                        !inexact_stats.iter().any(|i| i == c)
+                    }))
+                }
+                other => other.clone(),
+            },
             tags: None,
             deletion_vector: None,
             base_row_id: None,

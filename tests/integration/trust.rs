@@ -355,6 +355,64 @@ fn sources_whose_file_names_need_percent_encoding_copy_whole_and_decoded() {
 }
 
 #[test]
+fn rounded_decimal_statistics_of_other_writers_never_skip_a_row() {
+    let (_d, wh) = warehouse();
+    ok(&wh, "SELECT 1");
+    // Python deltalake logs DECIMAL statistics through float64: 9007199254740999.00 becomes
+    // 9007199254740998.0, below the value the file holds.
+    let src = wh.join("main/default/src");
+    let log = run_py(&format!(
+        r#"
+import pyarrow as pa, glob
+from decimal import Decimal
+from deltalake import write_deltalake
+t = pa.decimal128(18, 2)
+for v in ["9007199254740999.00", "1.00"]:
+    write_deltalake({src:?}, pa.table({{"id": pa.array([1 if v != "1.00" else 2]), "amt": pa.array([Decimal(v)], t)}}), mode="append")
+print(open(sorted(glob.glob({src:?} + "/_delta_log/*.json"))[0]).read())
+"#,
+        src = src.display().to_string()
+    ));
+    assert!(log.contains("9007199254740998"), "{log}");
+    assert_eq!(
+        ok(&wh, "SELECT id FROM src WHERE amt = 9007199254740999.00"),
+        "id\n1\n"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id FROM src WHERE amt > 9007199254740998.00"),
+        "id\n1\n"
+    );
+    // A copy SINCE just below the row's value copies it (the statistics say the file ends
+    // at the mark); a copy by another watermark links the files without those statistics.
+    assert_eq!(
+        ok(
+            &wh,
+            "COPY INCREMENTAL src INTO t WATERMARK amt SINCE 9007199254740998.00"
+        )
+        .lines()
+        .nth(1)
+        .map(|l| l.split(',').nth(5).map(str::to_string)),
+        Some(Some("1".to_string()))
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, amt FROM t"),
+        "id,amt\n1,9007199254740999.00\n"
+    );
+    ok(&wh, "COPY INCREMENTAL src INTO w WATERMARK id");
+    let linked =
+        std::fs::read_to_string(wh.join("main/default/w/_delta_log/00000000000000000001.json"))
+            .unwrap();
+    assert!(
+        linked.contains("tm-") && !linked.contains("9007199254740998"),
+        "{linked}"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id FROM w WHERE amt = 9007199254740999.00"),
+        "id\n1\n"
+    );
+}
+
+#[test]
 fn wide_decimals_get_no_inexact_statistics_and_others_read_the_table() {
     let (_d, wh) = warehouse();
     sql(

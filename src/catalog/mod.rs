@@ -199,6 +199,33 @@ impl Warehouse {
         &self.root
     }
 
+    /// Whether tidemark may write in `dir` (the warehouse root when None), asked of the
+    /// operating system itself: a probe file created and removed at once. Permissions, a
+    /// read-only mount or an immutable directory are then one clear error, found before a
+    /// statement writes anything (delta-rs' Parquet writer panics on them mid-write). A
+    /// directory that does not exist yet passes: creating it reports its own error.
+    pub fn check_writable(&self, dir: Option<&Path>) -> Result<()> {
+        let dir = dir.unwrap_or(&self.root);
+        let probe = dir.join(format!(".tidemark-probe-{}", uuid::Uuid::new_v4().simple()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+        {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::Invalid(format!(
+                "cannot write in {}: {e}; nothing was changed (the warehouse or table is \
+                 read-only for this user: run tidemark as a user who may write there, or use \
+                 a writable warehouse)",
+                dir.display()
+            ))),
+        }
+    }
+
     /// Directory of a catalog.
     pub fn catalog_path(&self, catalog: &str) -> Result<PathBuf> {
         check_part("catalog", catalog)?;

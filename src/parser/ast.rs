@@ -90,6 +90,44 @@ pub enum Statement {
     ForEach(Box<ForEach>),
 }
 
+impl Statement {
+    /// Whether the statement writes to the warehouse (creates, changes or drops tables,
+    /// schemas or catalogs; a DRY RUN does not). A FOR EACH is not: its body's statements answer for themselves.
+    pub fn writes_tables(&self) -> bool {
+        use datafusion::sql::sqlparser::ast::Statement as Sql;
+        match self {
+            Statement::Sql(s) => matches!(
+                s.as_ref(),
+                Sql::Insert(_)
+                    | Sql::Update(_)
+                    | Sql::Delete(_)
+                    | Sql::Merge(_)
+                    | Sql::CreateTable(_)
+                    | Sql::CreateSchema { .. }
+                    | Sql::Drop { .. }
+            ),
+            Statement::CreateCatalog { .. }
+            | Statement::DropCatalog { .. }
+            | Statement::AddColumns { .. }
+            | Statement::AddConstraint { .. }
+            | Statement::DropConstraint { .. }
+            | Statement::SetProperties { .. }
+            | Statement::Optimize { .. } => true,
+            Statement::Vacuum { dry_run, .. } => !dry_run,
+            Statement::CopyIncremental(c) => !c.dry_run,
+            Statement::CopyUsingControl(c) => !c.dry_run,
+            Statement::Use { .. }
+            | Statement::Show { .. }
+            | Statement::Describe { .. }
+            | Statement::Declare { .. }
+            | Statement::SetVariables { .. }
+            | Statement::SetVariablesFromQuery { .. }
+            | Statement::DropVariable { .. }
+            | Statement::ForEach(_) => false,
+        }
+    }
+}
+
 /// What `USE` switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UseKind {

@@ -36,6 +36,11 @@ async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTabl
     if table.catalog == SAMPLES {
         return Err(read_only(table));
     }
+    let dir = session.warehouse.table_path(table)?;
+    session.warehouse.check_writable(Some(&dir))?;
+    session
+        .warehouse
+        .check_writable(Some(&dir.join("_delta_log")))?;
     session.warehouse.open(table).await
 }
 

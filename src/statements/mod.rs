@@ -29,6 +29,9 @@ use crate::parser::Statement;
 
 /// Run one parsed statement.
 pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
+    if stmt.writes_tables() {
+        session.warehouse.check_writable(None)?;
+    }
     match stmt {
         Statement::Sql(s) => execute_sql(session, *s).await,
         Statement::Use { kind, name } => ddl::use_(session, kind, &name),

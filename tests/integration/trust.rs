@@ -202,6 +202,106 @@ fn partitioned_string_sources_copy_on_every_run() {
     assert_eq!(ok(&wh, "SELECT count(*) AS n FROM r"), "n\n6\n");
 }
 
+/// Every file and directory under `dir` read-only (or writable again).
+fn set_read_only(dir: &Path, read_only: bool) {
+    let mode = if read_only { "a-w" } else { "a+w" };
+    let st = std::process::Command::new("chmod")
+        .args(["-R", mode])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn a_read_only_warehouse_reads_and_refuses_every_write_by_path() {
+    let (dir, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE t (id INT, s STRING)",
+            "INSERT INTO t VALUES (1, 'a')",
+            "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark BIGINT)",
+            "INSERT INTO ctl VALUES ('t', 't2', 'id', NULL)",
+        ],
+    );
+    // Root ignores permissions: run tidemark as `nobody` then (the tests run as root in CI).
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let as_reader = |stmt: &str| {
+        let bin = assert_cmd::cargo::cargo_bin("tidemark");
+        let mut cmd = if root {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&bin);
+            c
+        } else {
+            std::process::Command::new(&bin)
+        };
+        cmd.arg(&wh)
+            .args(["--format", "csv", "-c", stmt])
+            .env("HOME", dir.path())
+            .env_remove("TIDEMARK_WAREHOUSE")
+            .output()
+            .unwrap()
+    };
+    set_read_only(&wh, true);
+    let mode = std::process::Command::new("chmod")
+        .args(["755"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(mode.success());
+    let before = ok(&wh, "SELECT * FROM t");
+    let out = as_reader("SELECT * FROM t");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), before);
+    let dry = as_reader("COPY INCREMENTAL t INTO t2 WATERMARK id DRY RUN");
+    assert!(dry.status.success(), "{dry:?}");
+    for stmt in [
+        "INSERT INTO t VALUES (2, 'b')",
+        "UPDATE t SET s = 'z'",
+        "DELETE FROM t",
+        "MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        "CREATE TABLE u (id INT)",
+        "CREATE TABLE u AS SELECT 1 AS id",
+        "DROP TABLE t",
+        "ALTER TABLE t ADD COLUMN n INT DEFAULT 1",
+        "OPTIMIZE t",
+        "COPY INCREMENTAL t INTO t2 WATERMARK id",
+        "COPY INCREMENTAL USING CONTROL TABLE ctl",
+        "CREATE SCHEMA s2",
+    ] {
+        let out = as_reader(stmt);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stmt}: {err}");
+        assert!(
+            err.contains(&format!("cannot write in {}", wh.display()))
+                && err.contains("nothing was changed")
+                && !err.contains("panicked"),
+            "{stmt}: {err}"
+        );
+    }
+    set_read_only(&wh, false);
+    assert_eq!(ok(&wh, "SELECT * FROM t"), before);
+    assert!(!wh.join("main/default/t2").exists() && !wh.join("main/default/u").exists());
+    // A single read-only table in a writable warehouse: its writes are refused by its path.
+    set_read_only(&wh.join("main/default/t"), true);
+    let out = as_reader("INSERT INTO t VALUES (2, 'b')");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let table_dir = wh.join("main/default/t");
+    if root {
+        assert!(
+            err.contains(&format!("cannot write in {}", table_dir.display())),
+            "{err}"
+        );
+    }
+    set_read_only(&table_dir, false);
+    assert_eq!(ok(&wh, "SELECT * FROM t"), before);
+}
+
 #[test]
 fn a_warehouse_tidemark_cannot_serve_is_refused_and_nothing_is_created() {
     let (dir, _) = warehouse();

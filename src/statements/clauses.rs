@@ -5,7 +5,9 @@
 //! decides whether tidemark honours it.
 
 use datafusion::sql::sqlparser::ast::{
-    CreateTable, HiveDistributionStyle, HiveFormat, HiveIOFormat, Insert,
+    CreateTable, Delete, HiveDistributionStyle, HiveFormat, HiveIOFormat, Insert, Merge,
+    MergeAction, MergeClause, MergeInsertExpr, MergeUpdateExpr, ObjectName, ObjectType, SchemaName,
+    Statement, TableFactor, TableWithJoins, Update,
 };
 
 use crate::error::{Error, Result};
@@ -273,6 +275,386 @@ pub fn insert(i: &Insert) -> Result<()> {
     )
 }
 
+/// The table a statement writes: a name with an optional alias; every other clause of a
+/// table reference (time travel, a sample, hints, partitions, arguments) is refused by name.
+pub fn target_table(statement: &str, t: &TableFactor) -> Result<()> {
+    let TableFactor::Table {
+        name: _,
+        alias,
+        args,
+        with_hints,
+        version,
+        with_ordinality,
+        partitions,
+        json_path,
+        sample,
+        index_hints,
+    } = t
+    else {
+        return Err(refused(statement, "a target that is not a table", ""));
+    };
+    first_present(
+        statement,
+        &[
+            (
+                alias.as_ref().is_some_and(|a| !a.columns.is_empty()),
+                "an alias with column names",
+            ),
+            (args.is_some(), "table arguments"),
+            (!with_hints.is_empty(), "WITH (hints)"),
+            (
+                version.is_some(),
+                "VERSION/TIMESTAMP AS OF on the table written (an old version is read-only)",
+            ),
+            (*with_ordinality, "WITH ORDINALITY"),
+            (!partitions.is_empty(), "PARTITION (...) (use WHERE)"),
+            (json_path.is_some(), "a JSON path"),
+            (sample.is_some(), "TABLESAMPLE on the table written"),
+            (!index_hints.is_empty(), "index hints"),
+        ],
+    )
+}
+
+/// One written table and no joins.
+fn single_target(statement: &str, t: &TableWithJoins) -> Result<()> {
+    let TableWithJoins { relation, joins } = t;
+    if !joins.is_empty() {
+        return Err(refused(
+            statement,
+            "a join",
+            " (use MERGE to combine tables)",
+        ));
+    }
+    target_table(statement, relation)
+}
+
+/// `UPDATE t SET ... [WHERE ...]`; `FROM`, `RETURNING`, `ORDER BY`, `LIMIT` ... are refused.
+pub fn update(u: &Update) -> Result<()> {
+    let Update {
+        update_token: _,
+        optimizer_hints: _, // hints only: they never change a result
+        table,
+        assignments: _,
+        from,
+        selection: _,
+        returning,
+        output,
+        or,
+        order_by,
+        limit,
+    } = u;
+    single_target("UPDATE", table)?;
+    first_present(
+        "UPDATE",
+        &[
+            (from.is_some(), "UPDATE ... FROM (use MERGE INTO)"),
+            (returning.is_some(), "RETURNING"),
+            (output.is_some(), "OUTPUT"),
+            (or.is_some(), "UPDATE OR ..."),
+            (!order_by.is_empty(), "ORDER BY"),
+            (limit.is_some(), "LIMIT"),
+        ],
+    )
+}
+
+/// `DELETE FROM t [WHERE ...]`; `USING`, `RETURNING`, `ORDER BY`, `LIMIT`, several tables ...
+/// are refused.
+pub fn delete(d: &Delete) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::FromTable;
+    let Delete {
+        delete_token: _,
+        optimizer_hints: _,
+        tables,
+        from,
+        using,
+        selection: _,
+        returning,
+        output,
+        order_by,
+        limit,
+    } = d;
+    let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = from;
+    match from.as_slice() {
+        [one] => single_target("DELETE", one)?,
+        _ => return Err(refused("DELETE", "several tables", "")),
+    }
+    first_present(
+        "DELETE",
+        &[
+            (!tables.is_empty(), "DELETE t1, t2 FROM ..."),
+            (
+                using.is_some(),
+                "DELETE ... USING (use MERGE INTO ... WHEN MATCHED THEN DELETE)",
+            ),
+            (returning.is_some(), "RETURNING"),
+            (output.is_some(), "OUTPUT"),
+            (!order_by.is_empty(), "ORDER BY"),
+            (limit.is_some(), "LIMIT"),
+        ],
+    )
+}
+
+/// `MERGE INTO t USING s ON ... WHEN [NOT] MATCHED [BY SOURCE|TARGET] [AND ...] THEN ...`;
+/// `OUTPUT`, `UPDATE ... WHERE`, `DELETE WHERE` and `INSERT ... WHERE` (Oracle) are refused.
+pub fn merge(m: &Merge) -> Result<()> {
+    let Merge {
+        merge_token: _,
+        optimizer_hints: _,
+        into: _,
+        table,
+        source,
+        on: _,
+        clauses,
+        output,
+    } = m;
+    target_table("MERGE", table)?;
+    match source {
+        TableFactor::Table { .. } => {} // read as a query: its clauses go through the planner
+        TableFactor::Derived {
+            lateral,
+            subquery: _,
+            alias: _,
+            sample,
+        } => first_present(
+            "MERGE",
+            &[
+                (*lateral, "a LATERAL source"),
+                (sample.is_some(), "TABLESAMPLE on a source subquery"),
+            ],
+        )?,
+        _ => {
+            return Err(refused(
+                "MERGE",
+                "a source that is not a table or a subquery",
+                "",
+            ));
+        }
+    }
+    if output.is_some() {
+        return Err(refused("MERGE", "OUTPUT", ""));
+    }
+    for c in clauses {
+        let MergeClause {
+            when_token: _,
+            clause_kind: _,
+            predicate: _,
+            action,
+        } = c;
+        match action {
+            MergeAction::Update(MergeUpdateExpr {
+                update_token: _,
+                assignments: _,
+                update_predicate,
+                delete_predicate,
+            }) => first_present(
+                "MERGE",
+                &[
+                    (
+                        update_predicate.is_some(),
+                        "UPDATE SET ... WHERE (put the condition in WHEN MATCHED AND ...)",
+                    ),
+                    (delete_predicate.is_some(), "UPDATE ... DELETE WHERE"),
+                ],
+            )?,
+            MergeAction::Insert(MergeInsertExpr {
+                insert_token: _,
+                columns: _,
+                kind_token: _,
+                kind: _,
+                insert_predicate,
+            }) => first_present(
+                "MERGE",
+                &[(
+                    insert_predicate.is_some(),
+                    "INSERT ... WHERE (put the condition in WHEN NOT MATCHED AND ...)",
+                )],
+            )?,
+            MergeAction::Delete { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// `CREATE SCHEMA [IF NOT EXISTS] name`; `WITH`, `OPTIONS`, `DEFAULT COLLATE`, `CLONE` and
+/// `AUTHORIZATION` are refused.
+pub fn create_schema(stmt: &Statement) -> Result<(&SchemaName, bool)> {
+    let Statement::CreateSchema {
+        schema_name,
+        if_not_exists,
+        with,
+        options,
+        default_collate_spec,
+        clone,
+    } = stmt
+    else {
+        return Err(refused("CREATE SCHEMA", "another statement", ""));
+    };
+    first_present(
+        "CREATE SCHEMA",
+        &[
+            (
+                !matches!(schema_name, SchemaName::Simple(_)),
+                "AUTHORIZATION",
+            ),
+            (with.is_some(), "WITH (...)"),
+            (options.is_some(), "OPTIONS (...)"),
+            (default_collate_spec.is_some(), "DEFAULT COLLATE"),
+            (clone.is_some(), "CLONE"),
+        ],
+    )?;
+    Ok((schema_name, *if_not_exists))
+}
+
+/// `DROP {TABLE | SCHEMA | ...} [IF EXISTS] names [CASCADE | RESTRICT]` (RESTRICT is what
+/// DROP does without CASCADE); `PURGE`, `TEMPORARY` and `ON table` are refused.
+pub fn drop(stmt: &Statement) -> Result<Drop<'_>> {
+    let Statement::Drop {
+        object_type,
+        if_exists,
+        names,
+        cascade,
+        restrict,
+        purge,
+        temporary,
+        table,
+    } = stmt
+    else {
+        return Err(refused("DROP", "another statement", ""));
+    };
+    first_present(
+        "DROP",
+        &[
+            (*cascade && *restrict, "CASCADE together with RESTRICT"),
+            (*purge, "PURGE"),
+            (*temporary, "TEMPORARY"),
+            (table.is_some(), "ON table"),
+        ],
+    )?;
+    Ok(Drop {
+        object_type: *object_type,
+        if_exists: *if_exists,
+        names,
+        cascade: *cascade,
+    })
+}
+
+/// What `DROP` does, once its clauses are checked.
+pub struct Drop<'a> {
+    pub object_type: ObjectType,
+    pub if_exists: bool,
+    pub names: &'a [ObjectName],
+    pub cascade: bool,
+}
+
+/// Every query in `stmt` (subqueries, CTEs, INSERT and MERGE sources included) uses only
+/// clauses the engine runs. DataFusion's planner refuses most clauses it does not run, but
+/// plans past these without a word: row locks (`FOR UPDATE`), `FOR XML/JSON`, `SETTINGS`,
+/// `FORMAT`, `PREWHERE`, `CONNECT BY`, `SELECT INTO`, `SELECT AS STRUCT` and MySQL's select
+/// modifiers.
+pub fn queries(stmt: &Statement) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    use std::ops::ControlFlow;
+    struct Check;
+    impl Visitor for Check {
+        type Break = Error;
+        fn pre_visit_query(
+            &mut self,
+            q: &datafusion::sql::sqlparser::ast::Query,
+        ) -> ControlFlow<Error> {
+            match query(q) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => ControlFlow::Break(e),
+            }
+        }
+    }
+    match stmt.visit(&mut Check) {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+fn query(q: &datafusion::sql::sqlparser::ast::Query) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::Query;
+    let Query {
+        with: _,
+        body,
+        order_by: _,
+        limit_clause: _,
+        fetch: _, // refused by the planner
+        locks,
+        for_clause,
+        settings,
+        format_clause,
+        pipe_operators: _,
+    } = q;
+    first_present(
+        "SELECT",
+        &[
+            (
+                !locks.is_empty(),
+                "FOR UPDATE / FOR SHARE (reads never lock)",
+            ),
+            (for_clause.is_some(), "FOR XML / FOR JSON"),
+            (settings.is_some(), "SETTINGS"),
+            (format_clause.is_some(), "FORMAT"),
+        ],
+    )?;
+    set_expr(body)
+}
+
+/// The selects of a query body, through UNION / INTERSECT / EXCEPT.
+fn set_expr(body: &datafusion::sql::sqlparser::ast::SetExpr) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{Select, SetExpr};
+    let select = match body {
+        SetExpr::Select(select) => select,
+        SetExpr::SetOperation { left, right, .. } => {
+            set_expr(left)?;
+            return set_expr(right);
+        }
+        _ => return Ok(()), // nested queries are visited on their own
+    };
+    let Select {
+        select_token: _,
+        optimizer_hints: _,
+        distinct: _,
+        select_modifiers,
+        top: _, // refused by the planner
+        top_before_distinct: _,
+        projection: _,
+        exclude,
+        into,
+        from: _,
+        lateral_views: _, // refused by the planner
+        prewhere,
+        selection: _,
+        connect_by,
+        group_by: _,
+        cluster_by: _, // refused by the planner
+        distribute_by: _,
+        sort_by: _, // refused by the planner
+        having: _,
+        named_window: _,
+        qualify: _,
+        window_before_qualify: _,
+        value_table_mode,
+        flavor: _,
+    } = select.as_ref();
+    first_present(
+        "SELECT",
+        &[
+            (select_modifiers.is_some(), "MySQL select modifiers"),
+            (exclude.is_some(), "EXCLUDE after the select list"),
+            (
+                into.is_some(),
+                "SELECT ... INTO (use CREATE TABLE ... AS SELECT)",
+            ),
+            (prewhere.is_some(), "PREWHERE"),
+            (!connect_by.is_empty(), "CONNECT BY"),
+            (value_table_mode.is_some(), "SELECT AS STRUCT / AS VALUE"),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +668,11 @@ mod tests {
             crate::parser::Statement::Sql(s) => match *s {
                 Sql::CreateTable(c) => create_table(&c),
                 Sql::Insert(i) => insert(&i),
+                Sql::Update(u) => update(&u),
+                Sql::Delete(d) => delete(&d),
+                Sql::Merge(m) => merge(&m),
+                s @ Sql::CreateSchema { .. } => create_schema(&s).map(|_| ()),
+                s @ Sql::Drop { .. } => drop(&s).map(|_| ()),
                 other => panic!("not covered: {other}"),
             },
             other => panic!("not covered: {other}"),
@@ -334,5 +721,68 @@ mod tests {
             let e = check(sql).expect_err(sql).to_string();
             assert!(e.contains(named), "{sql}: {e}");
         }
+    }
+
+    #[test]
+    fn update_delete_merge_drop_and_create_schema_clauses_are_honoured_or_refused_by_name() {
+        for sql in [
+            "UPDATE t SET a = 1 WHERE b = 2",
+            "UPDATE t AS x SET a = 1",
+            "DELETE FROM t WHERE a = 1",
+            "MERGE INTO t USING s VERSION AS OF 1 AS s ON t.a = s.a WHEN MATCHED THEN DELETE",
+            "MERGE INTO t AS x USING (SELECT 1 AS a) s ON x.a = s.a WHEN NOT MATCHED THEN INSERT *",
+            "MERGE INTO t USING s ON t.a = s.a WHEN NOT MATCHED BY SOURCE THEN DELETE",
+            "CREATE SCHEMA IF NOT EXISTS s",
+            "DROP TABLE IF EXISTS t",
+            "DROP SCHEMA s CASCADE",
+            "DROP SCHEMA s RESTRICT",
+        ] {
+            check(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        let mut unparsed = vec![];
+        for (sql, named) in [
+            ("UPDATE t SET a = 1 RETURNING a", "RETURNING"),
+            ("UPDATE t SET a = 1 FROM s", "FROM"),
+            (
+                "UPDATE t VERSION AS OF 1 SET a = 1",
+                "VERSION/TIMESTAMP AS OF",
+            ),
+            ("DELETE FROM t WHERE a = 1 RETURNING a", "RETURNING"),
+            ("DELETE FROM t USING s WHERE t.a = s.a", "USING"),
+            ("DELETE FROM t, s WHERE a = 1", "several tables"),
+            ("DELETE FROM t TABLESAMPLE (10 PERCENT)", "TABLESAMPLE"),
+            (
+                "MERGE INTO t TABLESAMPLE (10 PERCENT) USING s ON t.a = s.a WHEN MATCHED THEN DELETE",
+                "TABLESAMPLE",
+            ),
+            (
+                "MERGE INTO t USING (SELECT 1 AS a) TABLESAMPLE (10 PERCENT) AS s ON t.a = s.a WHEN MATCHED THEN DELETE",
+                "TABLESAMPLE",
+            ),
+            (
+                "MERGE INTO t USING s ON t.a = s.a WHEN MATCHED THEN UPDATE SET a = 1 DELETE WHERE a = 2",
+                "DELETE WHERE",
+            ),
+            (
+                "MERGE INTO t USING s ON t.a = s.a WHEN NOT MATCHED THEN INSERT (a) VALUES (1) WHERE s.a > 1",
+                "INSERT ... WHERE",
+            ),
+            ("DROP TABLE t PURGE", "PURGE"),
+            ("DROP TEMPORARY TABLE t", "TEMPORARY"),
+            ("CREATE SCHEMA s WITH (a = 'b')", "WITH"),
+            ("CREATE SCHEMA s OPTIONS (a = 'b')", "OPTIONS"),
+            ("CREATE SCHEMA AUTHORIZATION u", "AUTHORIZATION"),
+        ] {
+            match crate::parser::parse(sql, &crate::parser::SyntaxOnly) {
+                // A clause the dialect does not even parse is refused by the parser.
+                Err(_) => unparsed.push(sql),
+                Ok(_) => {
+                    let e = check(sql).expect_err(sql).to_string();
+                    assert!(e.contains(named), "{sql}: {e}");
+                    assert!(e.contains("not supported"), "{sql}: {e}");
+                }
+            }
+        }
+        assert!(unparsed.len() <= 4, "{unparsed:?}");
     }
 }

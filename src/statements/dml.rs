@@ -393,11 +393,7 @@ fn single_table(
 
 /// `UPDATE t SET c = e, ... [WHERE p]`.
 pub async fn update(session: &Session, update: Update) -> Result<Output> {
-    if update.from.is_some() {
-        return Err(Error::Invalid(
-            "UPDATE ... FROM is not supported; use MERGE INTO".into(),
-        ));
-    }
+    super::clauses::update(&update)?;
     let table = session.table_name(single_table(&update.table)?)?;
     let n = with_retries(|| {
         let update = update.clone();
@@ -463,6 +459,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
 
 /// `DELETE FROM t [WHERE p]`.
 pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
+    super::clauses::delete(&delete)?;
     let from = match &delete.from {
         FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
     };
@@ -528,6 +525,7 @@ fn without_view_types(session: &Session) -> Arc<datafusion::execution::SessionSt
 
 /// `MERGE INTO t USING s ON ... WHEN ...`.
 pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
+    super::clauses::merge(&merge)?;
     let TableFactor::Table { name, alias, .. } = &merge.table else {
         return Err(Error::Invalid("MERGE INTO needs a table".into()));
     };
@@ -552,19 +550,14 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 *datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
                     .try_with_sql("SELECT * FROM source")?
                     .parse_query()?;
+            // The whole table reference (time travel, a sample ...) but its alias, which
+            // names the source in the MERGE instead.
+            let mut relation = merge.source.clone();
+            if let TableFactor::Table { alias, .. } = &mut relation {
+                *alias = None;
+            }
             if let SetExpr::Select(select) = query.body.as_mut() {
-                select.from[0].relation = TableFactor::Table {
-                    name: name.clone(),
-                    alias: None,
-                    args: None,
-                    with_hints: vec![],
-                    version: None,
-                    with_ordinality: false,
-                    partitions: vec![],
-                    json_path: None,
-                    sample: None,
-                    index_hints: vec![],
-                };
+                select.from[0].relation = relation;
             }
             (query, alias)
         }

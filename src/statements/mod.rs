@@ -91,6 +91,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
 
 /// Standard SQL statements: queries go to DataFusion, writes to Delta.
 async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
+    clauses::queries(&stmt)?;
     match stmt {
         Sql::Query(_) | Sql::Explain { .. } | Sql::ExplainTable { .. } => {
             query::run(session, stmt).await
@@ -100,18 +101,14 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
         Sql::Delete(delete) => dml::delete(session, delete).await,
         Sql::Merge(merge) => dml::merge(session, merge).await,
         Sql::CreateTable(create) => ddl::create_table(session, create).await,
-        Sql::CreateSchema {
-            schema_name,
-            if_not_exists,
-            ..
-        } => ddl::create_schema(session, &schema_name, if_not_exists),
-        Sql::Drop {
-            object_type,
-            if_exists,
-            names,
-            cascade,
-            ..
-        } => ddl::drop(session, object_type, if_exists, &names, cascade),
+        s @ Sql::CreateSchema { .. } => {
+            let (name, if_not_exists) = clauses::create_schema(&s)?;
+            ddl::create_schema(session, name, if_not_exists)
+        }
+        s @ Sql::Drop { .. } => {
+            let d = clauses::drop(&s)?;
+            ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade)
+        }
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
         Sql::StartTransaction { .. } | Sql::Commit { .. } | Sql::Rollback { .. } => {
             Err(Error::Invalid(
@@ -119,17 +116,41 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
                     .into(),
             ))
         }
-        other => {
-            let kw = other
-                .to_string()
-                .split_whitespace()
-                .take(2)
-                .collect::<Vec<_>>()
-                .join(" ");
-            Err(Error::Invalid(format!(
-                "{kw} ... is not supported by tidemark (see \\help for the statements it runs)"
-            )))
+        other => Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "{} is not supported by tidemark (see \\help for the statements it runs)",
+                statement_name(&other)
+            ),
+        )),
+    }
+}
+
+/// A statement's kind as SQL words, from its syntax-tree variant (`CreateView` is
+/// `CREATE VIEW`; `ALTER TABLE` adds its first operation): every statement sqlparser parses,
+/// including those a later release adds, is refused by its name.
+fn statement_name(stmt: &Sql) -> String {
+    fn words(debug: &str) -> String {
+        let variant: String = debug
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        let mut out = String::new();
+        for (i, c) in variant.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                out.push(' ');
+            }
+            out.push(c.to_ascii_uppercase());
         }
+        out
+    }
+    let name = words(&format!("{stmt:?}"));
+    match stmt {
+        Sql::AlterTable(a) => match a.operations.first() {
+            Some(op) => format!("{name} ... {}", words(&format!("{op:?}"))),
+            None => name,
+        },
+        _ => name,
     }
 }
 

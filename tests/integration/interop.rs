@@ -13,8 +13,12 @@ pub(crate) fn run_py(code: &str) -> String {
     // Python's deltalake sometimes aborts while tearing down its runtime at interpreter exit
     // (SIGABRT after all output is written); leave without the teardown.
     let code = format!("{code}\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n");
+    // As a script file, not `-c`: pyspark's client looks for a Spark installation when the
+    // main module has no file.
+    let script = tempfile::Builder::new().suffix(".py").tempfile().unwrap();
+    std::fs::write(script.path(), &code).unwrap();
     let out = std::process::Command::new(py())
-        .args(["-c", &code])
+        .arg(script.path())
         .output()
         .unwrap();
     assert!(

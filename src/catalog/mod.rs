@@ -469,21 +469,7 @@ pub fn exact_reads(
     table: &DeltaTable,
     provider: Arc<dyn TableProvider>,
 ) -> Result<Arc<dyn TableProvider>> {
-    let mut empty: Vec<String> = vec![];
-    let string_partitions = string_partition_columns(table)?;
-    if !string_partitions.is_empty() {
-        for file in table.snapshot()?.log_data().iter() {
-            for (k, v) in file.partition_values_map() {
-                if v.as_deref() == Some("") && string_partitions.contains(&k) && !empty.contains(&k)
-                {
-                    empty.push(k);
-                }
-            }
-            if empty.len() == string_partitions.len() {
-                break;
-            }
-        }
-    }
+    let empty = logged_empty_partitions(table)?;
     let mut above = empty.clone();
     above.extend(inexact_stats_columns(table)?);
     if above.is_empty() {
@@ -494,6 +480,50 @@ pub fn exact_reads(
         empty,
         above,
     }))
+}
+
+/// The STRING partition columns for which some file of `table` logs an empty string (which
+/// the protocol reads as NULL; tidemark itself logs NULL).
+pub fn logged_empty_partitions(table: &DeltaTable) -> Result<Vec<String>> {
+    let mut empty: Vec<String> = vec![];
+    let string_partitions = string_partition_columns(table)?;
+    if string_partitions.is_empty() {
+        return Ok(empty);
+    }
+    for file in table.snapshot()?.log_data().iter() {
+        for (k, v) in file.partition_values_map() {
+            if v.as_deref() == Some("") && string_partitions.contains(&k) && !empty.contains(&k) {
+                empty.push(k);
+            }
+        }
+        if empty.len() == string_partitions.len() {
+            break;
+        }
+    }
+    Ok(empty)
+}
+
+/// Refuse a write that runs on delta-rs' own scan of `table` (MERGE, and UPDATE/DELETE of
+/// tables tidemark does not rewrite itself) when the table logs empty partition strings:
+/// that scan reads them as `''` where every other read gives NULL, so its conditions would
+/// match other rows. One UPDATE stores them as NULL (tidemark's own rewrite reads them so).
+pub fn refuse_logged_empty_partitions(
+    table: &DeltaTable,
+    name: &str,
+    statement: &str,
+) -> Result<()> {
+    let empty = logged_empty_partitions(table)?;
+    let Some(first) = empty.first() else {
+        return Ok(());
+    };
+    let q = quote_ident(first);
+    Err(Error::Invalid(format!(
+        "{statement} on {name}: its log holds empty strings as values of partition column(s) {} \
+         (another writer's; the Delta protocol reads them as NULL, and the engine {statement} \
+         runs on would read them as ''); nothing was changed. Store them as NULL once with \
+         `UPDATE {name} SET {q} = NULL WHERE {q} IS NULL`, then run the {statement} again",
+        empty.join(", ")
+    )))
 }
 
 /// The DECIMAL columns wider than 15 digits whose file statistics may have been written

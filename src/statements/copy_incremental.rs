@@ -956,6 +956,7 @@ async fn copy_once(
             write.await?
         } else {
             let t = target.clone();
+            crate::catalog::refuse_logged_empty_partitions(&t, &target_name.to_string(), "MERGE")?;
             let input =
                 latest_per_key(empty_as_null(storable(copy_df.clone())?)?, &merge_keys, &wm)?;
             if new_columns {

@@ -437,6 +437,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                 let (_, n) = super::rewrite::rewrite(session, &t, predicate, change).await?;
                 return Ok(n as i64);
             }
+            crate::catalog::refuse_logged_empty_partitions(&t, &table.to_string(), "UPDATE")?;
             let mut builder = t
                 .update()
                 .with_session_state(Arc::new(session.ctx.state()))
@@ -492,6 +493,7 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
                 let (_, n) = super::rewrite::rewrite(session, &t, predicate, change).await?;
                 return Ok(n as i64);
             }
+            crate::catalog::refuse_logged_empty_partitions(&t, &table.to_string(), "DELETE")?;
             let mut builder = t
                 .delete()
                 .with_session_state(Arc::new(session.ctx.state()))
@@ -584,6 +586,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
         let target_alias = target_alias.clone();
         async move {
             let t = open_writable(session, &table).await?;
+            crate::catalog::refuse_logged_empty_partitions(&t, &table.to_string(), "MERGE")?;
             let target_schema = super::ddl::arrow_schema(&t)?;
             let target_cols = super::column_names(target_schema.fields());
             let defaults = insert_defaults(session, &t, &target_schema).await?;

@@ -36,12 +36,13 @@ async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTabl
     if table.catalog == SAMPLES {
         return Err(read_only(table));
     }
+    let t = session.warehouse.open(table).await?;
     let dir = session.warehouse.table_path(table)?;
     session.warehouse.check_writable(Some(&dir))?;
     session
         .warehouse
         .check_writable(Some(&dir.join("_delta_log")))?;
-    session.warehouse.open(table).await
+    Ok(t)
 }
 
 /// Column defaults stored in the table's schema metadata.

@@ -217,13 +217,34 @@ impl Warehouse {
                 Ok(())
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                Err(Error::Invalid(format!(
+                    "cannot write in {}: {e}; nothing was changed (the warehouse or table is \
+                     read-only for this user: run tidemark as a user who may write there, or \
+                     use a writable warehouse)",
+                    dir.display()
+                )))
+            }
             Err(e) => Err(Error::Invalid(format!(
-                "cannot write in {}: {e}; nothing was changed (the warehouse or table is \
-                 read-only for this user: run tidemark as a user who may write there, or use \
-                 a writable warehouse)",
+                "cannot write in {}: {e}; nothing was changed",
                 dir.display()
             ))),
         }
+    }
+
+    /// Open a table a statement is about to write: it must exist, and its directory and log
+    /// must be writable for this user (see [`Warehouse::check_writable`]).
+    pub async fn open_for_write(&self, name: &TableName) -> Result<DeltaTable> {
+        let t = self.open(name).await?;
+        let dir = self.table_path(name)?;
+        self.check_writable(Some(&dir))?;
+        self.check_writable(Some(&dir.join("_delta_log")))?;
+        Ok(t)
     }
 
     /// Directory of a catalog.
@@ -511,17 +532,27 @@ pub fn refuse_logged_empty_partitions(
     table: &DeltaTable,
     name: &str,
     statement: &str,
+    rewritable: bool,
 ) -> Result<()> {
     let empty = logged_empty_partitions(table)?;
     let Some(first) = empty.first() else {
         return Ok(());
     };
     let q = quote_ident(first);
+    let way_out = if rewritable {
+        format!(
+            "Store them as NULL once with `UPDATE {name} SET {q} = NULL WHERE {q} IS NULL`, \
+             then run the {statement} again"
+        )
+    } else {
+        "tidemark cannot rewrite this kind of table itself; have the writer that logged them \
+         store NULL"
+            .to_string()
+    };
     Err(Error::Invalid(format!(
         "{statement} on {name}: its log holds empty strings as values of partition column(s) {} \
          (another writer's; the Delta protocol reads them as NULL, and the engine {statement} \
-         runs on would read them as ''); nothing was changed. Store them as NULL once with \
-         `UPDATE {name} SET {q} = NULL WHERE {q} IS NULL`, then run the {statement} again",
+         runs on would read them as ''); nothing was changed. {way_out}",
         empty.join(", ")
     )))
 }
@@ -535,24 +566,49 @@ pub fn inexact_stats_columns(table: &DeltaTable) -> Result<Vec<String>> {
         .metadata()
         .configuration()
         .get("delta.dataSkippingStatsColumns")
-        .map(|v| {
-            v.split(',')
-                .map(|c| c.trim().trim_matches('`').to_lowercase())
-                .collect()
-        });
+        .map(|v| stats_column_roots(v));
     let schema = snapshot.snapshot().arrow_schema();
     Ok(schema
         .fields()
         .iter()
         .filter(|f| {
             crate::engine::types::has_wide_decimal(f.data_type())
-                && listed.as_ref().is_none_or(|l| {
-                    l.iter()
-                        .any(|c| c.split('.').next() == Some(&f.name().to_lowercase()))
-                })
+                && listed
+                    .as_ref()
+                    .is_none_or(|l| l.contains(&f.name().to_lowercase()))
         })
         .map(|f| f.name().clone())
         .collect())
+}
+
+/// The top-level columns a `delta.dataSkippingStatsColumns` list names, lower-cased: entries
+/// are comma-separated paths whose parts may be back-quoted (`` `a.b`.c `` is column `a.b`).
+pub fn stats_column_roots(list: &str) -> Vec<String> {
+    let mut roots = vec![];
+    let (mut root, mut in_quotes, mut done) = (String::new(), false, false);
+    let mut chars = list.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '`' if in_quotes && chars.peek() == Some(&'`') => {
+                chars.next();
+                if !done {
+                    root.push('`');
+                }
+            }
+            '`' => in_quotes = !in_quotes,
+            ',' if !in_quotes => {
+                roots.push(root.trim().to_lowercase());
+                (root, done) = (String::new(), false);
+            }
+            '.' if !in_quotes => done = true,
+            c if !done => root.push(c),
+            _ => {}
+        }
+    }
+    if !root.trim().is_empty() {
+        roots.push(root.trim().to_lowercase());
+    }
+    roots
 }
 
 /// The STRING partition columns of a table. Rows written into one of them store an empty
@@ -850,6 +906,17 @@ impl SchemaProvider for WarehouseSchema {
     fn table_exist(&self, name: &str) -> bool {
         self.warehouse
             .table_exists(&TableName::new(&self.catalog, &self.schema, name))
+    }
+}
+
+#[cfg(test)]
+mod stats_list_tests {
+    #[test]
+    fn stats_column_lists_name_their_top_level_columns() {
+        assert_eq!(
+            super::stats_column_roots("`id`, `a.b`.c ,Name, s.x, `q``t`"),
+            ["id", "a.b", "name", "s", "q`t"]
+        );
     }
 }
 

@@ -408,18 +408,29 @@ pub fn merge(m: &Merge) -> Result<()> {
         output,
     } = m;
     target_table("MERGE", table)?;
+    let renamed = |alias: &Option<datafusion::sql::sqlparser::ast::TableAlias>| {
+        alias.as_ref().is_some_and(|a| !a.columns.is_empty())
+    };
     match source {
-        TableFactor::Table { .. } => {} // read as a query: its clauses go through the planner
+        // Read as a query: its other clauses go through the planner.
+        TableFactor::Table { alias, .. } => first_present(
+            "MERGE",
+            &[(renamed(alias), "a source alias with column names")],
+        )?,
         TableFactor::Derived {
             lateral,
             subquery: _,
-            alias: _,
+            alias,
             sample,
         } => first_present(
             "MERGE",
             &[
                 (*lateral, "a LATERAL source"),
                 (sample.is_some(), "TABLESAMPLE on a source subquery"),
+                (
+                    renamed(alias),
+                    "a source alias with column names (name the columns in the subquery)",
+                ),
             ],
         )?,
         _ => {
@@ -768,6 +779,14 @@ mod tests {
                 "INSERT ... WHERE",
             ),
             ("DROP TABLE t PURGE", "PURGE"),
+            (
+                "MERGE INTO t USING s AS x(b, a) ON t.a = x.a WHEN MATCHED THEN DELETE",
+                "column names",
+            ),
+            (
+                "MERGE INTO t USING (SELECT 1, 2) AS x(b, a) ON t.a = x.a WHEN MATCHED THEN DELETE",
+                "column names",
+            ),
             ("DROP TEMPORARY TABLE t", "TEMPORARY"),
             ("CREATE SCHEMA s WITH (a = 'b')", "WITH"),
             ("CREATE SCHEMA s OPTIONS (a = 'b')", "OPTIONS"),
@@ -783,6 +802,6 @@ mod tests {
                 }
             }
         }
-        assert!(unparsed.len() <= 4, "{unparsed:?}");
+        assert!(unparsed.len() <= 5, "{unparsed:?}");
     }
 }

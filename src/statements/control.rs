@@ -332,22 +332,39 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         .expect("a batch has one advance or more");
     let mut tries = 0u32;
     loop {
-        let t = session.warehouse.open(table).await?;
+        let t = session.warehouse.open_for_write(table).await?;
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
-        let result = t
-            .update()
-            .with_predicate(pred.clone())
-            .with_update("last_watermark", value.clone())
-            .with_session_state(Arc::new(session.ctx.state()))
-            .with_commit_properties(super::upkeep::commit_properties())
-            .await;
-        match result {
-            Ok((t, _)) => {
-                super::upkeep::after_commit(&t).await;
-                return Ok(());
+        // Through tidemark's own rewrite where it applies (plain string types in the new
+        // file), else delta-rs' UPDATE.
+        let result = if super::rewrite::applies(&t)? {
+            let set = vec![("last_watermark".to_string(), value.clone())];
+            super::rewrite::rewrite(
+                session,
+                &t,
+                Some(pred.clone()),
+                super::rewrite::Change::Update(set),
+            )
+            .await
+            .map(|_| ())
+        } else {
+            match t
+                .update()
+                .with_predicate(pred.clone())
+                .with_update("last_watermark", value.clone())
+                .with_session_state(Arc::new(session.ctx.state()))
+                .with_commit_properties(super::upkeep::commit_properties())
+                .await
+            {
+                Ok((t, _)) => {
+                    super::upkeep::after_commit(&t).await;
+                    Ok(())
+                }
+                Err(e) => Err(Error::from(e)),
             }
+        };
+        match result {
+            Ok(()) => return Ok(()),
             Err(e) => {
-                let e = Error::from(e);
                 if e.is_conflict() && tries < 30 {
                     tries += 1;
                     let jitter = (uuid::Uuid::new_v4().as_u128() % 40) as u64;

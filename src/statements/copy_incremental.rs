@@ -810,6 +810,13 @@ async fn copy_once(
     // Commit: one Delta commit with the rows, the txn action and the mark.
     let mut target_version = target.as_ref().and_then(|t| t.version());
     if rows_to_copy > 0 || target.is_none() {
+        if target.is_some() {
+            let dir = session.warehouse.table_path(&target_name)?;
+            session.warehouse.check_writable(Some(&dir))?;
+            session
+                .warehouse
+                .check_writable(Some(&dir.join("_delta_log")))?;
+        }
         let run = last_run + 1;
         let mark_files = match (&files, &new_mark) {
             (Some(files), Some(m)) if merge_keys.is_empty() => {
@@ -956,7 +963,13 @@ async fn copy_once(
             write.await?
         } else {
             let t = target.clone();
-            crate::catalog::refuse_logged_empty_partitions(&t, &target_name.to_string(), "MERGE")?;
+            let rewritable = super::rewrite::applies(&t)?;
+            crate::catalog::refuse_logged_empty_partitions(
+                &t,
+                &target_name.to_string(),
+                "MERGE",
+                rewritable,
+            )?;
             let input =
                 latest_per_key(empty_as_null(storable(copy_df.clone())?)?, &merge_keys, &wm)?;
             if new_columns {
@@ -1402,6 +1415,7 @@ pub(crate) async fn write_with(
             let mut wrote = false;
             while let Some(batch) = stream.try_next().await? {
                 if batch.num_rows() > 0 {
+                    super::rewrite::stop_on_violation(&batch)?;
                     count(batch.num_rows() as u64);
                     w.write(conform(batch)?).await?;
                     wrote = true;

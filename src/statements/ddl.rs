@@ -599,7 +599,7 @@ pub async fn add_columns(
     columns: Vec<ColumnDef>,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open(&table).await?;
+    let t = session.warehouse.open_for_write(&table).await?;
     let existing: Vec<String> = t
         .snapshot()?
         .schema()
@@ -655,7 +655,23 @@ pub async fn add_columns(
         arrow_fields.push(Field::new(col, dt, true));
         values.push((col.clone(), value));
     }
-    super::rewrite::add_columns_with_values(session, &t, fields, arrow_fields, values).await?;
+    // On the state it read only: a commit in between (an append, an OPTIMIZE) is a conflict,
+    // and the rewrite runs again on the new state.
+    super::dml::with_retries(|| {
+        let (table, fields, arrow_fields, values) = (&table, &fields, &arrow_fields, &values);
+        async move {
+            let t = session.warehouse.open(table).await?;
+            super::rewrite::add_columns_with_values(
+                session,
+                &t,
+                fields.clone(),
+                arrow_fields.clone(),
+                values.clone(),
+            )
+            .await
+        }
+    })
+    .await?;
     Ok(Output::empty())
 }
 
@@ -698,7 +714,7 @@ pub async fn set_properties(
     properties: Vec<(String, String)>,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open(&table).await?;
+    let t = session.warehouse.open_for_write(&table).await?;
     t.set_tbl_properties()
         .with_properties(properties.into_iter().collect())
         .await?;
@@ -714,7 +730,7 @@ pub async fn add_constraint(
     check: &Expr,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open(&table).await?;
+    let t = session.warehouse.open_for_write(&table).await?;
     let key = format!("delta.constraints.{}", constraint.to_lowercase());
     if let Some(existing) = t.snapshot()?.metadata().configuration().get(&key) {
         return Err(Error::AlreadyExists(format!(
@@ -769,7 +785,7 @@ pub async fn drop_constraint(
     if_exists: bool,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open(&table).await?;
+    let t = session.warehouse.open_for_write(&table).await?;
     t.drop_constraints()
         .with_constraint(constraint.to_lowercase())
         .with_raise_if_not_exists(!if_exists)

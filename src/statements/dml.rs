@@ -36,13 +36,7 @@ async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTabl
     if table.catalog == SAMPLES {
         return Err(read_only(table));
     }
-    let t = session.warehouse.open(table).await?;
-    let dir = session.warehouse.table_path(table)?;
-    session.warehouse.check_writable(Some(&dir))?;
-    session
-        .warehouse
-        .check_writable(Some(&dir.join("_delta_log")))?;
-    Ok(t)
+    session.warehouse.open_for_write(table).await
 }
 
 /// Column defaults stored in the table's schema metadata.
@@ -357,8 +351,11 @@ fn assignment_column(a: &Assignment) -> Result<String> {
     }
 }
 
-/// Retry a write that lost a race against a concurrent writer, on fresh table state.
-async fn with_retries<T, F, Fut>(mut attempt: F) -> Result<T>
+/// Retry a write that lost a race against a concurrent writer, on fresh table state. UPDATE,
+/// DELETE and MERGE commit with no retries of their own (`with_max_retries(0)`): delta-rs'
+/// conflict checker would let them commit over a concurrent OPTIMIZE (whose compacted files
+/// still hold the rows they changed), so any commit in between makes them run again here.
+pub(crate) async fn with_retries<T, F, Fut>(mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
@@ -438,11 +435,16 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                 let (_, n) = super::rewrite::rewrite(session, &t, predicate, change).await?;
                 return Ok(n as i64);
             }
-            crate::catalog::refuse_logged_empty_partitions(&t, &table.to_string(), "UPDATE")?;
+            crate::catalog::refuse_logged_empty_partitions(
+                &t,
+                &table.to_string(),
+                "UPDATE",
+                false,
+            )?;
             let mut builder = t
                 .update()
                 .with_session_state(Arc::new(session.ctx.state()))
-                .with_commit_properties(super::upkeep::commit_properties());
+                .with_commit_properties(super::upkeep::commit_properties().with_max_retries(0));
             for (col, e) in sets {
                 builder = builder.with_update(col, e);
             }
@@ -494,11 +496,16 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
                 let (_, n) = super::rewrite::rewrite(session, &t, predicate, change).await?;
                 return Ok(n as i64);
             }
-            crate::catalog::refuse_logged_empty_partitions(&t, &table.to_string(), "DELETE")?;
+            crate::catalog::refuse_logged_empty_partitions(
+                &t,
+                &table.to_string(),
+                "DELETE",
+                false,
+            )?;
             let mut builder = t
                 .delete()
                 .with_session_state(Arc::new(session.ctx.state()))
-                .with_commit_properties(super::upkeep::commit_properties());
+                .with_commit_properties(super::upkeep::commit_properties().with_max_retries(0));
             if let Some(p) = predicate {
                 builder = builder.with_predicate(p);
             }
@@ -587,7 +594,12 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
         let target_alias = target_alias.clone();
         async move {
             let t = open_writable(session, &table).await?;
-            crate::catalog::refuse_logged_empty_partitions(&t, &table.to_string(), "MERGE")?;
+            crate::catalog::refuse_logged_empty_partitions(
+                &t,
+                &table.to_string(),
+                "MERGE",
+                super::rewrite::applies(&t)?,
+            )?;
             let target_schema = super::ddl::arrow_schema(&t)?;
             let target_cols = super::column_names(target_schema.fields());
             let defaults = insert_defaults(session, &t, &target_schema).await?;
@@ -615,7 +627,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 .with_source_alias(source_alias.clone())
                 .with_target_alias(target_alias.clone())
                 .with_session_state(without_view_types(session))
-                .with_commit_properties(super::upkeep::commit_properties());
+                .with_commit_properties(super::upkeep::commit_properties().with_max_retries(0));
             for mut clause in merge.clauses {
                 let _b = session.bind(&mut clause, &scope).await?;
                 let pred = clause.predicate.map(|p| p.to_string());

@@ -15,7 +15,7 @@ pub async fn optimize(session: &Session, name: &ObjectName) -> Result<Output> {
     if table.catalog == SAMPLES {
         return Err(read_only(&table));
     }
-    let t = session.warehouse.open(&table).await?;
+    let t = session.warehouse.open_for_write(&table).await?;
     let (_, metrics) = t
         .optimize()
         .with_session_state(Arc::new(session.ctx.state()))
@@ -38,7 +38,11 @@ pub async fn vacuum(
     if table.catalog == SAMPLES {
         return Err(read_only(&table));
     }
-    let t = session.warehouse.open(&table).await?;
+    let t = if dry_run {
+        session.warehouse.open(&table).await?
+    } else {
+        session.warehouse.open_for_write(&table).await?
+    };
     let mut builder = t.vacuum().with_dry_run(dry_run);
     if let Some(h) = retain_hours {
         if !(0.0..=876_000.0).contains(&h) {

@@ -3,10 +3,13 @@
 //! partition value is NULL, deletion vectors applied) and written in the table's own types.
 //! delta-rs' UPDATE and DELETE read the matched files through a scan that turns strings into
 //! string views and write those types into the new files' Arrow schema, where Python's
-//! `deltalake` then cannot filter them. CHECK constraints are checked on the rewritten rows
-//! before anything is written. Tables whose writes must compute values or check invariants
+//! `deltalake` then cannot filter them. NOT NULL and CHECK constraints are checked on the
+//! rows as they are written. Tables whose writes must compute values or check invariants
 //! (generated columns, `delta.invariants`), column-mapped tables and tables with a change
 //! data feed keep delta-rs' own path, which handles those.
+//!
+//! A rewrite commits only on the table state it read: any commit in between (another
+//! UPDATE, an OPTIMIZE, an append) makes it a conflict, run again on the new state.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,11 +17,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::common::Column;
+use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::Expr as DfExpr;
 use datafusion::prelude::{col, lit, when};
 use deltalake::DeltaTable;
 use deltalake::kernel::Action;
-use deltalake::kernel::transaction::CommitBuilder;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::protocol::DeltaOperation;
 
 use crate::engine::Session;
@@ -27,6 +31,10 @@ use crate::error::{Error, Result};
 
 /// The synthetic column naming each row's file in the matching scan.
 const FILE_COLUMN: &str = "__tidemark_file";
+
+/// The column rewritten rows carry: which rule a row breaks, or NULL. The writer stops on
+/// the first one (see `copy_incremental::write_with`).
+pub const VIOLATION_COLUMN: &str = "__tidemark_violation";
 
 /// What a rewrite does to the rows that match.
 pub enum Change {
@@ -37,21 +45,34 @@ pub enum Change {
 
 /// Whether tidemark rewrites this table's files itself (see the module documentation).
 pub fn applies(t: &DeltaTable) -> Result<bool> {
+    Ok(kept_on_delta_rs(t)?.is_none())
+}
+
+/// Why a table keeps delta-rs' own write path, if it does.
+pub fn kept_on_delta_rs(t: &DeltaTable) -> Result<Option<&'static str>> {
     let snapshot = t.snapshot()?;
-    let metadata = snapshot.metadata();
-    let config = metadata.configuration();
-    let cdf = config
+    let config = snapshot.metadata().configuration();
+    if config
         .get("delta.enableChangeDataFeed")
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let mapped = config
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        return Ok(Some("a change data feed"));
+    }
+    if config
         .get("delta.columnMapping.mode")
-        .is_some_and(|m| !m.eq_ignore_ascii_case("none"));
-    let computed = snapshot.schema().fields().any(|f| {
-        f.metadata()
-            .keys()
-            .any(|k| k == "delta.invariants" || k == "delta.generationExpression")
-    });
-    Ok(!cdf && !mapped && !computed)
+        .is_some_and(|m| !m.eq_ignore_ascii_case("none"))
+    {
+        return Ok(Some("column mapping"));
+    }
+    // Nested fields too: the schema as the log writes it.
+    let schema = serde_json::to_string(snapshot.schema().as_ref()).unwrap_or_default();
+    if schema.contains("\"delta.generationExpression\"") {
+        return Ok(Some("generated columns"));
+    }
+    if schema.contains("\"delta.invariants\"") {
+        return Ok(Some("column invariants"));
+    }
+    Ok(None)
 }
 
 /// Rewrite the files of `t` holding rows that match `predicate` (all rows without one),
@@ -64,19 +85,17 @@ pub async fn rewrite(
     change: Change,
 ) -> Result<(Option<DeltaTable>, u64)> {
     let matched = matching_files(session, t, predicate.as_ref()).await?;
-    let changed: u64 = matched.values().sum();
+    let changed: u64 = matched.iter().map(|m| m.rows).sum();
     if changed == 0 {
         return Ok((None, 0));
     }
     let snapshot = t.snapshot()?;
     let root = decoded(t.log_store().root_url().path());
     let mut removes = vec![];
-    let mut paths = vec![];
     for file in snapshot.log_data().iter() {
-        let path = file.path().to_string();
-        if matched.contains_key(&format!("{}/{path}", root.trim_end_matches('/'))) {
+        let path = format!("{}/{}", root.trim_end_matches('/'), file.path());
+        if matched.iter().any(|m| m.decoded == path) {
             removes.push(Action::Remove(file.remove_action(true)));
-            paths.push(path);
         }
     }
     if removes.len() != matched.len() {
@@ -90,7 +109,15 @@ pub async fn rewrite(
         Some(p) => p.clone().is_true(),
         None => lit(true),
     };
-    let rows = super::copy_incremental::files_df(session, t, paths).await?;
+    // The matched files, by the very URLs the scan named them with.
+    let provider = t
+        .table_provider()
+        .with_file_paths(matched.iter().map(|m| m.url.clone()))
+        .with_session(crate::catalog::copy_scan_settings())
+        .await?;
+    let rows = session
+        .ctx
+        .read_table(crate::catalog::exact_reads(t, provider)?)?;
     let rows = match &change {
         Change::Delete => rows.filter(datafusion::prelude::not(hit))?,
         Change::Update(sets) => {
@@ -115,10 +142,11 @@ pub async fn rewrite(
         Change::Update(sets) => sets.iter().map(|(c, _)| c.as_str()).collect(),
         Change::Delete => vec![],
     };
-    check_constraints(session, t, &rows, &set).await?;
+    let rows = with_violations(session, t, rows, &set)?;
     let progress = CopyProgress::start(false, "", 0);
+    let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(t)?);
     let adds =
-        super::copy_incremental::write_partitioned(t, Some(rows), &[], None, &progress).await?;
+        super::copy_incremental::write_with(writer, Some(rows), &[], None, &progress).await?;
     let metrics = serde_json::json!({
         match change { Change::Delete => "num_deleted_rows", Change::Update(_) => "num_updated_rows" }: changed,
         "num_added_files": adds.len(),
@@ -134,9 +162,9 @@ pub async fn rewrite(
         Change::Delete => DeltaOperation::Delete { predicate },
         Change::Update(_) => DeltaOperation::Update { predicate },
     };
-    let props = super::upkeep::commit_properties()
-        .with_metadata([("operationMetrics".to_string(), metrics)]);
-    let finalized = CommitBuilder::from(props)
+    // Tests hold a rewrite here while another writer commits.
+    fail::fail_point!("rewrite::before_commit");
+    let finalized = CommitBuilder::from(no_commit_between(metrics))
         .with_actions(actions)
         .build(Some(snapshot), t.log_store(), operation)
         .await?;
@@ -146,12 +174,19 @@ pub async fn rewrite(
     Ok((Some(t), changed))
 }
 
-/// The files of `t` holding rows that match `predicate`, by URL (decoded), with how many.
+/// One file holding matching rows: its URL as the scan names it, decoded, and how many.
+struct Matched {
+    url: String,
+    decoded: String,
+    rows: u64,
+}
+
+/// The files of `t` holding rows that match `predicate` (all rows without one).
 async fn matching_files(
     session: &Session,
     t: &DeltaTable,
     predicate: Option<&DfExpr>,
-) -> Result<HashMap<String, u64>> {
+) -> Result<Vec<Matched>> {
     let provider = t
         .table_provider()
         .with_file_column(FILE_COLUMN)
@@ -170,44 +205,57 @@ async fn matching_files(
         ],
         vec![datafusion::functions_aggregate::count::count_all().alias("n")],
     )?;
-    let mut found = HashMap::new();
+    let mut found = vec![];
     for batch in df.collect().await? {
         let files = batch.column(0).as_string::<i32>();
         let counts = batch.column(1).as_primitive::<Int64Type>();
         for i in 0..batch.num_rows() {
             if files.is_valid(i) {
-                let url = url::Url::parse(files.value(i))
-                    .map_err(|e| Error::Other(format!("file {}: {e}", files.value(i))))?;
-                found.insert(decoded(url.path()), counts.value(i) as u64);
+                let url = files.value(i).to_string();
+                let parsed =
+                    url::Url::parse(&url).map_err(|e| Error::Other(format!("file {url}: {e}")))?;
+                found.push(Matched {
+                    decoded: decoded(parsed.path()),
+                    url,
+                    rows: counts.value(i) as u64,
+                });
             }
         }
     }
     Ok(found)
 }
 
-/// The NOT NULL columns among `set` hold no NULL in `rows`, and every CHECK constraint of
-/// `t` holds for them (a constraint that is NULL for a row holds, as delta-rs checks appends).
-async fn check_constraints(
+/// Commit properties for a rewrite: it read the whole state of the files it replaces, so
+/// any commit that lands between its read and its own makes it fail as a conflict (run
+/// again on the new state), rather than being let through by delta-rs' conflict checker,
+/// which does not see an OPTIMIZE's removes, nor any added file when there is no predicate.
+fn no_commit_between(metrics: serde_json::Value) -> CommitProperties {
+    super::upkeep::commit_properties()
+        .with_max_retries(0)
+        .with_metadata([("operationMetrics".to_string(), metrics)])
+}
+
+/// `rows` with [`VIOLATION_COLUMN`]: for a row that breaks a rule, which rule (a NOT NULL
+/// column among `set` holding NULL, or a CHECK constraint of `t` that is false; NULL holds,
+/// as delta-rs checks appends), else NULL. Computed in the same evaluation as the values
+/// written, so `SET x = random()` is checked on the values it writes.
+fn with_violations(
     session: &Session,
     t: &DeltaTable,
-    rows: &datafusion::dataframe::DataFrame,
+    rows: DataFrame,
     set: &[&str],
-) -> Result<()> {
+) -> Result<DataFrame> {
     let snapshot = t.snapshot()?;
+    let mut rules: Vec<(DfExpr, String)> = vec![];
     for field in snapshot.schema().fields() {
-        if field.is_nullable() || !set.contains(&field.name().as_str()) {
-            continue;
-        }
-        let nulls = rows
-            .clone()
-            .filter(col(Column::from_name(field.name())).is_null())?
-            .count()
-            .await?;
-        if nulls > 0 {
-            return Err(Error::Invalid(format!(
-                "column '{}' is NOT NULL but {nulls} updated row(s) would set it to NULL; nothing was written",
-                field.name()
-            )));
+        if !field.is_nullable() && set.contains(&field.name().as_str()) {
+            rules.push((
+                col(Column::from_name(field.name())).is_null(),
+                format!(
+                    "column '{}' is NOT NULL but an updated row sets it to NULL",
+                    field.name()
+                ),
+            ));
         }
     }
     let mut constraints: Vec<(String, String)> = snapshot
@@ -225,18 +273,40 @@ async fn check_constraints(
             .ctx
             .state()
             .create_logical_expr(&sql, rows.schema())?;
-        let violated = rows
-            .clone()
-            .filter(datafusion::prelude::not(check))?
-            .count()
-            .await?;
-        if violated > 0 {
-            return Err(Error::Invalid(format!(
-                "CHECK constraint {name} ({sql}) is violated by {violated} row(s) of the result; nothing was written"
-            )));
-        }
+        rules.push((
+            datafusion::prelude::not(check),
+            format!("CHECK constraint {name} ({sql}) is violated by a row of the result"),
+        ));
     }
-    Ok(())
+    let Some(((first, first_rule), rest)) = rules.split_first() else {
+        return Ok(rows);
+    };
+    let mut which = when(first.clone(), lit(first_rule.clone()));
+    for (rule, text) in rest {
+        which = which.when(rule.clone(), lit(text.clone()));
+    }
+    let which = which.otherwise(lit(datafusion::common::ScalarValue::Utf8(None)))?;
+    Ok(rows.with_column(VIOLATION_COLUMN, which)?)
+}
+
+/// An error naming the rule the first violating row of `batch` breaks (see
+/// [`VIOLATION_COLUMN`]); Ok for a batch without the column.
+pub fn stop_on_violation(batch: &datafusion::arrow::array::RecordBatch) -> Result<()> {
+    let Ok(i) = batch.schema().index_of(VIOLATION_COLUMN) else {
+        return Ok(());
+    };
+    let column = datafusion::arrow::compute::cast(
+        batch.column(i),
+        &datafusion::arrow::datatypes::DataType::Utf8,
+    )?;
+    let rules = column.as_string::<i32>();
+    match (0..rules.len()).find(|&r| rules.is_valid(r)) {
+        Some(r) => Err(Error::Invalid(format!(
+            "{}; nothing was written",
+            rules.value(r)
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn decoded(path: &str) -> String {
@@ -257,6 +327,34 @@ pub async fn add_columns_with_values(
 ) -> Result<DeltaTable> {
     use deltalake::kernel::MetadataExt;
     let snapshot = t.snapshot()?;
+    let refuse = |why: &str| {
+        Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "ALTER TABLE ... ADD COLUMN ... DEFAULT on a table with rows and {why} is not \
+                 supported; nothing was changed. Add the column without DEFAULT, then fill it \
+                 with UPDATE"
+            ),
+        )
+    };
+    if let Some(why) = kept_on_delta_rs(t)? {
+        return Err(refuse(why));
+    }
+    // A new TIMESTAMP_NTZ column needs the table feature, which only delta-rs' own ADD
+    // COLUMN adds to the protocol.
+    let ntz = |f: &datafusion::arrow::datatypes::Field| {
+        format!("{:?}", f.data_type()).contains("Timestamp(Microsecond, None)")
+    };
+    if arrow_fields.iter().any(ntz) {
+        let features = snapshot.protocol().writer_features();
+        let has = features.is_some_and(|f| {
+            f.iter()
+                .any(|x| x.to_string().eq_ignore_ascii_case("timestampNtz"))
+        });
+        if !has {
+            return Err(refuse("a new TIMESTAMP_NTZ column"));
+        }
+    }
     let schema = deltalake::kernel::StructType::try_new(
         snapshot.schema().fields().cloned().chain(fields.clone()),
     )
@@ -304,14 +402,13 @@ pub async fn add_columns_with_values(
         "num_removed_files": removes.len(),
     });
     for mut add in adds {
-        add.stats = (add.stats)
-            .map(|s| crate::catalog::filter_column_stats(&s, |c| indexed.iter().any(|i| i == c)));
+        add.stats = (add.stats).map(|s| {
+            crate::catalog::filter_column_stats(&s, |c| indexed.contains(&c.to_lowercase()))
+        });
         actions.push(Action::Add(add));
     }
     actions.extend(removes);
-    let props = super::upkeep::commit_properties()
-        .with_metadata([("operationMetrics".to_string(), metrics)]);
-    let finalized = CommitBuilder::from(props)
+    let finalized = CommitBuilder::from(no_commit_between(metrics))
         .with_actions(actions)
         .build(
             Some(snapshot),
@@ -334,14 +431,7 @@ fn stats_columns(
     partitions: &[String],
 ) -> Vec<String> {
     if let Some(list) = config.get("delta.dataSkippingStatsColumns") {
-        return list
-            .split(',')
-            .map(|c| {
-                let c = c.trim();
-                let top = c.split('.').next().unwrap_or(c);
-                top.trim_matches('`').to_string()
-            })
-            .collect();
+        return crate::catalog::stats_column_roots(list);
     }
     let n = config
         .get("delta.dataSkippingNumIndexedCols")
@@ -349,8 +439,8 @@ fn stats_columns(
         .unwrap_or(32);
     let columns = schema
         .fields()
-        .map(|f| f.name().clone())
-        .filter(|c| !partitions.contains(c));
+        .map(|f| f.name().to_lowercase())
+        .filter(|c| !partitions.iter().any(|p| p.eq_ignore_ascii_case(c)));
     if n < 0 {
         columns.collect()
     } else {

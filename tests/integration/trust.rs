@@ -292,10 +292,21 @@ fn a_read_only_warehouse_reads_and_refuses_every_write_by_path() {
     let out = as_reader("INSERT INTO t VALUES (2, 'b')");
     let err = String::from_utf8_lossy(&out.stderr);
     let table_dir = wh.join("main/default/t");
-    if root {
+    assert!(
+        out.status.code() == Some(1)
+            && err.contains(&format!("cannot write in {}", table_dir.display())),
+        "{err}"
+    );
+    for stmt in [
+        "OPTIMIZE t",
+        "ALTER TABLE t SET TBLPROPERTIES ('a' = 'b')",
+        "COPY INCREMENTAL ctl INTO t WATERMARK source_table",
+    ] {
+        let out = as_reader(stmt);
+        let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains(&format!("cannot write in {}", table_dir.display())),
-            "{err}"
+            out.status.code() == Some(1) && !err.contains("panicked"),
+            "{stmt}: {err}"
         );
     }
     set_read_only(&table_dir, false);

@@ -990,12 +990,16 @@ async fn copy_once(
                     None => e,
                 });
             }
+            // Tests hold a MERGE ON copy here while another writer commits.
+            fail::fail_point!("copy::before_merge");
             let (t, _) = t
                 .merge(input, on.expect("at least one key"))
                 .with_source_alias("source")
                 .with_target_alias("target")
                 .with_session_state(state)
-                .with_commit_properties(props)
+                // As UPDATE and DELETE: never over another commit; a conflict reruns the
+                // whole copy on the new state (`concurrency::a_merge_copy_never_*`).
+                .with_commit_properties(props.with_max_retries(0))
                 .when_matched_update(|mut u| {
                     for c in &cols {
                         u = u.update(c.as_str(), col(Column::new(Some("source"), c)));

@@ -113,3 +113,49 @@ fn a_rewrite_never_commits_over_a_concurrent_optimize() {
         assert_eq!(crate::common::ok(&wh, check), want, "{stmt}");
     }
 }
+
+/// The same for a `MERGE ON` copy: an OPTIMIZE of the target between the copy's read and its
+/// commit makes the copy run again; every key stays once in the target.
+#[test]
+fn a_merge_copy_never_commits_over_a_concurrent_optimize() {
+    let (_d, wh) = crate::common::warehouse();
+    crate::common::sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id INT, v STRING, ts INT)",
+            "INSERT INTO s VALUES (1, 'a', 1), (2, 'b', 2)",
+            "COPY INCREMENTAL s INTO t WATERMARK ts MERGE ON (id)",
+            "INSERT INTO s VALUES (3, 'c', 3)",
+            "COPY INCREMENTAL s INTO t WATERMARK ts MERGE ON (id)",
+            "INSERT INTO t VALUES (10, 'x', 0)",
+            "INSERT INTO t VALUES (11, 'y', 0)",
+            "INSERT INTO s VALUES (1, 'a2', 4)",
+        ],
+    );
+    let slow = Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
+        .arg(&wh)
+        .args([
+            "--format",
+            "csv",
+            "-c",
+            "COPY INCREMENTAL s INTO t WATERMARK ts MERGE ON (id)",
+        ])
+        .env("FAILPOINTS", "copy::before_merge=1*sleep(2000)")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    let optimized = crate::common::ok(&wh, "OPTIMIZE t");
+    assert!(optimized.contains("1,3"), "{optimized}");
+    let out = slow.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        crate::common::ok(&wh, "SELECT id, v FROM t ORDER BY id, v"),
+        "id,v\n1,a2\n2,b\n3,c\n10,x\n11,y\n"
+    );
+}

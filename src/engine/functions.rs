@@ -21,8 +21,9 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
 
 /// `sum()` that fails on DECIMAL overflow, as Databricks does (ARITHMETIC_OVERFLOW).
 /// DataFusion's sum adds Decimal128 values with wrapping arithmetic: the sum of two
-/// 99999999999999999999999999999999.000000 values came out negative. Every other type, and
-/// DISTINCT and window sums, go to DataFusion's own sum unchanged.
+/// 99999999999999999999999999999999.000000 values came out negative. DECIMAL sums, plain,
+/// DISTINCT and over sliding window frames, run on checked accumulators here; every other
+/// type goes to DataFusion's own sum unchanged.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CheckedSum {
     inner: datafusion::functions_aggregate::sum::Sum,
@@ -36,12 +37,54 @@ impl CheckedSum {
     }
 }
 
-/// The checked accumulator's type, when it takes over: a plain (not DISTINCT) DECIMAL sum.
+/// The checked accumulator's type, when it takes over: a DECIMAL sum.
 fn checked_decimal(args: &datafusion::logical_expr::function::AccumulatorArgs) -> Option<(u8, i8)> {
     match args.return_field.data_type() {
-        DataType::Decimal128(p, s) if !args.is_distinct => Some((*p, *s)),
+        DataType::Decimal128(p, s) => Some((*p, *s)),
         _ => None,
     }
+}
+
+/// The checked accumulator for a DECIMAL sum, DISTINCT or not.
+fn decimal_sum(
+    args: &datafusion::logical_expr::function::AccumulatorArgs,
+) -> Option<Box<dyn datafusion::logical_expr::Accumulator>> {
+    let (precision, scale) = checked_decimal(args)?;
+    Some(if args.is_distinct {
+        Box::new(DistinctDecimalSum {
+            values: std::collections::HashSet::new(),
+            precision,
+            scale,
+        })
+    } else {
+        Box::new(DecimalSum {
+            sum: None,
+            overflowed: false,
+            precision,
+            scale,
+        })
+    })
+}
+
+/// The error of a DECIMAL sum beyond its result type.
+fn sum_overflow(precision: u8, scale: i8) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::Execution(format!(
+        "[ARITHMETIC_OVERFLOW] sum() overflows DECIMAL({precision}, {scale}): cast the column to a wider DECIMAL or DOUBLE before summing"
+    ))
+}
+
+/// A checked total as a DECIMAL of `precision` digits, or the overflow error.
+fn checked_total(
+    sum: Option<i128>,
+    overflowed: bool,
+    precision: u8,
+    scale: i8,
+) -> datafusion::error::Result<ScalarValue> {
+    let limit = 10i128.pow(precision as u32);
+    if overflowed || sum.is_some_and(|v| v >= limit || v <= -limit) {
+        return Err(sum_overflow(precision, scale));
+    }
+    Ok(ScalarValue::Decimal128(sum, precision, scale))
 }
 
 impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
@@ -64,12 +107,8 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::Accumulator>> {
-        match checked_decimal(&args) {
-            Some((precision, scale)) => Ok(Box::new(DecimalSum {
-                sum: None,
-                precision,
-                scale,
-            })),
+        match decimal_sum(&args) {
+            Some(acc) => Ok(acc),
             None => self.inner.accumulator(args),
         }
     }
@@ -95,7 +134,10 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::Accumulator>> {
-        self.inner.create_sliding_accumulator(args)
+        match decimal_sum(&args) {
+            Some(acc) => Ok(acc),
+            None => self.inner.create_sliding_accumulator(args),
+        }
     }
     fn reverse_expr(&self) -> datafusion::logical_expr::ReversedUDAF {
         datafusion::logical_expr::ReversedUDAF::Identical
@@ -121,63 +163,118 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
 }
 
 /// A DECIMAL sum in checked 128-bit arithmetic; a total beyond the result's precision is an
-/// error. Partial sums travel in the result type; one that overflowed travels as `i128::MAX`,
-/// which no DECIMAL(38) holds, so the final check still fails.
+/// error. Partial sums travel in the result type; one that overflowed 128 bits travels as
+/// `i128::MAX`, which no DECIMAL(38) holds, so the final check still fails. Retractable, for
+/// sliding window frames (an overflow of 128 bits on the way is kept as an error).
 #[derive(Debug)]
 struct DecimalSum {
     sum: Option<i128>,
+    overflowed: bool,
     precision: u8,
     scale: i8,
 }
 
 impl DecimalSum {
-    fn add(&mut self, values: &ArrayRef) -> datafusion::error::Result<()> {
+    fn add(&mut self, values: &ArrayRef, sign: i128) {
         let values = values.as_primitive::<datafusion::arrow::datatypes::Decimal128Type>();
         for v in values.iter().flatten() {
+            if v == i128::MAX {
+                self.overflowed = true;
+            }
             let total = self.sum.unwrap_or(0);
-            self.sum = Some(if total == i128::MAX || v == i128::MAX {
-                i128::MAX
-            } else {
-                total.checked_add(v).unwrap_or(i128::MAX)
-            });
+            match v.checked_mul(sign).and_then(|v| total.checked_add(v)) {
+                Some(t) => self.sum = Some(t),
+                None => self.overflowed = true,
+            }
         }
-        Ok(())
     }
 }
 
 impl datafusion::logical_expr::Accumulator for DecimalSum {
     fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
-        self.add(&values[0])
+        self.add(&values[0], 1);
+        Ok(())
+    }
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
+        self.add(&values[0], -1);
+        Ok(())
+    }
+    fn supports_retract_batch(&self) -> bool {
+        true
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::error::Result<()> {
-        self.add(&states[0])
+        self.add(&states[0], 1);
+        Ok(())
     }
     fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
+        let sum = if self.overflowed {
+            Some(i128::MAX)
+        } else {
+            self.sum
+        };
         Ok(vec![ScalarValue::Decimal128(
-            self.sum,
+            sum,
             self.precision,
             self.scale,
         )])
     }
     fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
-        if let Some(v) = self.sum {
-            let limit = 10i128.pow(self.precision as u32);
-            if v == i128::MAX || v >= limit || v <= -limit {
-                return exec_err!(
-                    "[ARITHMETIC_OVERFLOW] sum() overflows DECIMAL({}, {}): cast the column to a wider DECIMAL or DOUBLE before summing",
-                    self.precision,
-                    self.scale
-                );
-            }
-        }
-        Ok(ScalarValue::Decimal128(
-            self.sum,
-            self.precision,
-            self.scale,
-        ))
+        checked_total(self.sum, self.overflowed, self.precision, self.scale)
     }
     fn size(&self) -> usize {
         std::mem::size_of_val(self)
+    }
+}
+
+/// `sum(DISTINCT d)` of a DECIMAL: the distinct values, summed in checked arithmetic at the
+/// end. Its state is the list of values, as DataFusion's own distinct sum keeps it.
+#[derive(Debug)]
+struct DistinctDecimalSum {
+    values: std::collections::HashSet<i128>,
+    precision: u8,
+    scale: i8,
+}
+
+impl datafusion::logical_expr::Accumulator for DistinctDecimalSum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
+        let values = values[0].as_primitive::<datafusion::arrow::datatypes::Decimal128Type>();
+        self.values.extend(values.iter().flatten());
+        Ok(())
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::error::Result<()> {
+        let lists = states[0].as_list::<i32>();
+        for list in lists.iter().flatten() {
+            self.update_batch(&[list])?;
+        }
+        Ok(())
+    }
+    fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
+        let dt = DataType::Decimal128(self.precision, self.scale);
+        let values: Vec<ScalarValue> = self
+            .values
+            .iter()
+            .map(|v| ScalarValue::Decimal128(Some(*v), self.precision, self.scale))
+            .collect();
+        Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(
+            &values, &dt,
+        ))])
+    }
+    fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
+        if self.values.is_empty() {
+            return Ok(ScalarValue::Decimal128(None, self.precision, self.scale));
+        }
+        let mut total = 0i128;
+        let mut overflowed = false;
+        for v in &self.values {
+            match total.checked_add(*v) {
+                Some(t) => total = t,
+                None => overflowed = true,
+            }
+        }
+        checked_total(Some(total), overflowed, self.precision, self.scale)
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.values.len() * 16
     }
 }
 

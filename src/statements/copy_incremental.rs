@@ -657,6 +657,7 @@ async fn copy_once(
             }
             _ => false,
         };
+    let mut new_target_window_rows = 0i64;
     if let (Some(lo), Some(s), false) = (&lower, &start, unchanged || ties_unchanged) {
         let in_window = w
             .clone()
@@ -669,6 +670,10 @@ async fn copy_once(
             copy_df = scan
                 .clone()
                 .filter(w.clone().gt_eq(DfExpr::Literal(lo.clone(), None)))?;
+        }
+        if target.is_none() && !merge_keys.is_empty() {
+            // A new target lacks every window row the upsert applies: all are new.
+            new_target_window_rows = scan.clone().filter(in_window.clone())?.count().await? as i64;
         }
         if let Some(t) = &target {
             let tprov = crate::catalog::provider_for(t).await?;
@@ -704,7 +709,11 @@ async fn copy_once(
             window_batches = multiset_minus(sdf, tdf, &source_columns)?.collect().await?;
         }
     }
-    let window_rows: i64 = window_batches.iter().map(|b| b.num_rows() as i64).sum();
+    let window_rows: i64 = window_batches
+        .iter()
+        .map(|b| b.num_rows() as i64)
+        .sum::<i64>()
+        + new_target_window_rows;
 
     // Whole files: a Delta source appended into a target of the same schema.
     // Which files hold rows to copy, from their statistics (when those can be trusted for the

@@ -312,6 +312,22 @@ fn lookback_catches_late_rows_without_duplicates() {
 }
 
 #[test]
+fn a_merge_copy_into_a_new_target_with_lookback_counts_every_row_it_copies() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE s (id INT, ts INT); INSERT INTO s VALUES (1, 1), (2, 2), (3, 3), (4, 4)",
+    );
+    let out = ok(
+        &wh,
+        "COPY INCREMENTAL s INTO t WATERMARK ts MERGE ON (id) SINCE 3 LOOKBACK 2",
+    );
+    let row = out.lines().nth(1).unwrap_or_default().to_string();
+    assert_eq!(row.split(',').nth(5), Some("4"), "{out}");
+    assert_eq!(value(&wh, "SELECT count(*) FROM t"), "4");
+}
+
+#[test]
 fn dry_run_changes_nothing() {
     let (_d, wh) = warehouse();
     setup(&wh);

@@ -6,9 +6,15 @@ use std::process::Command;
 use crate::common::{ok, warehouse};
 
 fn spawn(wh: &std::path::Path, sql: &str) -> std::process::Child {
+    spawn_held(wh, sql, "")
+}
+
+/// `sql` in a process of its own, with fail points set (`FAILPOINTS`, empty for none).
+fn spawn_held(wh: &std::path::Path, sql: &str, failpoints: &str) -> std::process::Child {
     Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
         .arg(wh)
         .args(["--format", "csv", "-c", sql])
+        .env("FAILPOINTS", failpoints)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -93,14 +99,7 @@ fn a_rewrite_never_commits_over_a_concurrent_optimize() {
                 "INSERT INTO t VALUES (3, 'c')",
             ],
         );
-        let slow = Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
-            .arg(&wh)
-            .args(["--format", "csv", "-c", stmt])
-            .env("FAILPOINTS", "rewrite::before_commit=1*sleep(2000)")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let slow = spawn_held(&wh, stmt, "rewrite::before_commit=1*sleep(2000)");
         std::thread::sleep(std::time::Duration::from_millis(700));
         let optimized = crate::common::ok(&wh, "OPTIMIZE t");
         assert!(optimized.contains("1,3"), "{optimized}");
@@ -132,19 +131,11 @@ fn a_merge_copy_never_commits_over_a_concurrent_optimize() {
             "INSERT INTO s VALUES (1, 'a2', 4)",
         ],
     );
-    let slow = Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
-        .arg(&wh)
-        .args([
-            "--format",
-            "csv",
-            "-c",
-            "COPY INCREMENTAL s INTO t WATERMARK ts MERGE ON (id)",
-        ])
-        .env("FAILPOINTS", "copy::before_merge=1*sleep(2000)")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let slow = spawn_held(
+        &wh,
+        "COPY INCREMENTAL s INTO t WATERMARK ts MERGE ON (id)",
+        "copy::before_merge=1*sleep(2000)",
+    );
     std::thread::sleep(std::time::Duration::from_millis(900));
     let optimized = crate::common::ok(&wh, "OPTIMIZE t");
     assert!(optimized.contains("1,3"), "{optimized}");

@@ -618,6 +618,24 @@ print(sorted({{k for a in __import__("pyarrow").table(t.get_add_actions(flatten=
     assert_eq!(py, "[(1, 7, 'd'), (2, 7, 'd')]\n['min.id']\n");
 }
 
+/// Rewrite table `name`'s first data commit as another writer (Spark, polars) would have
+/// logged its NULL values of partition column `p`: as empty strings.
+fn log_null_partitions_as_empty(wh: &Path, name: &str) {
+    let log = wh.join(format!(
+        "main/default/{name}/_delta_log/00000000000000000001.json"
+    ));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(r#""partitionValues":{"p":null}"#), "{text}");
+    std::fs::write(
+        &log,
+        text.replace(
+            r#""partitionValues":{"p":null}"#,
+            r#""partitionValues":{"p":""}"#,
+        ),
+    )
+    .unwrap();
+}
+
 #[test]
 fn update_and_delete_see_empty_partition_values_of_other_writers_as_null() {
     let (_d, wh) = warehouse();
@@ -630,17 +648,7 @@ fn update_and_delete_see_empty_partition_values_of_other_writers_as_null() {
     );
     // As another writer (Spark, polars) logs it: an empty string, which the protocol reads
     // as NULL.
-    let log = wh.join("main/default/o/_delta_log/00000000000000000001.json");
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains(r#""partitionValues":{"p":null}"#), "{text}");
-    std::fs::write(
-        &log,
-        text.replace(
-            r#""partitionValues":{"p":null}"#,
-            r#""partitionValues":{"p":""}"#,
-        ),
-    )
-    .unwrap();
+    log_null_partitions_as_empty(&wh, "o");
     assert_eq!(
         ok(&wh, "UPDATE o SET v = 'u' WHERE p IS NULL AND id > 2"),
         "num_affected_rows\n2\n"
@@ -667,16 +675,7 @@ fn update_and_delete_see_empty_partition_values_of_other_writers_as_null() {
             "INSERT INTO m VALUES (1, 'x'), (2, NULL)",
         ],
     );
-    let log = wh.join("main/default/m/_delta_log/00000000000000000001.json");
-    let text = std::fs::read_to_string(&log).unwrap();
-    std::fs::write(
-        &log,
-        text.replace(
-            r#""partitionValues":{"p":null}"#,
-            r#""partitionValues":{"p":""}"#,
-        ),
-    )
-    .unwrap();
+    log_null_partitions_as_empty(&wh, "m");
     let merge = "MERGE INTO m USING (SELECT 2 AS id) s ON m.id = s.id WHEN MATCHED AND m.p IS NULL THEN DELETE";
     let out = run(&wh, merge);
     let err = String::from_utf8_lossy(&out.stderr);

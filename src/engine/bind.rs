@@ -530,6 +530,16 @@ impl Session {
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
         let _ = node.visit(&mut DoubleLiterals);
+        let mut spellings = super::spark::SparkSpellings {
+            catalog: &self.catalog,
+            schema: &self.schema,
+            error: None,
+            headers: vec![],
+        };
+        let _ = node.visit(&mut spellings);
+        if let Some(e) = spellings.error {
+            return Err(e);
+        }
         let mut sampler = SampleRewriter { error: None };
         let _ = node.visit(&mut sampler);
         if let Some(e) = sampler.error {

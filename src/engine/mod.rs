@@ -5,6 +5,7 @@
 pub mod bind;
 pub mod functions;
 pub mod progress;
+pub mod spark;
 pub mod types;
 pub mod variables;
 
@@ -115,9 +116,13 @@ impl Session {
             .options_mut()
             .optimizer
             .hash_join_inlist_pushdown_max_distinct_values = 0;
+        use datafusion_spark::SessionStateBuilderSpark;
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
+            // Spark's functions over DataFusion's of the same name: Databricks semantics
+            // (`concat` with a NULL is NULL, `round` rounds half up, ...).
+            .with_spark_features()
             .with_catalog_list(catalogs.clone())
             // Delta's planner runs the write/merge plan nodes delta-rs builds.
             .with_query_planner(deltalake::delta_datafusion::planner::DeltaPlanner::new())

@@ -620,7 +620,7 @@ fn a_decoding_copy_writes_every_row_once_and_nulls_target_only_columns() {
         vec!["CREATE TABLE s (id BIGINT NOT NULL, ts TIMESTAMP, note STRING)".to_string()];
     for f in 0..6 {
         stmts.push(format!(
-            "INSERT INTO s SELECT {f} * 1000 + value, to_timestamp(1704067200 + {f} * 1000 + value), 'n' || value FROM range(1000)"
+            "INSERT INTO s SELECT {f} * 1000 + id, to_timestamp(1704067200 + {f} * 1000 + id), 'n' || id FROM range(1000)"
         ));
     }
     stmts.push(
@@ -666,9 +666,9 @@ fn a_decoded_copy_takes_count_and_mark_from_statistics_and_footers() {
         &wh,
         &[
             "CREATE TABLE s (id BIGINT, ts TIMESTAMP, amount DOUBLE, country STRING)",
-            "INSERT INTO s SELECT value, to_timestamp_micros(1704067200000000 + value * 100 + 99), random(), 'FR' FROM range(30000)",
+            "INSERT INTO s SELECT id, to_timestamp_micros(1704067200000000 + id * 100 + 99), random(), 'FR' FROM range(30000)",
             "INSERT INTO s VALUES (NULL, NULL, 1.0, 'US')",
-            "INSERT INTO s SELECT 30000 + value, to_timestamp_micros(1704067203000000 + value * 1000 + 1), random(), 'DE' FROM range(2000)",
+            "INSERT INTO s SELECT 30000 + id, to_timestamp_micros(1704067203000000 + id * 1000 + 1), random(), 'DE' FROM range(2000)",
         ],
     );
     let copy = |wh: &Path| {
@@ -791,7 +791,7 @@ fn a_source_dictionary_that_overflowed_is_not_rebuilt() {
         &wh,
         &[
             "CREATE TABLE s (id BIGINT, ts TIMESTAMP)",
-            "INSERT INTO s SELECT value, to_timestamp(1704067200 + value) FROM range(300000)",
+            "INSERT INTO s SELECT id, to_timestamp(1704067200 + id) FROM range(300000)",
         ],
     );
     use datafusion::parquet::basic::Encoding;
@@ -829,7 +829,7 @@ fn a_target_with_a_check_constraint_gets_only_rows_that_pass() {
         &wh,
         &[
             "CREATE TABLE s (id BIGINT, ts TIMESTAMP)",
-            "INSERT INTO s SELECT value, to_timestamp(1704067200 + value) FROM range(10)",
+            "INSERT INTO s SELECT id, to_timestamp(1704067200 + id) FROM range(10)",
             "CREATE TABLE t (id BIGINT, ts TIMESTAMP)",
             "ALTER TABLE t ADD CONSTRAINT big CHECK (id > 5)",
         ],

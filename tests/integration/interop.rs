@@ -177,8 +177,8 @@ fn python_reads_a_decoded_copy_with_delta_encoded_columns() {
     );
     ok(
         &wh,
-        "INSERT INTO s SELECT value * 3 - 70000, to_timestamp_micros(1704067200000000 + value * 1000000 + value % 7), \
-         CAST(to_timestamp(1704067200 + value * 86400) AS DATE), CAST(value % 1000 AS INT) - 500, 'n' || value FROM range(70000)",
+        "INSERT INTO s SELECT id * 3 - 70000, to_timestamp_micros(1704067200000000 + id * 1000000 + id % 7), \
+         CAST(to_timestamp(1704067200 + id * 86400) AS DATE), CAST(id % 1000 AS INT) - 500, 'n' || id FROM range(70000)",
     );
     let out = crate::common::tidemark(&wh)
         .args([

@@ -1,0 +1,314 @@
+//! Databricks function spellings that neither DataFusion nor `datafusion-spark` registers,
+//! rewritten in the syntax tree before planning into expressions DataFusion runs with
+//! Databricks' semantics: `year(d)` is `CAST(date_part('year', CAST(d AS DATE)) AS INT)`,
+//! `iff(c, a, b)` a CASE, `count_if(p)` a count of a CASE, `to_date(s, 'yyyy-MM-dd')` the
+//! engine's `to_date` with the pattern translated, `range(n)` a table of column `id`. Each
+//! rewrite re-parses SQL built from the arguments' own printed form, so an argument is
+//! always one parenthesised expression, never text pasted into another's.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Query, SelectItem, SetExpr, TableFactor,
+    Value, VisitorMut,
+};
+
+use crate::error::{Error, Result};
+
+/// The alias of the engine's `range` inside the rewrite of `range(...)`.
+const ENGINE_RANGE: &str = "__tidemark_range";
+
+/// The rewriter; `catalog` and `schema` answer `current_catalog()` / `current_schema()`.
+pub struct SparkSpellings<'a> {
+    pub catalog: &'a str,
+    pub schema: &'a str,
+    pub error: Option<Error>,
+    /// Per query being visited, its select items as written (see `pre_visit_query`).
+    pub headers: Vec<Vec<Option<String>>>,
+}
+
+impl VisitorMut for SparkSpellings<'_> {
+    type Break = ();
+
+    /// Remember how each select item reads, so a rewritten one keeps it as its column name
+    /// (`year(d)`, not the `date_part(...)` it became).
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let items = match query.body.as_ref() {
+            SetExpr::Select(select) => select
+                .projection
+                .iter()
+                .map(|item| match item {
+                    SelectItem::UnnamedExpr(e) => Some(e.to_string()),
+                    _ => None,
+                })
+                .collect(),
+            _ => vec![],
+        };
+        self.headers.push(items);
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let items = self.headers.pop().unwrap_or_default();
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            for (item, before) in select.projection.iter_mut().zip(items) {
+                if let (SelectItem::UnnamedExpr(e), Some(before)) = (&*item, before)
+                    && e.to_string() != before
+                {
+                    *item = SelectItem::ExprWithAlias {
+                        expr: e.clone(),
+                        alias: datafusion::sql::sqlparser::ast::Ident::with_quote('`', before),
+                    };
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        match rewrite(expr, self.catalog, self.schema) {
+            Ok(Some(new)) => *expr = new,
+            Ok(None) => {}
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// `range(n)` / `range(a, b[, step])` in FROM: Databricks names its column `id`.
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let TableFactor::Table {
+            name,
+            alias,
+            args: Some(args),
+            ..
+        } = factor
+        else {
+            return ControlFlow::Continue(());
+        };
+        // The engine's own `range` inside the rewrite carries an alias of its own: left as is.
+        if name.to_string().to_lowercase() != "range"
+            || alias.as_ref().is_some_and(|a| a.name.value == ENGINE_RANGE)
+        {
+            return ControlFlow::Continue(());
+        }
+        let list: Vec<String> = args.args.iter().map(|a| a.to_string()).collect();
+        let sql = format!(
+            "SELECT value AS id FROM range({}) AS {ENGINE_RANGE}",
+            list.join(", ")
+        );
+        let alias = alias
+            .clone()
+            .unwrap_or_else(|| datafusion::sql::sqlparser::ast::TableAlias {
+                explicit: true,
+                name: datafusion::sql::sqlparser::ast::Ident::new("range"),
+                columns: vec![],
+                at: None,
+            });
+        match parse_query(&sql) {
+            Ok(q) => {
+                *factor = TableFactor::Derived {
+                    lateral: false,
+                    subquery: Box::new(q),
+                    alias: Some(alias),
+                    sample: None,
+                };
+                ControlFlow::Continue(())
+            }
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+fn parse_expr(sql: &str) -> Result<Expr> {
+    Ok(
+        datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+            .try_with_sql(sql)?
+            .parse_expr()?,
+    )
+}
+
+fn parse_query(sql: &str) -> Result<datafusion::sql::sqlparser::ast::Query> {
+    Ok(
+        *datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+            .try_with_sql(sql)?
+            .parse_query()?,
+    )
+}
+
+/// A string literal in SQL.
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A Spark datetime pattern argument (a string literal) as the engine's chrono format, quoted.
+fn chrono_pattern(function: &str, e: &Expr) -> Result<String> {
+    let Expr::Value(v) = e else {
+        return Err(Error::Invalid(format!(
+            "{function}: the format must be a string literal, found {e}"
+        )));
+    };
+    let (Value::SingleQuotedString(p) | Value::DoubleQuotedString(p)) = &v.value else {
+        return Err(Error::Invalid(format!(
+            "{function}: the format must be a string literal, found {e}"
+        )));
+    };
+    let chrono = super::functions::spark_to_chrono(p)
+        .map_err(|e| Error::Invalid(format!("{function}: {e}")))?;
+    Ok(quoted(&chrono))
+}
+
+/// The rewrite of one function call, if it is one of the spellings handled here.
+fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
+    let Expr::Function(f) = expr else {
+        return Ok(None);
+    };
+    if f.name.0.len() != 1 || !matches!(f.parameters, FunctionArguments::None) {
+        return Ok(None);
+    }
+    let name = f.name.to_string().to_lowercase();
+    let exprs: Vec<&Expr> = match &f.args {
+        FunctionArguments::None => vec![],
+        FunctionArguments::List(l) if l.clauses.is_empty() && l.duplicate_treatment.is_none() => {
+            let mut out = vec![];
+            for a in &l.args {
+                match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => out.push(e),
+                    _ => return Ok(None),
+                }
+            }
+            out
+        }
+        _ => return Ok(None),
+    };
+    let args: Vec<String> = exprs.iter().map(|e| format!("({e})")).collect();
+    let scalar = f.over.is_none() && f.filter.is_none() && f.within_group.is_empty();
+    let aggregate = f.within_group.is_empty();
+    let part = |p: &str, x: &str| format!("CAST(date_part('{p}', CAST({x} AS DATE)) AS INT)");
+    let sql = match (name.as_str(), args.as_slice()) {
+        ("year", [x]) if scalar => part("year", x),
+        ("month", [x]) if scalar => part("month", x),
+        ("day" | "dayofmonth", [x]) if scalar => part("day", x),
+        ("quarter", [x]) if scalar => part("quarter", x),
+        ("dayofyear", [x]) if scalar => part("doy", x),
+        ("weekofyear", [x]) if scalar => part("week", x),
+        // 1 = Sunday ... 7 = Saturday: Spark's `dow` (datafusion-spark's date_part).
+        ("dayofweek", [x]) if scalar => part("dow", x),
+        ("current_catalog", []) if scalar => quoted(catalog),
+        ("current_schema" | "current_database", []) if scalar => quoted(schema),
+        ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
+        // Spark casts the date arguments (strings, timestamps) to DATE.
+        ("datediff", [end, start]) if scalar => {
+            format!("date_diff(CAST({end} AS DATE), CAST({start} AS DATE))")
+        }
+        ("date_add" | "dateadd", [d, n]) if scalar => {
+            format!("date_add(CAST({d} AS DATE), CAST({n} AS INT))")
+        }
+        ("date_sub", [d, n]) if scalar => format!("date_sub(CAST({d} AS DATE), CAST({n} AS INT))"),
+        ("add_months", [d, n]) if scalar => {
+            format!("add_months(CAST({d} AS DATE), CAST({n} AS INT))")
+        }
+        ("last_day", [d]) if scalar => format!("last_day(CAST({d} AS DATE))"),
+        // Spark's decode compares NULL-safely: decode(NULL, NULL, 'a') is 'a'.
+        ("decode", [e, rest @ ..]) if scalar && rest.len() >= 2 => {
+            let mut sql = String::from("CASE");
+            for pair in rest.chunks(2) {
+                if let [search, result] = pair {
+                    sql.push_str(&format!(
+                        " WHEN {e} IS NOT DISTINCT FROM {search} THEN {result}"
+                    ));
+                }
+            }
+            if rest.len() % 2 == 1 {
+                sql.push_str(&format!(" ELSE {}", rest[rest.len() - 1]));
+            }
+            sql.push_str(" END");
+            sql
+        }
+        ("to_date", [s]) if scalar => format!("CAST(CAST({s} AS TIMESTAMP) AS DATE)"),
+        ("to_date", [s, _]) if scalar => {
+            format!("to_date({s}, {})", chrono_pattern("to_date", exprs[1])?)
+        }
+        ("to_timestamp", [s, _]) if scalar => format!(
+            "to_timestamp_micros({s}, {})",
+            chrono_pattern("to_timestamp", exprs[1])?
+        ),
+        ("unix_timestamp", []) if scalar => {
+            "CAST(floor(date_part('epoch', now())) AS BIGINT)".to_string()
+        }
+        ("unix_timestamp", [x]) if scalar => {
+            format!("CAST(floor(date_part('epoch', CAST({x} AS TIMESTAMP))) AS BIGINT)")
+        }
+        ("unix_timestamp", [s, _]) if scalar => format!(
+            "CAST(floor(date_part('epoch', to_timestamp_micros({s}, {}))) AS BIGINT)",
+            chrono_pattern("unix_timestamp", exprs[1])?
+        ),
+        ("from_unixtime", [n]) if scalar => {
+            format!("date_format(to_timestamp_seconds({n}), 'yyyy-MM-dd HH:mm:ss')")
+        }
+        ("from_unixtime", [n, fmt]) if scalar => {
+            format!("date_format(to_timestamp_seconds({n}), {fmt})")
+        }
+        // Spark returns '' when the pattern does not match; group 0 is the whole match.
+        ("regexp_extract", [s, re]) if scalar => regexp_extract(s, re, "1"),
+        ("regexp_extract", [s, re, idx]) if scalar => regexp_extract(s, re, idx),
+        // Aggregates keep their FILTER and OVER.
+        ("count_if", [p]) if aggregate => {
+            return with_clauses(f, &format!("count(CASE WHEN {p} THEN 1 END)"), None);
+        }
+        ("approx_count_distinct", [x]) if aggregate => {
+            return with_clauses(f, &format!("approx_distinct({x})"), None);
+        }
+        // The x of the row with the largest (smallest) y; rows whose y is NULL never count.
+        ("max_by", [x, y]) if aggregate && f.over.is_none() => {
+            let sql = format!("first_value({x} ORDER BY {y} DESC)");
+            return with_clauses(f, &sql, Some(&format!("{y} IS NOT NULL")));
+        }
+        ("min_by", [x, y]) if aggregate && f.over.is_none() => {
+            let sql = format!("first_value({x} ORDER BY {y} ASC)");
+            return with_clauses(f, &sql, Some(&format!("{y} IS NOT NULL")));
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Expr::Nested(Box::new(parse_expr(&sql)?))))
+}
+
+fn regexp_extract(s: &str, re: &str, idx: &str) -> String {
+    let idx_is_zero = idx.trim_matches(|c| c == '(' || c == ')').trim() == "0";
+    let (pattern, group) = if idx_is_zero {
+        (format!("concat('(', {re}, ')')"), "1".to_string())
+    } else {
+        (re.to_string(), idx.to_string())
+    };
+    format!(
+        "CASE WHEN {s} IS NULL OR {re} IS NULL THEN NULL \
+         ELSE coalesce(regexp_match({s}, {pattern})[{group}], '') END"
+    )
+}
+
+/// `sql` (one aggregate call) with the FILTER and OVER of `f`, and `extra` added to the
+/// filter.
+fn with_clauses(
+    f: &datafusion::sql::sqlparser::ast::Function,
+    sql: &str,
+    extra: Option<&str>,
+) -> Result<Option<Expr>> {
+    let Expr::Function(mut g) = parse_expr(sql)? else {
+        return Err(Error::Other(format!("not a function call: {sql}")));
+    };
+    g.over = f.over.clone();
+    g.filter = match (&f.filter, extra) {
+        (Some(existing), Some(extra)) => Some(Box::new(parse_expr(&format!(
+            "({existing}) AND ({extra})"
+        ))?)),
+        (Some(existing), None) => Some(existing.clone()),
+        (None, Some(extra)) => Some(Box::new(parse_expr(extra)?)),
+        (None, None) => None,
+    };
+    Ok(Some(Expr::Function(g)))
+}

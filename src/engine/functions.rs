@@ -14,6 +14,13 @@ use datafusion::logical_expr::{
 /// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
+    // DataFusion's avg over datafusion-spark's: it keeps DECIMAL averages exact (Databricks'
+    // avg of DECIMALs is a DECIMAL), has DISTINCT and retracts for sliding windows.
+    ctx.register_udaf(
+        datafusion::functions_aggregate::average::avg_udaf()
+            .as_ref()
+            .clone(),
+    );
     ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
         CheckedSum::new(),
     ));
@@ -59,6 +66,7 @@ fn decimal_sum(
     } else {
         Box::new(DecimalSum {
             sum: None,
+            count: 0,
             overflowed: false,
             precision,
             scale,
@@ -169,6 +177,8 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
 #[derive(Debug)]
 struct DecimalSum {
     sum: Option<i128>,
+    /// Non-NULL values in the frame (a frame of NULLs sums to NULL, not 0).
+    count: i64,
     overflowed: bool,
     precision: u8,
     scale: i8,
@@ -178,6 +188,7 @@ impl DecimalSum {
     fn add(&mut self, values: &ArrayRef, sign: i128) {
         let values = values.as_primitive::<datafusion::arrow::datatypes::Decimal128Type>();
         for v in values.iter().flatten() {
+            self.count += if sign < 0 { -1 } else { 1 };
             if v == i128::MAX {
                 self.overflowed = true;
             }
@@ -219,7 +230,8 @@ impl datafusion::logical_expr::Accumulator for DecimalSum {
         )])
     }
     fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
-        checked_total(self.sum, self.overflowed, self.precision, self.scale)
+        let sum = if self.count > 0 { self.sum } else { None };
+        checked_total(sum, self.overflowed, self.precision, self.scale)
     }
     fn size(&self) -> usize {
         std::mem::size_of_val(self)

@@ -101,6 +101,9 @@ impl Session {
             .with_default_catalog_and_schema("main", "default");
         config.options_mut().sql_parser.dialect = datafusion::config::Dialect::Databricks;
         config.options_mut().execution.time_zone = Some("UTC".into());
+        // Databricks SQL runs in ANSI mode: Spark's functions raise on division by zero and
+        // integer overflow instead of returning NULL or a wrapped value.
+        config.options_mut().execution.enable_ansi_mode = true;
         // Numeric literals with a point are exact DECIMALs, as in Databricks (as DOUBLEs,
         // 9007199254740993.00 became ...992).
         config.options_mut().sql_parser.parse_float_as_decimal = true;

@@ -165,6 +165,16 @@ fn chrono_pattern(function: &str, e: &Expr) -> Result<String> {
 
 /// The rewrite of one function call, if it is one of the spellings handled here.
 fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
+    if let Expr::Extract {
+        field: datafusion::sql::sqlparser::ast::DateTimeField::Epoch,
+        expr: x,
+        ..
+    } = expr
+    {
+        return Ok(Some(Expr::Nested(Box::new(parse_expr(&epoch_seconds(
+            &format!("({x})"),
+        ))?))));
+    }
     let Expr::Function(f) = expr else {
         return Ok(None);
     };
@@ -230,24 +240,27 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             sql.push_str(" END");
             sql
         }
-        ("to_date", [s]) if scalar => format!("CAST(CAST({s} AS TIMESTAMP) AS DATE)"),
-        ("to_date", [s, _]) if scalar => {
-            format!("to_date({s}, {})", chrono_pattern("to_date", exprs[1])?)
+        ("to_date", [s]) if scalar => format!("CAST({s} AS DATE)"),
+        ("to_date", [s, _]) if scalar => format!(
+            "CAST(to_timestamp_micros({s}, {}) AS DATE)",
+            chrono_pattern("to_date", exprs[1])?
+        ),
+        // Spark's date_part has no epoch: seconds since 1970 as a DOUBLE, as DataFusion's.
+        ("date_part" | "datepart", [field, x])
+            if scalar && field.to_lowercase().contains("'epoch'") =>
+        {
+            epoch_seconds(x)
         }
         ("to_timestamp", [s, _]) if scalar => format!(
             "to_timestamp_micros({s}, {})",
             chrono_pattern("to_timestamp", exprs[1])?
         ),
-        ("unix_timestamp", []) if scalar => {
-            "CAST(floor(date_part('epoch', now())) AS BIGINT)".to_string()
-        }
-        ("unix_timestamp", [x]) if scalar => {
-            format!("CAST(floor(date_part('epoch', CAST({x} AS TIMESTAMP))) AS BIGINT)")
-        }
-        ("unix_timestamp", [s, _]) if scalar => format!(
-            "CAST(floor(date_part('epoch', to_timestamp_micros({s}, {}))) AS BIGINT)",
+        ("unix_timestamp", []) if scalar => whole_seconds("now()"),
+        ("unix_timestamp", [x]) if scalar => whole_seconds(&format!("CAST({x} AS TIMESTAMP)")),
+        ("unix_timestamp", [s, _]) if scalar => whole_seconds(&format!(
+            "to_timestamp_micros({s}, {})",
             chrono_pattern("unix_timestamp", exprs[1])?
-        ),
+        )),
         ("from_unixtime", [n]) if scalar => {
             format!("date_format(to_timestamp_seconds({n}), 'yyyy-MM-dd HH:mm:ss')")
         }
@@ -262,7 +275,14 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             return with_clauses(f, &format!("count(CASE WHEN {p} THEN 1 END)"), None);
         }
         ("approx_count_distinct", [x]) if aggregate => {
-            return with_clauses(f, &format!("approx_distinct({x})"), None);
+            let counted = with_clauses(f, &format!("approx_distinct({x})"), None)?;
+            return Ok(counted.map(|e| Expr::Cast {
+                kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                expr: Box::new(e),
+                data_type: datafusion::sql::sqlparser::ast::DataType::BigInt(None),
+                array: false,
+                format: None,
+            }));
         }
         // The x of the row with the largest (smallest) y; rows whose y is NULL never count.
         ("max_by", [x, y]) if aggregate && f.over.is_none() => {
@@ -276,6 +296,19 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         _ => return Ok(None),
     };
     Ok(Some(Expr::Nested(Box::new(parse_expr(&sql)?))))
+}
+
+/// Seconds since 1970 of timestamp `ts`, as a DOUBLE with its fraction (DataFusion's epoch;
+/// Spark's date_part has none).
+fn epoch_seconds(ts: &str) -> String {
+    format!("(CAST(unix_micros(CAST({ts} AS TIMESTAMP)) AS DOUBLE) / 1000000.0)")
+}
+
+/// Whole seconds since 1970 of timestamp `ts`, rounded down as Spark's `unix_timestamp`
+/// (-1 for 23:59:59.5 on 1969-12-31), in exact integer arithmetic.
+fn whole_seconds(ts: &str) -> String {
+    let micros = format!("unix_micros({ts})");
+    format!("(({micros} - pmod({micros}, 1000000)) / 1000000)")
 }
 
 fn regexp_extract(s: &str, re: &str, idx: &str) -> String {

@@ -311,24 +311,19 @@ impl SampleRewriter {
 impl VisitorMut for SampleRewriter {
     type Break = ();
 
-    /// `TABLESAMPLE (p PERCENT)` inside a CTE is refused: DataFusion plans a CTE once per
-    /// reference, so two references would be two different samples (Databricks samples once).
+    /// `TABLESAMPLE` inside a CTE is refused: DataFusion plans a CTE once per reference, so
+    /// two references would be two different samples (Databricks samples once).
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        use datafusion::sql::sqlparser::ast::{TableSampleKind, TableSampleUnit, Visit, Visitor};
-        struct Percent(bool);
-        impl Visitor for Percent {
+        use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+        struct Sampled(bool);
+        impl Visitor for Sampled {
             type Break = ();
             fn pre_visit_table_factor(&mut self, f: &TableFactor) -> ControlFlow<()> {
+                // Any sample: PERCENT draws anew per reference, and ROWS (a LIMIT without an
+                // order) may take other rows per reference.
                 if let TableFactor::Table {
-                    sample:
-                        Some(
-                            TableSampleKind::BeforeTableAlias(s)
-                            | TableSampleKind::AfterTableAlias(s),
-                        ),
-                    ..
+                    sample: Some(_), ..
                 } = f
-                    && s.quantity.as_ref().and_then(|q| q.unit.as_ref())
-                        == Some(&TableSampleUnit::Percent)
                 {
                     self.0 = true;
                     return ControlFlow::Break(());
@@ -340,13 +335,13 @@ impl VisitorMut for SampleRewriter {
             return ControlFlow::Continue(());
         };
         for cte in &with.cte_tables {
-            let mut found = Percent(false);
+            let mut found = Sampled(false);
             let _ = cte.query.visit(&mut found);
             if found.0 {
                 self.error = Some(Error::class(
                     "UNSUPPORTED_FEATURE",
                     format!(
-                        "TABLESAMPLE (p PERCENT) inside the WITH clause `{}` is not supported: \
+                        "TABLESAMPLE inside the WITH clause `{}` is not supported: \
                          each reference to it would be another sample. Sample in the main \
                          query, or CREATE TABLE ... AS the sample first",
                         cte.alias.name

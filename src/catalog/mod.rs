@@ -241,10 +241,15 @@ impl Warehouse {
     /// must be writable for this user (see [`Warehouse::check_writable`]).
     pub async fn open_for_write(&self, name: &TableName) -> Result<DeltaTable> {
         let t = self.open(name).await?;
+        self.check_table_writable(name)?;
+        Ok(t)
+    }
+
+    /// Whether an existing table's directory and log are writable for this user.
+    pub fn check_table_writable(&self, name: &TableName) -> Result<()> {
         let dir = self.table_path(name)?;
         self.check_writable(Some(&dir))?;
-        self.check_writable(Some(&dir.join("_delta_log")))?;
-        Ok(t)
+        self.check_writable(Some(&dir.join("_delta_log")))
     }
 
     /// Directory of a catalog.

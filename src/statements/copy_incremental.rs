@@ -820,11 +820,7 @@ async fn copy_once(
     let mut target_version = target.as_ref().and_then(|t| t.version());
     if rows_to_copy > 0 || target.is_none() {
         if target.is_some() {
-            let dir = session.warehouse.table_path(&target_name)?;
-            session.warehouse.check_writable(Some(&dir))?;
-            session
-                .warehouse
-                .check_writable(Some(&dir.join("_delta_log")))?;
+            session.warehouse.check_table_writable(&target_name)?;
         }
         let run = last_run + 1;
         let mark_files = match (&files, &new_mark) {
@@ -1277,11 +1273,7 @@ fn url_path(decoded: &str) -> String {
 }
 
 /// A DataFrame over some files of the pinned source snapshot.
-pub(crate) async fn files_df(
-    session: &Session,
-    t: &DeltaTable,
-    paths: Vec<String>,
-) -> Result<DataFrame> {
+async fn files_df(session: &Session, t: &DeltaTable, paths: Vec<String>) -> Result<DataFrame> {
     let provider = t
         .table_provider()
         .with_file_paths(paths.iter().map(|p| url_path(p)))
@@ -1359,7 +1351,7 @@ async fn commit_files(
 
 /// Write a query's rows (and extra batches) as new files of `target`, one writer per partition
 /// of the plan so that decoding and encoding use every core. Returns the files, uncommitted.
-pub(crate) async fn write_partitioned(
+async fn write_partitioned(
     target: &DeltaTable,
     rows: Option<DataFrame>,
     extra: &[RecordBatch],

@@ -60,6 +60,14 @@ pub enum Error {
     /// Something else, with its context.
     #[error("{0}")]
     Other(String),
+    /// An error at a 1-based position of the statement (a name the engine does not know, a
+    /// value of the wrong type), found after parsing.
+    #[error("{error}")]
+    At {
+        error: Box<Error>,
+        line: usize,
+        col: usize,
+    },
 }
 
 impl Error {
@@ -83,7 +91,7 @@ impl Error {
     /// Position inside the statement text, when the error has one.
     pub fn position(&self) -> Option<(usize, usize)> {
         match self {
-            Error::Parse { line, col, .. } => Some((*line, *col)),
+            Error::Parse { line, col, .. } | Error::At { line, col, .. } => Some((*line, *col)),
             _ => None,
         }
     }
@@ -102,6 +110,11 @@ impl Error {
             },
             Error::Conflict(m) => Error::Conflict(format!("{what}: {m}")),
             Error::Cancelled => Error::Cancelled,
+            Error::At { error, line, col } => Error::At {
+                error: Box::new(error.context(what)),
+                line,
+                col,
+            },
             other => Error::Other(format!("{what}: {other}")),
         }
     }
@@ -111,6 +124,7 @@ impl Error {
         match self {
             Error::Conflict(_) => true,
             Error::Delta(e) => is_delta_conflict(e),
+            Error::At { error, .. } => error.is_conflict(),
             _ => false,
         }
     }
@@ -129,6 +143,15 @@ impl From<datafusion::error::DataFusionError> for Error {
                 },
             },
             D::Context(ctx, inner) => Error::from(*inner).context(ctx),
+            // The engine's pointer into the statement (with `collect_spans`).
+            D::Diagnostic(diagnostic, inner) => match diagnostic.span {
+                Some(span) if span.start.line > 0 && span.start.column > 0 => Error::At {
+                    error: Box::new(Error::from(*inner)),
+                    line: span.start.line as usize,
+                    col: span.start.column as usize,
+                },
+                _ => Error::from(*inner),
+            },
             other => Error::DataFusion(Box::new(other)),
         }
     }
@@ -220,6 +243,7 @@ fn clean_datafusion(e: &datafusion::error::DataFusionError) -> String {
         "Error during planning: ",
         "Execution error: ",
         "External error: ",
+        "Schema error: ",
     ] {
         if let Some(rest) = s.strip_prefix(prefix) {
             return rest.to_string();

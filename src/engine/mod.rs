@@ -4,6 +4,7 @@
 
 pub mod bind;
 pub mod functions;
+pub mod headers;
 pub mod progress;
 pub mod spark;
 pub mod types;
@@ -53,6 +54,21 @@ impl Output {
     }
 }
 
+/// What a statement gives back to the shell: a finished result, or a query's rows still
+/// coming (printed as they arrive; dropping it stops the query).
+pub enum Reply {
+    Done(Output),
+    Rows(Box<RowStream>),
+}
+
+/// A query's rows as they are computed.
+pub struct RowStream {
+    pub schema: SchemaRef,
+    pub stream: datafusion::physical_plan::SendableRecordBatchStream,
+    /// Keeps the snapshots the query reads (time travel) until its last row.
+    pub(crate) _bound: bind::Bound,
+}
+
 /// Options that change how statements run (set from the command line).
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -100,6 +116,8 @@ impl Session {
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema("main", "default");
         config.options_mut().sql_parser.dialect = datafusion::config::Dialect::Databricks;
+        // Errors about names and types point into the statement (the shell draws a caret).
+        config.options_mut().sql_parser.collect_spans = true;
         config.options_mut().execution.time_zone = Some("UTC".into());
         // Databricks SQL runs in ANSI mode: Spark's functions raise on division by zero and
         // integer overflow instead of returning NULL or a wrapped value.
@@ -152,6 +170,12 @@ impl Session {
     pub async fn run_sql(&mut self, sql: &str) -> Result<Output> {
         let stmt = self.parse(sql)?;
         self.execute(stmt).await
+    }
+
+    /// Parse and run one statement; a query's rows come as a stream.
+    pub async fn run_sql_streaming(&mut self, sql: &str) -> Result<Reply> {
+        let stmt = self.parse(sql)?;
+        crate::statements::execute_streaming(self, stmt).await
     }
 
     /// Run a parsed statement.

@@ -3,6 +3,7 @@
 
 pub mod ast;
 pub mod splitter;
+pub mod syntax;
 
 use datafusion::sql::sqlparser::ast::{Expr, Ident, ObjectName, ObjectNamePart};
 use datafusion::sql::sqlparser::dialect::DatabricksDialect;
@@ -62,8 +63,56 @@ pub fn parse(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> 
                 .unwrap_or(1);
             Error::Parse { message, line, col }
         }
+        Error::Parse { message, line, col } => Error::Parse {
+            message: with_keyword_hint(message),
+            line,
+            col,
+        },
         other => other,
     })
+}
+
+/// tidemark's own keywords, for "did you mean" on a typo (`WATERMARKS`, `CONCURENCY`).
+const OWN_KEYWORDS: &[&str] = &[
+    "INCREMENTAL",
+    "WATERMARK",
+    "SINCE",
+    "CONTROL TABLE",
+    "MERGE ON",
+    "LOOKBACK",
+    "DRY RUN",
+    "CONCURRENCY",
+    "FOR EACH",
+    "END FOR",
+    "IDENTIFIER",
+];
+
+/// A syntax error that found a near miss of one of tidemark's keywords says which.
+fn with_keyword_hint(message: String) -> String {
+    let Some((_, found)) = message.rsplit_once("found: ") else {
+        return message;
+    };
+    let found = found.trim();
+    if found.is_empty() || !found.chars().all(|c| c.is_ascii_alphabetic() || c == '_') {
+        return message;
+    }
+    let hint = OWN_KEYWORDS.iter().find(|k| {
+        let word = k.split(' ').next().unwrap_or(k);
+        let joined = k.replace(' ', "");
+        is_near_miss(found, word)
+            || (joined != *word
+                && (found.eq_ignore_ascii_case(&joined) || is_near_miss(found, &joined)))
+    });
+    match hint {
+        Some(k) => format!("{message} (did you mean {k}?)"),
+        None => message,
+    }
+}
+
+/// A typo of `wanted` rather than another word: at most a third of its letters differ.
+pub(crate) fn is_near_miss(typed: &str, wanted: &str) -> bool {
+    let distance = strsim::damerau_levenshtein(&typed.to_lowercase(), &wanted.to_lowercase());
+    distance > 0 && distance <= (typed.chars().count() / 3).max(1)
 }
 
 fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> {
@@ -598,6 +647,14 @@ fn parse_statement(p: &mut Parser) -> Result<Statement> {
     }
     if parse_words(p, &["COPY", "INCREMENTAL"]) {
         return parse_copy(p);
+    }
+    if is_word(&p.peek_token().token, "COPY")
+        && let Token::Word(w) = &p.peek_nth_token(1).token
+        && w.quote_style.is_none()
+        && is_near_miss(&w.value, "INCREMENTAL")
+    {
+        p.next_token();
+        return Err(error_here(p, "expected INCREMENTAL after COPY"));
     }
     Ok(Statement::Sql(Box::new(p.parse_statement().map_err(pe)?)))
 }

@@ -11,7 +11,6 @@ use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Context, Helper};
 
 use crate::catalog::Warehouse;
-use crate::parser::splitter;
 
 /// Keywords offered by completion.
 const KEYWORDS: &[&str] = &[
@@ -167,15 +166,11 @@ impl Completer for ShellHelper {
     }
 }
 
+/// Enter always ends the line: the shell collects lines until a statement is complete and
+/// shows the continuation prompt meanwhile.
 impl Validator for ShellHelper {
-    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
-        let input = ctx.input();
-        let trimmed = input.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('\\') || splitter::is_complete(input) {
-            Ok(ValidationResult::Valid(None))
-        } else {
-            Ok(ValidationResult::Incomplete)
-        }
+    fn validate(&self, _ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        Ok(ValidationResult::Valid(None))
     }
 }
 

@@ -3,18 +3,20 @@
 //! `origin:line:col: message`. It knows nothing of Delta.
 
 pub mod command;
+mod help;
 pub mod helper;
 pub mod print;
+mod report;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use command::{Command, HELP};
-use print::{Format, PrintOptions, print_batches};
+use command::Command;
+use print::{Format, PrintOptions, Printer, print_batches};
 
-use crate::engine::{Output, Session};
+use crate::engine::{Output, Reply, Session};
 use crate::error::Error;
 use crate::parser::splitter::{self, Piece, Pos};
 
@@ -40,6 +42,10 @@ pub struct Shell {
     /// Current catalog/schema shared with the completer.
     current: Arc<Mutex<(String, String)>>,
     include_depth: usize,
+    /// `\o FILE`: results go to this file instead of stdout.
+    output: Option<std::fs::File>,
+    /// The last statement run, for `\e`.
+    last_sql: Option<String>,
 }
 
 impl Shell {
@@ -56,6 +62,8 @@ impl Shell {
             failed: false,
             current,
             include_depth: 0,
+            output: None,
+            last_sql: None,
         }
     }
 
@@ -81,55 +89,60 @@ impl Shell {
 
     /// Run one statement or meta-command, printing its result or its error.
     async fn run_piece(&mut self, piece: &Piece, pos: Pos, origin: &str) -> Result<(), Stop> {
-        let result = match piece {
+        let sql = match piece {
             Piece::Meta(line) => return Box::pin(self.meta(line, pos, origin)).await,
-            Piece::Sql(sql) => {
-                let started = Instant::now();
-                let result = self.run_cancellable(sql).await;
-                result.map(|out| (out, started.elapsed()))
+            Piece::Sql(sql) => sql,
+        };
+        self.last_sql = Some(sql.clone());
+        let started = Instant::now();
+        let print = self.print_now();
+        let outcome = {
+            let run = run_and_print(&mut self.session, &mut self.output, sql, &print, started);
+            tokio::select! {
+                r = run => r,
+                _ = interrupted() => Err(Failure::Statement(Error::Cancelled)),
             }
         };
-        match result {
-            Ok((out, elapsed)) => {
-                self.sync_current();
-                if let Err(e) = self.show(&out, Some(elapsed)) {
-                    // The statement ran, but its result did not reach the output: a failure.
-                    eprintln!(
-                        "{origin}:{}:{}: error: cannot write the result: {e}",
-                        pos.line, pos.col
-                    );
-                    self.failed = true;
-                    return Err(Stop::Failed);
-                }
-                Ok(())
+        self.sync_current();
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(Failure::Output(e)) => {
+                // The statement ran, but its result did not reach the output: a failure.
+                eprintln!(
+                    "{origin}:{}:{}: error: cannot write the result: {e}",
+                    pos.line, pos.col
+                );
+                self.failed = true;
+                Err(Stop::Failed)
             }
-            Err(Error::Cancelled) => {
+            Err(Failure::Statement(Error::Cancelled)) => {
                 eprintln!("{origin}:{}:{}: cancelled", pos.line, pos.col);
                 self.failed = true;
                 Err(Stop::Interrupted)
             }
-            Err(e) => {
-                self.sync_current();
+            Err(Failure::Statement(e)) => {
                 if let Error::Iterations { output, .. } = &e
                     && let Err(e) = self.show(output, None)
                 {
                     eprintln!("error: cannot write the result: {e}");
                 }
-                self.report(&e, pos, origin);
+                self.report(&e, pos, origin, Some(sql));
                 self.failed = true;
                 Err(Stop::Failed)
             }
         }
     }
 
-    /// Run a statement, cancelled by Ctrl-C or SIGTERM (the statement's future is dropped:
-    /// Delta commits are atomic, so nothing is half-written).
-    async fn run_cancellable(&mut self, sql: &str) -> Result<Output, Error> {
-        let fut = self.session.run_sql(sql);
-        tokio::select! {
-            r = fut => r,
-            _ = interrupted() => Err(Error::Cancelled),
-        }
+    /// The print options for the next result, with the terminal's width as it is now.
+    fn print_now(&self) -> PrintOptions {
+        let mut print = self.print.clone();
+        print.width = match (&self.output, print.width) {
+            (None, Some(_)) => console::Term::stdout()
+                .size_checked()
+                .map(|(_, cols)| cols as usize),
+            _ => None,
+        };
+        print
     }
 
     fn sync_current(&self) {
@@ -138,22 +151,21 @@ impl Shell {
         }
     }
 
-    /// Print an error as `origin:line:col: message` on stderr.
-    fn report(&self, e: &Error, pos: Pos, origin: &str) {
-        let (line, col) = match e.position() {
-            Some((l, c)) if l <= 1 => (pos.line, pos.col + c.saturating_sub(1)),
-            Some((l, c)) => (pos.line + l - 1, c),
-            None => (pos.line, pos.col),
-        };
-        eprintln!("{origin}:{line}:{col}: error: {e}");
+    /// Print an error as `origin:line:col: message` on stderr, then (when the error points
+    /// into the statement) the line with a caret under the spot, as psql does.
+    fn report(&self, e: &Error, pos: Pos, origin: &str, sql: Option<&str>) {
+        eprint!(
+            "{}",
+            report::describe(e, pos, origin, sql, self.session.warehouse.root())
+        );
     }
 
-    /// Print a result; an error is one the result could not be written with (a closed pipe
-    /// is not one: `| head` is an ordinary reader).
-    fn show(&self, out: &Output, elapsed: Option<std::time::Duration>) -> std::io::Result<()> {
-        let mut stdout = std::io::stdout().lock();
-        let printed = print_batches(&mut stdout, &out.schema, &out.batches, &self.print, elapsed)
-            .and_then(|()| stdout.flush());
+    /// Print a finished result; an error is one the result could not be written with.
+    fn show(&mut self, out: &Output, elapsed: Option<std::time::Duration>) -> std::io::Result<()> {
+        let print = self.print_now();
+        let mut sink = Sink::new(&mut self.output);
+        let printed = print_batches(&mut sink, &out.schema, &out.batches, &print, elapsed)
+            .and_then(|()| sink.flush());
         match printed {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             other => other,
@@ -170,14 +182,70 @@ impl Shell {
                 return Err(Stop::Failed);
             }
         };
+        let fail = |shell: &mut Self, message: String| {
+            eprintln!("{origin}:{}:{}: error: {message}", pos.line, pos.col);
+            shell.failed = true;
+            Err(Stop::Failed)
+        };
         let sql = match cmd {
             Command::Quit => return Err(Stop::Quit),
-            Command::Help => {
-                println!("Meta-commands:");
-                for (c, what) in HELP {
-                    println!("  {c:<18} {what}");
+            Command::Help(None) => {
+                print!("{}", help::overview());
+                return Ok(());
+            }
+            Command::Help(Some(name)) => {
+                return match help::statement(&name) {
+                    Ok(text) => {
+                        print!("{text}");
+                        Ok(())
+                    }
+                    Err(e) => fail(self, e),
+                };
+            }
+            Command::Output(None) => {
+                self.output = None;
+                return Ok(());
+            }
+            Command::Output(Some(file)) => {
+                let path = resolve_include(origin, &file);
+                return match std::fs::File::create(&path) {
+                    Ok(f) => {
+                        self.output = Some(f);
+                        Ok(())
+                    }
+                    Err(e) => fail(
+                        self,
+                        format!("cannot write results to {}: {e}", path.display()),
+                    ),
+                };
+            }
+            Command::Edit => {
+                return match self.edit() {
+                    Ok(Some(text)) => Box::pin(self.run_text(&text, "<edit>")).await,
+                    Ok(None) => Ok(()),
+                    Err(e) => fail(self, e),
+                };
+            }
+            Command::Expanded(set) => {
+                self.print.expanded = set.unwrap_or(match self.print.expanded {
+                    print::Expanded::Off => print::Expanded::On,
+                    _ => print::Expanded::Off,
+                });
+                if !self.print.quiet {
+                    let state = match self.print.expanded {
+                        print::Expanded::Off => "off",
+                        print::Expanded::On => "on",
+                        print::Expanded::Auto => "used automatically",
+                    };
+                    eprintln!("Expanded display is {state}.");
                 }
-                println!("\nSQL statements end with ';'. See README.md for the SQL tidemark runs.");
+                return Ok(());
+            }
+            Command::NullDisplay(text) => {
+                if !self.print.quiet {
+                    eprintln!("Null display is \"{text}\".");
+                }
+                self.print.null = text;
                 return Ok(());
             }
             Command::Describe(None) => "SHOW TABLES".to_string(),
@@ -256,6 +324,44 @@ impl Shell {
         self.run_piece(&Piece::Sql(sql), pos, origin).await
     }
 
+    /// `\e`: the last statement edited in `$VISUAL`/`$EDITOR` (else `vi`); `None` when the
+    /// edit left nothing.
+    fn edit(&mut self) -> Result<Option<String>, String> {
+        if !std::io::stdin().is_terminal() {
+            return Err("\\e needs a terminal".into());
+        }
+        let path = std::env::temp_dir().join(format!("tidemark-edit-{}.sql", std::process::id()));
+        let last = self.last_sql.clone().unwrap_or_default();
+        let text = if last.trim().is_empty() {
+            String::new()
+        } else {
+            format!("{};\n", last.trim_end())
+        };
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let editor = std::env::var("VISUAL")
+            .or_else(|_| std::env::var("EDITOR"))
+            .unwrap_or_else(|_| "vi".into());
+        let mut words = editor.split_whitespace();
+        let program = words.next().unwrap_or("vi");
+        let status = std::process::Command::new(program)
+            .args(words)
+            .arg(&path)
+            .status()
+            .map_err(|e| format!("cannot start the editor '{editor}': {e} (set $EDITOR)"));
+        let edited = std::fs::read_to_string(&path);
+        let _ = std::fs::remove_file(&path);
+        match status? {
+            s if s.success() => {}
+            s => {
+                return Err(format!(
+                    "the editor '{editor}' failed ({s}); nothing was run"
+                ));
+            }
+        }
+        let edited = edited.map_err(|e| format!("cannot read the edited statement: {e}"))?;
+        Ok(Some(edited).filter(|t| !t.trim().is_empty()))
+    }
+
     /// The interactive loop.
     pub async fn repl(&mut self) {
         let config = rustyline::Config::builder()
@@ -286,14 +392,51 @@ impl Shell {
                 self.session.warehouse.root().display()
             );
         }
+        // psql's way: each line is read with a prompt, an unfinished statement gets the
+        // continuation prompt, and the statement runs once complete (pasted and typed-ahead
+        // lines are read in turn, so every statement in them runs, in order).
+        let mut pending = String::new();
         loop {
-            let prompt = format!("{}.{}> ", self.session.catalog, self.session.schema);
+            let first = format!("{}.{}> ", self.session.catalog, self.session.schema);
+            let prompt = if pending.is_empty() {
+                first
+            } else {
+                format!("{:>width$}", "-> ", width = first.chars().count())
+            };
             match editor.readline(&prompt) {
-                Ok(input) => {
-                    if input.trim().is_empty() {
+                Ok(line) => {
+                    if pending.is_empty() && line.trim().is_empty() {
                         continue;
                     }
-                    let _ = editor.add_history_entry(input.as_str());
+                    if pending.is_empty()
+                        && matches!(
+                            line.trim()
+                                .trim_end_matches(';')
+                                .trim()
+                                .to_lowercase()
+                                .as_str(),
+                            "exit" | "quit"
+                        )
+                    {
+                        break;
+                    }
+                    pending.push_str(&line);
+                    pending.push('\n');
+                    let split = splitter::split(&pending);
+                    let only_comments = split.pieces.is_empty()
+                        && split
+                            .rest
+                            .lines()
+                            .all(|l| l.trim().is_empty() || l.trim_start().starts_with("--"));
+                    if only_comments {
+                        pending.clear();
+                        continue;
+                    }
+                    if split.pieces.is_empty() || !split.rest.trim().is_empty() {
+                        continue;
+                    }
+                    let input = std::mem::take(&mut pending);
+                    let _ = editor.add_history_entry(input.trim_end());
                     if let Some(h) = &history {
                         let _ = editor.append_history(h);
                     }
@@ -308,7 +451,8 @@ impl Shell {
                         _ => {}
                     }
                 }
-                Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                // Ctrl-C at the prompt drops the unfinished statement, as in psql.
+                Err(rustyline::error::ReadlineError::Interrupted) => pending.clear(),
                 Err(rustyline::error::ReadlineError::Eof) => break,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -317,6 +461,83 @@ impl Shell {
             }
         }
         self.failed = false;
+    }
+}
+
+/// Why a statement printed no (whole) result.
+enum Failure {
+    /// The statement failed (or was cancelled).
+    Statement(Error),
+    /// Its result could not be written.
+    Output(std::io::Error),
+}
+
+/// Where results go: stdout, or the file of `\o FILE`. Buffered; flushed per batch.
+struct Sink<'a>(std::io::BufWriter<Box<dyn Write + 'a>>);
+
+impl<'a> Sink<'a> {
+    fn new(file: &'a mut Option<std::fs::File>) -> Self {
+        let target: Box<dyn Write + 'a> = match file {
+            Some(f) => Box::new(f),
+            None => Box::new(std::io::stdout()),
+        };
+        Sink(std::io::BufWriter::with_capacity(1 << 16, target))
+    }
+}
+
+impl Write for Sink<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Run one statement and print its result as it comes: a query's batches are written as the
+/// engine produces them, so memory stays flat in the row count. A closed pipe (`| head`)
+/// ends the printing quietly and stops the query.
+async fn run_and_print(
+    session: &mut Session,
+    output: &mut Option<std::fs::File>,
+    sql: &str,
+    print: &PrintOptions,
+    started: Instant,
+) -> Result<(), Failure> {
+    use futures::StreamExt;
+    let reply = session
+        .run_sql_streaming(sql)
+        .await
+        .map_err(Failure::Statement)?;
+    let mut sink = Sink::new(output);
+    let printed = match reply {
+        Reply::Done(out) => print_batches(
+            &mut sink,
+            &out.schema,
+            &out.batches,
+            print,
+            Some(started.elapsed()),
+        ),
+        Reply::Rows(mut rows) => {
+            let mut printer = Printer::new(&mut sink, rows.schema.clone(), print);
+            loop {
+                match rows.stream.next().await {
+                    None => break printer.finish(Some(started.elapsed())),
+                    Some(Err(e)) => return Err(Failure::Statement(e.into())),
+                    Some(Ok(batch)) => {
+                        if let Err(e) = printer.batch(&batch) {
+                            break Err(e);
+                        }
+                    }
+                }
+            }
+        }
+    };
+    match printed.and_then(|()| sink.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Output(e)),
+        Ok(()) => Ok(()),
     }
 }
 
@@ -390,7 +611,12 @@ pub fn default_print(
             None if tty => Some(40),
             None => None,
         },
-        quiet: quiet || (!tty && !timing),
+        // The same on a terminal and in scripts (psql's habit): `--quiet` turns them off.
+        quiet,
         timing,
+        null: "NULL".into(),
+        expanded: print::Expanded::Off,
+        // Measured again before each result (see `Shell::print_now`).
+        width: tty.then_some(80),
     }
 }

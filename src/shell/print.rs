@@ -1,4 +1,5 @@
-//! Rendering of query results in the shell's output formats.
+//! Rendering of query results in the shell's output formats, batch by batch as they arrive:
+//! memory for printing is a page of a table at most, whatever the row count.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -13,8 +14,8 @@ use arrow::json::WriterBuilder as JsonWriterBuilder;
 use arrow::json::writer::{JsonArray, JsonFormat, LineDelimited};
 use arrow::record_batch::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
-use arrow::util::pretty::pretty_format_batches_with_options;
 use clap::ValueEnum;
+use console::{measure_text_width, truncate_str};
 
 /// Output formats of the shell (`--format`, `\format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,6 +64,15 @@ impl fmt::Display for Format {
     }
 }
 
+/// `\x`: one line per column instead of one row per line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expanded {
+    Off,
+    On,
+    /// Expanded when a table would be wider than the terminal.
+    Auto,
+}
+
 /// How results are printed.
 #[derive(Debug, Clone)]
 pub struct PrintOptions {
@@ -74,14 +84,323 @@ pub struct PrintOptions {
     pub quiet: bool,
     /// Append the elapsed time to the status line.
     pub timing: bool,
+    /// How NULL reads in table, markdown and expanded output (`\pset null`). A value that
+    /// reads the same is shown quoted, so the two never look alike.
+    pub null: String,
+    /// `\x`.
+    pub expanded: Expanded,
+    /// The terminal's width when output is a terminal: wider tables are cut with `…`.
+    pub width: Option<usize>,
 }
 
-/// Write `batches` (all with `schema`) to `out` in the format chosen by `opts`.
+impl Default for PrintOptions {
+    fn default() -> Self {
+        PrintOptions {
+            format: Format::Table,
+            max_rows: None,
+            quiet: false,
+            timing: false,
+            null: "NULL".into(),
+            expanded: Expanded::Off,
+            width: None,
+        }
+    }
+}
+
+/// Rows a table collects before it draws them (its columns are as wide as the widest value
+/// seen so far; a later, wider value widens them from there on).
+const PAGE: usize = 1000;
+
+/// Writes one result to `out` batch by batch as it arrives, holding at most a page of a
+/// table: `new`, then `batch` for each batch, then `finish`.
 ///
-/// Human formats (table, markdown) are capped at `max_rows` and followed by a
-/// "N rows" line (plus timing); machine formats carry data only, with the
-/// status line going to stderr when timing is on. Statements with an empty
-/// schema and no rows (DDL) print just "OK" for human formats.
+/// Human formats (table, markdown, expanded) are capped at `max_rows` (the rest is counted,
+/// not kept) and followed by a "N rows" line (plus timing); machine formats carry data only,
+/// with the status line going to stderr when timing is on. Statements with an empty schema
+/// and no rows (DDL) print just "OK" for human formats.
+pub struct Printer<'a> {
+    out: &'a mut dyn Write,
+    opts: &'a PrintOptions,
+    schema: SchemaRef,
+    /// Rows seen.
+    total: usize,
+    /// Rows written (human formats stop at the cap).
+    shown: usize,
+    state: State,
+}
+
+enum State {
+    Table(Table),
+    Expanded,
+    Markdown,
+    Delimited { delimiter: u8, header: bool },
+    Json { first: bool },
+    Ndjson,
+}
+
+/// A table being drawn page by page.
+struct Table {
+    page: Vec<Vec<String>>,
+    /// Column widths drawn so far (empty until the header is).
+    drawn: Vec<usize>,
+    right: Vec<bool>,
+}
+
+impl<'a> Printer<'a> {
+    /// A printer of rows of `schema`.
+    pub fn new(out: &'a mut dyn Write, schema: SchemaRef, opts: &'a PrintOptions) -> Self {
+        let state = match opts.format {
+            Format::Table if opts.expanded == Expanded::On => State::Expanded,
+            Format::Table => State::Table(Table {
+                page: vec![],
+                drawn: vec![],
+                right: schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.data_type().is_numeric())
+                    .collect(),
+            }),
+            Format::Markdown => State::Markdown,
+            Format::Csv => State::Delimited {
+                delimiter: b',',
+                header: true,
+            },
+            Format::Tsv => State::Delimited {
+                delimiter: b'\t',
+                header: true,
+            },
+            Format::Json => State::Json { first: true },
+            Format::Ndjson => State::Ndjson,
+        };
+        Printer {
+            out,
+            opts,
+            schema,
+            total: 0,
+            shown: 0,
+            state,
+        }
+    }
+
+    /// Rows seen so far.
+    pub fn rows(&self) -> usize {
+        self.total
+    }
+
+    /// The next batch of the result.
+    pub fn batch(&mut self, batch: &RecordBatch) -> io::Result<()> {
+        self.total += batch.num_rows();
+        let human = self.opts.format.is_human();
+        let take = if human {
+            let room = self.opts.max_rows.unwrap_or(usize::MAX) - self.shown;
+            batch.num_rows().min(room)
+        } else {
+            batch.num_rows()
+        };
+        if human && take == 0 {
+            return Ok(());
+        }
+        let batch = batch.slice(0, take);
+        let first = self.shown;
+        self.shown += take;
+        match &mut self.state {
+            State::Table(table) => {
+                table.page.extend(cells(&batch, self.opts)?);
+                if table.page.len() >= PAGE {
+                    self.flush_page()?;
+                }
+            }
+            State::Expanded => self.expanded(&batch, first)?,
+            State::Markdown => {
+                if first == 0 {
+                    markdown_header(self.out, &self.schema)?;
+                }
+                for row in cells(&batch, self.opts)? {
+                    let row: Vec<String> = row.iter().map(|c| md_escape(c)).collect();
+                    writeln!(self.out, "| {} |", row.join(" | "))?;
+                }
+            }
+            State::Delimited { delimiter, header } => {
+                write_csv(self.out, &batch, *delimiter, *header)?;
+                *header = false;
+            }
+            State::Json { first } => {
+                if batch.num_rows() > 0 {
+                    let mut buf = vec![];
+                    write_json::<JsonArray>(&mut buf, &batch)?;
+                    // One batch's `[...]`, joined to the others' into one array.
+                    let inner = &buf[1..buf.len() - 1];
+                    self.out.write_all(if *first { b"[" } else { b"," })?;
+                    self.out.write_all(inner)?;
+                    *first = false;
+                }
+            }
+            State::Ndjson => write_json::<LineDelimited>(self.out, &batch)?,
+        }
+        self.out.flush()
+    }
+
+    /// The end of the result: the rest of the table, then the count and timing line.
+    pub fn finish(mut self, elapsed: Option<Duration>) -> io::Result<()> {
+        let timing = match (self.opts.timing, elapsed) {
+            (true, Some(d)) => format!(" in {:.3}s", d.as_secs_f64()),
+            _ => String::new(),
+        };
+        if self.total == 0 && self.schema.fields().is_empty() {
+            return status(self.out, self.opts, &format!("OK{timing}"));
+        }
+        match &mut self.state {
+            State::Table(_) => {
+                self.flush_page()?;
+                if let State::Table(table) = &self.state {
+                    let line = border(&table.drawn);
+                    writeln!(self.out, "{line}")?;
+                }
+            }
+            State::Expanded => {
+                if self.shown == 0 {
+                    writeln!(self.out, "(0 rows)")?;
+                }
+            }
+            State::Markdown => {
+                if self.shown == 0 {
+                    markdown_header(self.out, &self.schema)?;
+                }
+                if self.shown < self.total || !self.opts.quiet {
+                    // A blank line ends the markdown table; otherwise the trailer
+                    // would be parsed as another table row.
+                    writeln!(self.out)?;
+                }
+            }
+            State::Delimited { delimiter, header } => {
+                if *header {
+                    write_csv(
+                        self.out,
+                        &RecordBatch::new_empty(self.schema.clone()),
+                        *delimiter,
+                        true,
+                    )?;
+                }
+            }
+            State::Json { first } => {
+                self.out.write_all(if *first { b"[]\n" } else { b"]\n" })?;
+            }
+            State::Ndjson => {}
+        }
+        if self.opts.format.is_human() && self.shown < self.total {
+            writeln!(self.out, "(showing {} of {} rows)", self.shown, self.total)?;
+        }
+        let noun = if self.total == 1 { "row" } else { "rows" };
+        status(
+            self.out,
+            self.opts,
+            &format!("{} {noun}{timing}", self.total),
+        )?;
+        self.out.flush()
+    }
+
+    /// Draws the rows collected so far (the header with the first page).
+    fn flush_page(&mut self) -> io::Result<()> {
+        let State::Table(table) = &mut self.state else {
+            return Ok(());
+        };
+        let first = table.drawn.is_empty();
+        if !first && table.page.is_empty() {
+            return Ok(());
+        }
+        let header: Vec<String> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| escape(f.name()))
+            .collect();
+        let mut widths: Vec<usize> = if first {
+            header.iter().map(|h| measure_text_width(h)).collect()
+        } else {
+            table.drawn.clone()
+        };
+        for row in &table.page {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(measure_text_width(cell));
+            }
+        }
+        if first
+            && self.opts.expanded == Expanded::Auto
+            && let Some(limit) = self.opts.width
+            && table_width(&widths) > limit
+        {
+            // Too wide for the terminal: one line per column instead.
+            let page = std::mem::take(&mut table.page);
+            self.state = State::Expanded;
+            return self.expanded_rows(&page, 0);
+        }
+        if let Some(limit) = self.opts.width {
+            fit(&mut widths, limit);
+        }
+        let out = &mut *self.out;
+        if first {
+            writeln!(out, "{}", border(&widths))?;
+            let left = vec![false; widths.len()];
+            writeln!(out, "{}", row_line(&header, &widths, &left))?;
+            writeln!(out, "{}", border(&widths))?;
+        } else if widths != table.drawn {
+            writeln!(out, "{}", border(&widths))?;
+        }
+        for row in table.page.drain(..) {
+            writeln!(out, "{}", row_line(&row, &widths, &table.right))?;
+        }
+        table.drawn = widths;
+        Ok(())
+    }
+
+    /// Rows of `batch` as records (`\x`), numbered from `first + 1`.
+    fn expanded(&mut self, batch: &RecordBatch, first: usize) -> io::Result<()> {
+        let rows = cells(batch, self.opts)?;
+        self.expanded_rows(&rows, first)
+    }
+
+    fn expanded_rows(&mut self, rows: &[Vec<String>], first: usize) -> io::Result<()> {
+        let names: Vec<String> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| escape(f.name()))
+            .collect();
+        let name_width = names
+            .iter()
+            .map(|n| measure_text_width(n))
+            .max()
+            .unwrap_or(0);
+        let value_width = self
+            .opts
+            .width
+            .map(|w| w.saturating_sub(name_width + 3).max(4));
+        for (i, row) in rows.iter().enumerate() {
+            let title = format!("-[ RECORD {} ]", first + i + 1);
+            let rule = self
+                .opts
+                .width
+                .unwrap_or(name_width + 20)
+                .min(name_width + 3 + row.iter().map(|c| measure_text_width(c)).max().unwrap_or(0))
+                .max(measure_text_width(&title));
+            writeln!(
+                self.out,
+                "{title}{}",
+                "-".repeat(rule - measure_text_width(&title))
+            )?;
+            for (name, cell) in names.iter().zip(row) {
+                let value = match value_width {
+                    Some(w) => truncate_str(cell, w, "…"),
+                    None => cell.as_str().into(),
+                };
+                writeln!(self.out, "{} | {value}", pad(name, name_width, false))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Write a whole result at once (one printer over its batches).
 pub fn print_batches(
     out: &mut dyn Write,
     schema: &SchemaRef,
@@ -89,50 +408,11 @@ pub fn print_batches(
     opts: &PrintOptions,
     elapsed: Option<Duration>,
 ) -> io::Result<()> {
-    let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let timing = match (opts.timing, elapsed) {
-        (true, Some(d)) => format!(" in {:.3}s", d.as_secs_f64()),
-        _ => String::new(),
-    };
-    if total == 0 && schema.fields().is_empty() {
-        return status(out, opts, &format!("OK{timing}"));
+    let mut printer = Printer::new(out, schema.clone(), opts);
+    for batch in batches {
+        printer.batch(batch)?;
     }
-    let shown = if opts.format.is_human() {
-        capped(schema, batches, opts.max_rows)
-    } else {
-        Vec::new()
-    };
-    let shown_rows: usize = shown.iter().map(RecordBatch::num_rows).sum();
-    match opts.format {
-        Format::Table => {
-            let options = FormatOptions::new()
-                .with_null("NULL")
-                .with_display_error(true);
-            let table = pretty_format_batches_with_options(&shown, &options).map_err(arrow_err)?;
-            writeln!(out, "{table}")?;
-        }
-        Format::Markdown => {
-            write_markdown(out, schema, &shown)?;
-            if shown_rows < total || !opts.quiet {
-                // A blank line ends the markdown table; otherwise the trailer
-                // would be parsed as another table row.
-                writeln!(out)?;
-            }
-        }
-        Format::Csv => write_csv(out, schema, batches, b',')?,
-        Format::Tsv => write_csv(out, schema, batches, b'\t')?,
-        Format::Json => {
-            write_json::<JsonArray>(out, batches)?;
-            writeln!(out)?;
-        }
-        Format::Ndjson => write_json::<LineDelimited>(out, batches)?,
-    }
-    if opts.format.is_human() && shown_rows < total {
-        writeln!(out, "(showing {shown_rows} of {total} rows)")?;
-    }
-    let noun = if total == 1 { "row" } else { "rows" };
-    status(out, opts, &format!("{total} {noun}{timing}"))?;
-    out.flush()
+    printer.finish(elapsed)
 }
 
 /// Prints the status line where the format wants it: on `out` for human
@@ -141,7 +421,8 @@ fn status(out: &mut dyn Write, opts: &PrintOptions, line: &str) -> io::Result<()
     if opts.quiet {
         Ok(())
     } else if opts.format.is_human() {
-        writeln!(out, "{line}")
+        writeln!(out, "{line}")?;
+        out.flush()
     } else {
         if opts.timing {
             let _ = writeln!(io::stderr(), "{line}");
@@ -150,88 +431,132 @@ fn status(out: &mut dyn Write, opts: &PrintOptions, line: &str) -> io::Result<()
     }
 }
 
-/// Takes at most `cap` rows by slicing batches (no concatenation or copying);
-/// always yields at least one (possibly empty) batch so headers can be drawn.
-fn capped(schema: &SchemaRef, batches: &[RecordBatch], cap: Option<usize>) -> Vec<RecordBatch> {
-    let mut left = cap.unwrap_or(usize::MAX);
-    let mut shown = Vec::new();
-    for batch in batches {
-        if left == 0 {
-            break;
-        }
-        let n = batch.num_rows().min(left);
-        shown.push(batch.slice(0, n)); // zero-copy: shares the column buffers
-        left -= n;
-    }
-    if shown.is_empty() {
-        shown.push(RecordBatch::new_empty(schema.clone()));
-    }
-    shown
-}
-
-/// Writes a GitHub markdown table with `|` escaped and newlines flattened.
-fn write_markdown(
-    out: &mut dyn Write,
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-) -> io::Result<()> {
-    let header: Vec<String> = schema
-        .fields()
+/// Each row of `batch` as display text: NULL as the null marker, a value reading like the
+/// marker quoted, control characters escaped, timestamps with microseconds and their zone.
+fn cells(batch: &RecordBatch, opts: &PrintOptions) -> io::Result<Vec<Vec<String>>> {
+    let options = FormatOptions::new()
+        .with_null(&opts.null)
+        .with_timestamp_format(Some("%Y-%m-%dT%H:%M:%S%.6f"))
+        .with_timestamp_tz_format(Some("%Y-%m-%dT%H:%M:%S%.6f%:z"));
+    let formatters = batch
+        .columns()
         .iter()
-        .map(|f| md_escape(f.name()))
-        .collect();
-    writeln!(out, "| {} |", header.join(" | "))?;
-    writeln!(out, "{}|", "|---".repeat(header.len()))?;
-    let options = FormatOptions::new().with_null("NULL");
-    for batch in batches {
-        let formatters = batch
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(arrow_err)?;
-        for row in 0..batch.num_rows() {
-            let cells = formatters
-                .iter()
-                .map(|f| f.value(row).try_to_string().map(|s| md_escape(&s)))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(arrow_err)?;
-            writeln!(out, "| {} |", cells.join(" | "))?;
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(arrow_err)?;
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for row in 0..batch.num_rows() {
+        let mut cells = Vec::with_capacity(formatters.len());
+        for (column, formatter) in batch.columns().iter().zip(&formatters) {
+            if column.is_null(row) {
+                cells.push(opts.null.clone());
+                continue;
+            }
+            let text = escape(&formatter.value(row).try_to_string().map_err(arrow_err)?);
+            cells.push(if text == opts.null {
+                format!("'{text}'")
+            } else {
+                text
+            });
         }
+        rows.push(cells);
     }
-    Ok(())
+    Ok(rows)
 }
 
-/// Makes a value safe inside a markdown table cell.
-fn md_escape(s: &str) -> String {
-    let mut escaped = String::with_capacity(s.len());
-    for c in s.replace("\r\n", "\n").chars() {
+/// Tabs, newlines and other control characters as escapes, so one value stays one cell.
+fn escape(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    let mut escaped = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
         match c {
-            '|' => escaped.push_str("\\|"),
-            '\n' | '\r' => escaped.push(' '),
+            '\n' => escaped.push_str("\\n"),
+            '\t' => escaped.push_str("\\t"),
+            '\r' => escaped.push_str("\\r"),
+            c if c.is_control() => escaped.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => escaped.push(c),
         }
     }
     escaped
 }
 
-/// Writes delimited text with a header line (the header even for no rows).
+/// A table's width in characters for these column widths.
+fn table_width(widths: &[usize]) -> usize {
+    1 + widths.iter().map(|w| w + 3).sum::<usize>()
+}
+
+/// Narrows the widest columns until the table fits `limit` (columns keep 3 characters).
+fn fit(widths: &mut [usize], limit: usize) {
+    while table_width(widths) > limit {
+        let Some(widest) = (0..widths.len()).max_by_key(|&i| widths[i]) else {
+            return;
+        };
+        if widths[widest] <= 3 {
+            return;
+        }
+        widths[widest] -= 1;
+    }
+}
+
+fn border(widths: &[usize]) -> String {
+    let mut line = String::from("+");
+    for w in widths {
+        line.push_str(&"-".repeat(w + 2));
+        line.push('+');
+    }
+    line
+}
+
+fn row_line(cells: &[String], widths: &[usize], right: &[bool]) -> String {
+    let mut line = String::from("|");
+    for ((cell, w), r) in cells.iter().zip(widths).zip(right) {
+        let cell = truncate_str(cell, *w, "…");
+        line.push(' ');
+        line.push_str(&pad(&cell, *w, *r));
+        line.push_str(" |");
+    }
+    line
+}
+
+fn pad(text: &str, width: usize, right: bool) -> String {
+    let fill = " ".repeat(width.saturating_sub(measure_text_width(text)));
+    if right {
+        format!("{fill}{text}")
+    } else {
+        format!("{text}{fill}")
+    }
+}
+
+fn markdown_header(out: &mut dyn Write, schema: &SchemaRef) -> io::Result<()> {
+    let header: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| md_escape(f.name()))
+        .collect();
+    writeln!(out, "| {} |", header.join(" | "))?;
+    writeln!(out, "{}|", "|---".repeat(header.len()))
+}
+
+/// Makes a value safe inside a markdown table cell.
+fn md_escape(s: &str) -> String {
+    escape(s).replace('|', "\\|")
+}
+
+/// Writes one batch as delimited text, with the header line if `header`.
 fn write_csv(
     out: &mut dyn Write,
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
+    batch: &RecordBatch,
     delimiter: u8,
+    header: bool,
 ) -> io::Result<()> {
     let mut tracked = Tracked(out, None);
     let mut writer = CsvWriterBuilder::new()
-        .with_header(true)
+        .with_header(header)
         .with_delimiter(delimiter)
         .build(&mut tracked);
-    let result = if batches.is_empty() {
-        writer.write(&RecordBatch::new_empty(schema.clone()))
-    } else {
-        batches.iter().try_for_each(|b| writer.write(b))
-    };
+    let result = writer.write(batch);
     drop(writer);
     result.map_err(|e| match tracked.1 {
         Some(kind) => io::Error::new(kind, e),
@@ -257,16 +582,14 @@ impl Write for Tracked<'_> {
     }
 }
 
-/// Writes JSON (array or line-delimited, per `F`) keeping null keys explicit.
-fn write_json<F: JsonFormat>(out: &mut dyn Write, batches: &[RecordBatch]) -> io::Result<()> {
+/// Writes one batch as JSON (array or line-delimited, per `F`) keeping null keys explicit.
+fn write_json<F: JsonFormat>(out: &mut dyn Write, batch: &RecordBatch) -> io::Result<()> {
     let mut writer = JsonWriterBuilder::new()
         .with_explicit_nulls(true)
         .build::<_, F>(out);
-    for batch in batches {
-        writer
-            .write(&string_map_keys(batch).map_err(arrow_err)?)
-            .map_err(arrow_err)?;
-    }
+    writer
+        .write(&string_map_keys(batch).map_err(arrow_err)?)
+        .map_err(arrow_err)?;
     writer.finish().map_err(arrow_err)
 }
 
@@ -377,6 +700,7 @@ mod tests {
             max_rows,
             quiet,
             timing,
+            ..PrintOptions::default()
         }
     }
 
@@ -411,12 +735,12 @@ mod tests {
     fn table_with_timing() {
         let o = with(Format::Table, None, false, true);
         let expected = "\
-+----+---------+----------------------+
-| id | name    | ts                   |
-+----+---------+----------------------+
-| 1  | a,\"b\"|c | 2024-01-01T00:00:00Z |
-| 2  | NULL    | 2024-01-01T01:00:00Z |
-+----+---------+----------------------+
++----+---------+----------------------------------+
+| id | name    | ts                               |
++----+---------+----------------------------------+
+|  1 | a,\"b\"|c | 2024-01-01T00:00:00.000000+00:00 |
+|  2 | NULL    | 2024-01-01T01:00:00.000000+00:00 |
++----+---------+----------------------------------+
 2 rows in 0.012s
 ";
         assert_eq!(render(&sample().schema(), &[sample()], &o), expected);
@@ -490,18 +814,108 @@ mod tests {
         let expected = "\
 | id | name | ts |
 |---|---|---|
-| 1 | a,\"b\"\\|c | 2024-01-01T00:00:00Z |
-| 2 | NULL | 2024-01-01T01:00:00Z |
+| 1 | a,\"b\"\\|c | 2024-01-01T00:00:00.000000+00:00 |
+| 2 | NULL | 2024-01-01T01:00:00.000000+00:00 |
 
 2 rows
 ";
         assert_eq!(render_sample(Format::Markdown), expected);
-        assert_eq!(md_escape("a|b\r\nc\nd"), "a\\|b c d");
+        assert_eq!(md_escape("a|b\r\nc\nd"), "a\\|b\\r\\nc\\nd");
         let o = with(Format::Markdown, Some(1), true, false);
         let got = render(&sample().schema(), &[sample()], &o);
         assert!(
-            got.ends_with("2024-01-01T00:00:00Z |\n\n(showing 1 of 2 rows)\n"),
+            got.ends_with("2024-01-01T00:00:00.000000+00:00 |\n\n(showing 1 of 2 rows)\n"),
             "{got}"
         );
+    }
+
+    /// One-column string batch.
+    fn strings(values: Vec<Option<&str>>) -> RecordBatch {
+        RecordBatch::try_from_iter([("s", Arc::new(StringArray::from(values)) as ArrayRef)])
+            .unwrap()
+    }
+
+    /// NULL and the string 'NULL' never look alike, whatever the marker; control characters
+    /// stay inside their cell.
+    #[test]
+    fn null_is_not_the_string_null() {
+        let b = strings(vec![None, Some("NULL"), Some(""), Some("a\tb\nc")]);
+        let got = render(&b.schema(), std::slice::from_ref(&b), &opts(Format::Table));
+        assert!(
+            got.contains("| NULL    |\n| 'NULL'  |\n|         |\n| a\\tb\\nc |"),
+            "{got}"
+        );
+        let empty = PrintOptions {
+            null: String::new(),
+            ..opts(Format::Table)
+        };
+        let got = render(&b.schema(), &[b], &empty);
+        assert!(
+            got.contains("|         |\n| NULL    |\n| ''      |"),
+            "{got}"
+        );
+    }
+
+    /// On a terminal, a table wider than it is cut with a marker instead of wrapping.
+    #[test]
+    fn wide_tables_fit_the_terminal() {
+        let long = "x".repeat(100);
+        let b = strings(vec![Some(&long), Some("short")]);
+        let o = PrintOptions {
+            width: Some(30),
+            ..opts(Format::Table)
+        };
+        let got = render(&b.schema(), &[b], &o);
+        for line in got.lines().filter(|l| l.starts_with(['|', '+'])) {
+            assert_eq!(console::measure_text_width(line), 30, "{got}");
+        }
+        assert!(got.contains("x… |"), "{got}");
+    }
+
+    /// `\x`: one line per column, records numbered across batches.
+    #[test]
+    fn expanded_display() {
+        let o = PrintOptions {
+            expanded: Expanded::On,
+            ..opts(Format::Table)
+        };
+        let got = render(&sample().schema(), &[sample(), sample()], &o);
+        assert!(got.starts_with("-[ RECORD 1 ]"), "{got}");
+        assert!(
+            got.contains("\nid   | 1\nname | a,\"b\"|c\nts   | 2024-01-01T00:00:00.000000+00:00\n"),
+            "{got}"
+        );
+        assert!(got.contains("-[ RECORD 4 ]"), "{got}");
+        assert!(
+            got.ends_with("| NULL\nts   | 2024-01-01T01:00:00.000000+00:00\n4 rows\n"),
+            "{got}"
+        );
+        // Auto: expanded only when the table would not fit.
+        let auto = PrintOptions {
+            expanded: Expanded::Auto,
+            width: Some(20),
+            ..opts(Format::Table)
+        };
+        assert!(render(&sample().schema(), &[sample()], &auto).starts_with("-[ RECORD 1 ]"));
+        let wide = PrintOptions {
+            width: Some(200),
+            ..auto
+        };
+        assert!(render(&sample().schema(), &[sample()], &wide).starts_with("+----+"));
+    }
+
+    /// A long table is drawn a page at a time; a later, wider page widens the columns from
+    /// there on with a rule between.
+    #[test]
+    fn tables_are_drawn_page_by_page() {
+        let first: Vec<Option<&str>> = vec![Some("a"); PAGE];
+        let batches = [strings(first), strings(vec![Some("longer")])];
+        let got = render(&batches[0].schema(), &batches, &opts(Format::Table));
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(lines[3], "| a |");
+        assert_eq!(lines[3 + PAGE], "+--------+");
+        assert_eq!(lines[4 + PAGE], "| longer |");
+        assert_eq!(lines[5 + PAGE], "+--------+");
+        assert_eq!(lines[6 + PAGE], "1001 rows");
     }
 }

@@ -23,7 +23,7 @@ use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::Statement as Sql;
 
-use crate::engine::{Output, Session};
+use crate::engine::{Output, Reply, Session};
 use crate::error::{Error, Result};
 use crate::parser::Statement;
 
@@ -86,6 +86,17 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::CopyIncremental(c) => copy_incremental::execute(session, *c).await,
         Statement::CopyUsingControl(c) => for_each::copy_using_control(session, *c).await,
         Statement::ForEach(f) => for_each::execute(session, *f).await,
+    }
+}
+
+/// Run one parsed statement; a query's rows are not collected but streamed.
+pub async fn execute_streaming(session: &mut Session, stmt: Statement) -> Result<Reply> {
+    match stmt {
+        Statement::Sql(s) if matches!(*s, Sql::Query(_)) => {
+            clauses::queries(&s)?;
+            Ok(Reply::Rows(Box::new(query::stream(session, *s).await?)))
+        }
+        other => Ok(Reply::Done(execute(session, other).await?)),
     }
 }
 

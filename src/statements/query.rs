@@ -4,7 +4,8 @@
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::Statement as Sql;
 
-use crate::engine::{Output, Session};
+use crate::engine::headers;
+use crate::engine::{Output, RowStream, Session};
 use crate::error::Result;
 
 /// Plan and run a query, collecting its rows.
@@ -13,6 +14,27 @@ pub async fn run(session: &Session, mut stmt: Sql) -> Result<Output> {
     let schema = df.schema().inner().clone();
     let batches = df.collect().await?;
     Ok(Output { schema, batches })
+}
+
+/// Plan a query and start it: its rows come as they are computed, under column names that
+/// read like the expressions in its select list.
+pub async fn stream(session: &Session, mut stmt: Sql) -> Result<RowStream> {
+    if let Sql::Query(query) = &mut stmt {
+        headers::name_as_written(query);
+    }
+    let bound = session.bind(&mut stmt, &[]).await?;
+    let state = session.ctx.state();
+    let plan = state
+        .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
+        .await?;
+    let df = session.ctx.execute_logical_plan(plan).await?;
+    let schema = df.schema().inner().clone();
+    let stream = df.execute_stream().await?;
+    Ok(RowStream {
+        schema,
+        stream,
+        _bound: bound,
+    })
 }
 
 /// Bind and plan a statement into a DataFrame (not executed yet).

@@ -24,7 +24,7 @@ fn the_repl_works_at_a_terminal() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        screen.contains("| 42     |"),
+        screen.contains("|     42 |"),
         "multi-line statement: {screen}"
     );
     assert!(
@@ -45,7 +45,7 @@ fn the_repl_works_at_a_terminal() {
         "a cancelled FOR EACH committed nothing: {after_cancel}"
     );
     assert!(
-        screen.contains("| 1000 | 2000 | 2000  | 3000  |"),
+        screen.contains("| 1000 | 2000 |  2000 |  3000 |"),
         "the job run again copied every row once and advanced both marks: {screen}"
     );
     assert!(

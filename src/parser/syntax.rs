@@ -1,0 +1,234 @@
+//! The syntax of every statement tidemark runs, as `\h NAME` shows it. The parser in this
+//! folder accepts exactly these forms (plus DataFusion's query syntax); a test parses every
+//! example below, so the help cannot drift from the parser.
+
+/// One statement's help entry.
+pub struct Syntax {
+    /// Its name, as `\h` matches it (`COPY INCREMENTAL`).
+    pub name: &'static str,
+    /// What it does, one line.
+    pub about: &'static str,
+    /// Its grammar.
+    pub grammar: &'static str,
+    /// A statement that parses.
+    pub example: &'static str,
+}
+
+pub const STATEMENTS: &[Syntax] = &[
+    Syntax {
+        name: "COPY INCREMENTAL",
+        about: "copy the rows of a Delta table newer than a watermark into another, exactly once",
+        grammar: "COPY INCREMENTAL [FROM] source INTO target
+    [ WATERMARK column ]            -- a column name or IDENTIFIER(expr)
+    [ SINCE expr ]                  -- start after this value, overriding stored state
+    [ CONTROL TABLE table ]         -- read and advance last_watermark there
+    [ MERGE ON ( key [, ...] ) ]    -- upsert the newest row per key instead of appending
+    [ LOOKBACK expr ]               -- also re-check rows this far below the mark
+    [ DRY RUN ]                     -- report what would be copied; write nothing",
+        example: "COPY INCREMENTAL sales.orders INTO lake.orders WATERMARK updated_at CONTROL TABLE ops.watermarks",
+    },
+    Syntax {
+        name: "COPY INCREMENTAL USING CONTROL TABLE",
+        about: "run one copy per row of a control table, several at a time",
+        grammar: "COPY INCREMENTAL USING CONTROL TABLE table
+    [ WHERE predicate ]             -- only the control rows that match
+    [ CONCURRENCY n ]               -- copies at a time (default 4)
+    [ DRY RUN ]",
+        example: "COPY INCREMENTAL USING CONTROL TABLE ops.watermarks WHERE active CONCURRENCY 8",
+    },
+    Syntax {
+        name: "FOR EACH",
+        about: "run statements once per row of a query, several rows at a time",
+        grammar: "FOR EACH row IN ( query ) [ CONCURRENCY n ]
+DO
+    statement; [ statement; ... ]   -- row.col or col is the row's value
+END FOR
+
+FOR [ var AS ] query DO statement; [ ... ] END FOR   -- Databricks scripting: one at a time",
+        example: "FOR EACH r IN (SELECT * FROM ops.watermarks) CONCURRENCY 4 DO COPY INCREMENTAL IDENTIFIER(r.source_table) INTO IDENTIFIER(r.target_table) WATERMARK IDENTIFIER(r.watermark_column) CONTROL TABLE ops.watermarks; END FOR",
+    },
+    Syntax {
+        name: "SELECT",
+        about: "query tables (DataFusion's SELECT with Databricks functions)",
+        grammar: "[ WITH name AS ( query ) [, ...] ]
+SELECT [ DISTINCT ] expr [ AS alias ] [, ...]
+    [ FROM table [ VERSION AS OF n | TIMESTAMP AS OF 'ts' ] [ TABLESAMPLE (n ROWS | p PERCENT) ] [ JOIN ... ] ]
+    [ WHERE predicate ] [ GROUP BY ... ] [ HAVING ... ] [ QUALIFY ... ]
+    [ ORDER BY ... ] [ LIMIT n ] [ OFFSET n ]",
+        example: "SELECT id, count(*) FROM range(10) GROUP BY id ORDER BY id LIMIT 3",
+    },
+    Syntax {
+        name: "INSERT",
+        about: "append (or overwrite with) rows",
+        grammar: "INSERT { INTO | OVERWRITE } [ TABLE ] table [ ( column [, ...] ) ] { VALUES ( expr [, ...] ) [, ...] | query }",
+        example: "INSERT INTO t (id, name) VALUES (1, 'a'), (2, 'b')",
+    },
+    Syntax {
+        name: "UPDATE",
+        about: "change rows in place (one commit)",
+        grammar: "UPDATE table [ [ AS ] alias ] SET column = expr [, ...] [ WHERE predicate ]",
+        example: "UPDATE t SET name = upper(name) WHERE id > 1",
+    },
+    Syntax {
+        name: "DELETE",
+        about: "remove rows (one commit)",
+        grammar: "DELETE FROM table [ [ AS ] alias ] [ WHERE predicate ]",
+        example: "DELETE FROM t WHERE id > 1",
+    },
+    Syntax {
+        name: "MERGE",
+        about: "upsert a source into a table",
+        grammar: "MERGE INTO target [ [ AS ] t ] USING source [ [ AS ] s ] ON condition
+    WHEN MATCHED [ AND cond ] THEN { UPDATE SET * | UPDATE SET col = expr [, ...] | DELETE }
+    WHEN NOT MATCHED [ BY TARGET ] [ AND cond ] THEN { INSERT * | INSERT ( cols ) VALUES ( exprs ) }
+    WHEN NOT MATCHED BY SOURCE [ AND cond ] THEN { UPDATE SET ... | DELETE }",
+        example: "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+    },
+    Syntax {
+        name: "CREATE TABLE",
+        about: "create a Delta table, empty or from a query",
+        grammar: "CREATE [ OR REPLACE ] TABLE [ IF NOT EXISTS ] table
+    ( column type [ NOT NULL ] [ DEFAULT expr ] [ COMMENT 'text' ] [, ...] )
+    [ USING DELTA ] [ PARTITIONED BY ( column [, ...] ) ] [ TBLPROPERTIES ( 'key' = 'value' [, ...] ) ]
+CREATE [ OR REPLACE ] TABLE table [ PARTITIONED BY ( ... ) ] AS query",
+        example: "CREATE TABLE IF NOT EXISTS t (id BIGINT NOT NULL, name STRING DEFAULT 'x') PARTITIONED BY (name)",
+    },
+    Syntax {
+        name: "CREATE SCHEMA",
+        about: "create a schema (a folder of tables)",
+        grammar: "CREATE { SCHEMA | DATABASE } [ IF NOT EXISTS ] [ catalog. ]schema",
+        example: "CREATE SCHEMA IF NOT EXISTS main.ops",
+    },
+    Syntax {
+        name: "CREATE CATALOG",
+        about: "create a catalog (a folder of schemas)",
+        grammar: "CREATE CATALOG [ IF NOT EXISTS ] catalog",
+        example: "CREATE CATALOG IF NOT EXISTS lake",
+    },
+    Syntax {
+        name: "DROP",
+        about: "drop a table, schema or catalog",
+        grammar: "DROP TABLE [ IF EXISTS ] table
+DROP { SCHEMA | DATABASE } [ IF EXISTS ] schema [ CASCADE ]
+DROP CATALOG [ IF EXISTS ] catalog [ CASCADE ]",
+        example: "DROP TABLE IF EXISTS t",
+    },
+    Syntax {
+        name: "ALTER TABLE",
+        about: "add columns or constraints, set properties",
+        grammar: "ALTER TABLE table ADD COLUMN[S] ( column type [ DEFAULT expr ] [, ...] )
+ALTER TABLE table ADD CONSTRAINT name CHECK ( condition )
+ALTER TABLE table DROP CONSTRAINT [ IF EXISTS ] name
+ALTER TABLE table SET TBLPROPERTIES ( 'key' = 'value' [, ...] )",
+        example: "ALTER TABLE t ADD CONSTRAINT positive CHECK (id > 0)",
+    },
+    Syntax {
+        name: "DESCRIBE",
+        about: "a table's columns, or its commit history",
+        grammar: "DESCRIBE [ TABLE ] table
+DESCRIBE HISTORY table",
+        example: "DESCRIBE HISTORY t",
+    },
+    Syntax {
+        name: "SHOW",
+        about: "list catalogs, schemas or tables",
+        grammar: "SHOW CATALOGS
+SHOW { SCHEMAS | DATABASES } [ { IN | FROM } catalog ]
+SHOW TABLES [ { IN | FROM } [ catalog. ]schema ]",
+        example: "SHOW TABLES IN main.default",
+    },
+    Syntax {
+        name: "USE",
+        about: "set the current catalog and schema",
+        grammar: "USE CATALOG catalog
+USE { SCHEMA | DATABASE } schema
+USE [ catalog. ]schema",
+        example: "USE main.default",
+    },
+    Syntax {
+        name: "OPTIMIZE",
+        about: "compact a table's small files",
+        grammar: "OPTIMIZE table",
+        example: "OPTIMIZE t",
+    },
+    Syntax {
+        name: "VACUUM",
+        about: "remove files no version within the retention reads",
+        grammar: "VACUUM table [ RETAIN n HOURS ] [ DRY RUN ]",
+        example: "VACUUM t RETAIN 168 HOURS DRY RUN",
+    },
+    Syntax {
+        name: "DECLARE VARIABLE",
+        about: "declare a session variable",
+        grammar: "DECLARE [ OR REPLACE ] [ VARIABLE ] name [ type ] [ { DEFAULT | = } expr ]",
+        example: "DECLARE OR REPLACE VARIABLE since TIMESTAMP DEFAULT current_timestamp()",
+    },
+    Syntax {
+        name: "SET VAR",
+        about: "assign session variables",
+        grammar: "SET { VAR | VARIABLE } name = { expr | DEFAULT } [, ...]
+SET { VAR | VARIABLE } ( name [, ...] ) = ( query )",
+        example: "SET VAR since = DEFAULT",
+    },
+    Syntax {
+        name: "DROP TEMPORARY VARIABLE",
+        about: "drop a session variable",
+        grammar: "DROP TEMPORARY VARIABLE [ IF EXISTS ] name",
+        example: "DROP TEMPORARY VARIABLE IF EXISTS since",
+    },
+    Syntax {
+        name: "EXPLAIN",
+        about: "show a query's plan",
+        grammar: "EXPLAIN [ ANALYZE ] [ VERBOSE ] query",
+        example: "EXPLAIN SELECT * FROM range(3)",
+    },
+];
+
+/// The entries `\h NAME` shows: the one named exactly, else those whose name starts with
+/// the words given (`\h CREATE` shows every CREATE).
+pub fn lookup(name: &str) -> Vec<&'static Syntax> {
+    let wanted = name
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_uppercase();
+    if let Some(exact) = STATEMENTS.iter().find(|s| s.name == wanted) {
+        return vec![exact];
+    }
+    STATEMENTS
+        .iter()
+        .filter(|s| {
+            s.name.starts_with(&wanted)
+                && s.name[wanted.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| c == ' ')
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::{SyntaxOnly, parse};
+
+    /// Every example in the help parses: the help describes the parser that runs.
+    #[test]
+    fn every_example_parses() {
+        for s in STATEMENTS {
+            if let Err(e) = parse(s.example, &SyntaxOnly) {
+                panic!("{}: {} does not parse: {e}", s.name, s.example);
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_by_name_and_by_first_words() {
+        assert_eq!(lookup("copy  incremental").len(), 1);
+        assert_eq!(lookup("copy").len(), 2);
+        assert_eq!(lookup("create").len(), 3);
+        assert_eq!(lookup("for each")[0].name, "FOR EACH");
+        assert!(lookup("grant").is_empty());
+        assert!(lookup("SE").is_empty());
+    }
+}

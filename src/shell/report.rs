@@ -1,0 +1,171 @@
+//! How an error reads on stderr: `origin:line:col: error: message`, the message without the
+//! engine's repeated prefixes and with whole paths, and, when the error points into the
+//! statement, the line with a caret under the spot (psql's `LINE n:`).
+
+use std::path::Path;
+
+use crate::error::Error;
+use crate::parser::is_near_miss;
+use crate::parser::splitter::Pos;
+
+/// The error's text for stderr, ending with a newline. `pos` is where the statement starts
+/// in its origin; `sql` is its text, if there is one.
+pub(super) fn describe(
+    e: &Error,
+    pos: Pos,
+    origin: &str,
+    sql: Option<&str>,
+    warehouse: &Path,
+) -> String {
+    let message = tidy(&e.to_string(), warehouse);
+    // A position found after parsing comes from the syntax tree the engine planned; a part
+    // that tidemark rewrote has positions of another text. Keep it only where the statement
+    // there reads as a name the message mentions.
+    let at = e.position().filter(|&(line, col)| match e {
+        Error::Parse { .. } => true,
+        _ => sql.is_some_and(|sql| mentions_word_at(sql, line, col, &message)),
+    });
+    let (line, col) = match at {
+        Some((l, c)) if l <= 1 => (pos.line, pos.col + c.saturating_sub(1)),
+        Some((l, c)) => (pos.line + l - 1, c),
+        None => (pos.line, pos.col),
+    };
+    let mut out = format!("{origin}:{line}:{col}: error: {message}\n");
+    if let (Some(sql), Some((l, c))) = (sql, at)
+        && let Some(text) = sql.lines().nth(l.saturating_sub(1))
+    {
+        let text: String = text
+            .chars()
+            .map(|ch| if ch == '\t' { ' ' } else { ch })
+            .collect();
+        let label = format!("LINE {line}: ");
+        let indent = label.chars().count() + c.saturating_sub(1);
+        out.push_str(&format!("{label}{text}\n{}^\n", " ".repeat(indent)));
+    }
+    out
+}
+
+/// Whether the statement at `line`/`col` starts a word the message names.
+fn mentions_word_at(sql: &str, line: usize, col: usize, message: &str) -> bool {
+    let Some(text) = sql.lines().nth(line.saturating_sub(1)) else {
+        return false;
+    };
+    let word: String = text
+        .chars()
+        .skip(col.saturating_sub(1))
+        .skip_while(|c| matches!(c, '`' | '"'))
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    !word.is_empty() && message.to_lowercase().contains(&word.to_lowercase())
+}
+
+/// The message without a prefix said twice in a row ("Parquet error: Parquet error: ..."),
+/// with paths under the warehouse whole (object stores print them without the leading `/`),
+/// and without the engine's "did you mean" when it names something unlike the name typed.
+pub(super) fn tidy(message: &str, warehouse: &Path) -> String {
+    let mut parts: Vec<&str> = vec![];
+    for part in message.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    let mut text = parts.join(": ");
+    if let Ok(root) = std::path::absolute(warehouse) {
+        let root = root.display().to_string();
+        if let Some(relative) = root.strip_prefix('/').filter(|r| !r.is_empty()) {
+            let mut fixed = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(i) = rest.find(relative) {
+                fixed.push_str(&rest[..i]);
+                if !rest[..i].ends_with('/') {
+                    fixed.push('/');
+                }
+                fixed.push_str(relative);
+                rest = &rest[i + relative.len()..];
+            }
+            fixed.push_str(rest);
+            text = fixed;
+        }
+    }
+    far_suggestions_dropped(&text)
+}
+
+/// "Invalid function 'foo'.\nDid you mean 'log'?" says nothing useful: the suggestion stays
+/// only when it is a near miss of the name typed.
+fn far_suggestions_dropped(text: &str) -> String {
+    let Some(start) = text.find("Invalid function '") else {
+        return text.to_string();
+    };
+    let name_start = start + "Invalid function '".len();
+    let Some(name_len) = text[name_start..].find('\'') else {
+        return text.to_string();
+    };
+    let name = &text[name_start..name_start + name_len];
+    let Some(hint) = text.find("Did you mean '") else {
+        return text.to_string();
+    };
+    let guess_start = hint + "Did you mean '".len();
+    let Some(guess_len) = text[guess_start..].find('\'') else {
+        return text.to_string();
+    };
+    let guess = &text[guess_start..guess_start + guess_len];
+    if is_near_miss(name, guess) {
+        return text.to_string();
+    }
+    let end = (guess_start + guess_len + 2).min(text.len());
+    format!("{}{}", text[..hint].trim_end(), &text[end..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(line: usize, col: usize) -> Pos {
+        Pos { line, col }
+    }
+
+    #[test]
+    fn repeated_prefixes_and_relative_paths_are_tidied() {
+        let wh = Path::new("/tmp/wh");
+        assert_eq!(
+            tidy(
+                "Parquet error: Parquet error: bad file tmp/wh/main/t/x.parquet",
+                wh
+            ),
+            "Parquet error: bad file /tmp/wh/main/t/x.parquet"
+        );
+        assert_eq!(tidy("at /tmp/wh/main", wh), "at /tmp/wh/main");
+        assert_eq!(
+            tidy("Invalid function 'foo'.\nDid you mean 'log'?", wh),
+            "Invalid function 'foo'."
+        );
+        assert_eq!(
+            tidy("Invalid function 'uper'.\nDid you mean 'upper'?", wh),
+            "Invalid function 'uper'.\nDid you mean 'upper'?"
+        );
+    }
+
+    #[test]
+    fn errors_after_parsing_point_at_the_name() {
+        let e = Error::At {
+            error: Box::new(Error::NotFound("No field named idd.".into())),
+            line: 2,
+            col: 3,
+        };
+        let sql = "SELECT *\n  idd > 1";
+        let got = describe(&e, at(4, 1), "job.sql", Some(sql), Path::new("/wh"));
+        assert_eq!(
+            got,
+            "job.sql:5:3: error: No field named idd.\nLINE 5:   idd > 1\n          ^\n"
+        );
+        // A position that does not fall on the name is not shown.
+        let got = describe(
+            &e,
+            at(4, 1),
+            "job.sql",
+            Some("SELECT x\n  y"),
+            Path::new("/wh"),
+        );
+        assert_eq!(got, "job.sql:4:1: error: No field named idd.\n");
+    }
+}

@@ -138,6 +138,14 @@ fn warehouse_dir(arg: &std::path::Path) -> Result<PathBuf, String> {
             path.display()
         ));
     }
+    if path.is_dir()
+        && let Err(e) = std::fs::read_dir(&path)
+    {
+        return Err(format!(
+            "warehouse '{}' cannot be read ({e}): give a directory this user may read",
+            path.display()
+        ));
+    }
     Ok(path)
 }
 

@@ -505,6 +505,87 @@ impl ScalarUDFImpl for DateFormat {
     }
 }
 
+/// `df` with its rows counted into `count` as they pass (for progress on writes that
+/// delta-rs runs itself): the first column goes through a volatile identity function.
+pub fn counted(
+    df: datafusion::dataframe::DataFrame,
+    count: impl Fn(u64) + Send + Sync + 'static,
+) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
+    use datafusion::logical_expr::{ScalarUDF, col};
+    let udf = ScalarUDF::new_from_impl(CountRows {
+        signature: Signature::any(1, Volatility::Volatile),
+        id: uuid::Uuid::new_v4().as_u128(),
+        count: Arc::new(count),
+    });
+    let exprs: Vec<datafusion::logical_expr::Expr> = df
+        .schema()
+        .columns()
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let name = c.name.clone();
+            if i == 0 {
+                udf.call(vec![col(c)]).alias(name)
+            } else {
+                col(c)
+            }
+        })
+        .collect();
+    df.select(exprs)
+}
+
+/// The identity on its argument, counting the rows it sees.
+struct CountRows {
+    signature: Signature,
+    id: u128,
+    count: Arc<dyn Fn(u64) + Send + Sync>,
+}
+
+impl std::fmt::Debug for CountRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CountRows")
+    }
+}
+
+impl PartialEq for CountRows {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for CountRows {}
+
+impl std::hash::Hash for CountRows {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for CountRows {
+    fn name(&self) -> &str {
+        "__tidemark_count_rows"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(args[0].clone())
+    }
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> datafusion::error::Result<datafusion::arrow::datatypes::FieldRef> {
+        Ok(args.arg_fields[0].clone())
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        (self.count)(args.number_rows as u64);
+        Ok(args.args[0].clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::spark_to_chrono;

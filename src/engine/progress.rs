@@ -20,6 +20,17 @@ fn reveal_later(bar: &ProgressBar) {
     });
 }
 
+/// A count as people read it on a progress line: `950`, `12.5k`, `8.6M`, `1.2G`.
+pub fn compact(n: f64) -> String {
+    let n = if n.is_finite() { n.max(0.0) } else { 0.0 };
+    for (unit, scale) in [("G", 1e9), ("M", 1e6), ("k", 1e3)] {
+        if n >= scale {
+            return format!("{:.1}{unit}", n / scale);
+        }
+    }
+    format!("{n:.0}")
+}
+
 /// Rows copied so far by one COPY INCREMENTAL.
 pub struct CopyProgress(Option<ProgressBar>);
 
@@ -32,9 +43,12 @@ impl CopyProgress {
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
         bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} {msg} [{bar:30}] {human_pos}/{human_len} rows ({per_sec}, {elapsed})",
+                "{spinner} {msg} [{bar:30}] {human_pos}/{human_len} rows ({rate} rows/s, {elapsed})",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&compact(state.per_sec()));
+            })
             .progress_chars("=> "),
         );
         bar.set_message(label.to_string());
@@ -138,5 +152,16 @@ impl Drop for IterationLine {
             multi.remove(line);
             overall.inc(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rates_read_as_people_write_them() {
+        assert_eq!(super::compact(8_613_213.883_2), "8.6M");
+        assert_eq!(super::compact(950.4), "950");
+        assert_eq!(super::compact(12_500.0), "12.5k");
+        assert_eq!(super::compact(f64::NAN), "0");
     }
 }

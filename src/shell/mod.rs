@@ -96,13 +96,24 @@ impl Shell {
         self.last_sql = Some(sql.clone());
         let started = Instant::now();
         let print = self.print_now();
+        let spinner = self.spinner(sql);
         let outcome = {
-            let run = run_and_print(&mut self.session, &mut self.output, sql, &print, started);
+            let run = run_and_print(
+                &mut self.session,
+                &mut self.output,
+                sql,
+                &print,
+                started,
+                spinner.clone(),
+            );
             tokio::select! {
                 r = run => r,
                 _ = interrupted() => Err(Failure::Statement(Error::Cancelled)),
             }
         };
+        if let Some(bar) = spinner {
+            bar.finish_and_clear();
+        }
         self.sync_current();
         match outcome {
             Ok(()) => Ok(()),
@@ -116,6 +127,8 @@ impl Shell {
                 Err(Stop::Failed)
             }
             Err(Failure::Statement(Error::Cancelled)) => {
+                // Cancelled copies record themselves in the history; let that finish.
+                crate::statements::finish_cancelled(std::time::Duration::from_secs(10)).await;
                 eprintln!("{origin}:{}:{}: cancelled", pos.line, pos.col);
                 self.failed = true;
                 Err(Stop::Interrupted)
@@ -131,6 +144,51 @@ impl Shell {
                 Err(Stop::Failed)
             }
         }
+    }
+
+    /// A line on stderr that shows, once a statement has run for a second on a terminal,
+    /// what runs, for how long and (for a query) how many rows it has produced. Copies and
+    /// loops draw their own progress.
+    fn spinner(&self, sql: &str) -> Option<indicatif::ProgressBar> {
+        if !self.session.settings.progress {
+            return None;
+        }
+        let first: String = sql.split_whitespace().next().unwrap_or("").to_uppercase();
+        if matches!(first.as_str(), "COPY" | "FOR") {
+            return None;
+        }
+        let mut label: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        if label.chars().count() > 50 {
+            label = label.chars().take(49).collect::<String>() + "…";
+        }
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} {rows}({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner())
+                .with_key(
+                    "rows",
+                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        if state.pos() > 0 {
+                            let _ = write!(
+                                w,
+                                "{} rows ",
+                                crate::engine::progress::compact(state.pos() as f64)
+                            );
+                        }
+                    },
+                ),
+        );
+        bar.set_message(label);
+        let shown = bar.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            if !shown.is_finished() {
+                shown.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                shown.enable_steady_tick(std::time::Duration::from_millis(120));
+            }
+        });
+        Some(bar)
     }
 
     /// The print options for the next result, with the terminal's width as it is now.
@@ -163,7 +221,7 @@ impl Shell {
     /// Print a finished result; an error is one the result could not be written with.
     fn show(&mut self, out: &Output, elapsed: Option<std::time::Duration>) -> std::io::Result<()> {
         let print = self.print_now();
-        let mut sink = Sink::new(&mut self.output);
+        let mut sink = Sink::new(&mut self.output, None);
         let printed = print_batches(&mut sink, &out.schema, &out.batches, &print, elapsed)
             .and_then(|()| sink.flush());
         match printed {
@@ -472,21 +530,28 @@ enum Failure {
     Output(std::io::Error),
 }
 
-/// Where results go: stdout, or the file of `\o FILE`. Buffered; flushed per batch.
-struct Sink<'a>(std::io::BufWriter<Box<dyn Write + 'a>>);
+/// Where results go: stdout, or the file of `\o FILE`. Buffered; flushed per batch. The
+/// statement's progress line goes away before the first byte of its result is written.
+struct Sink<'a>(
+    std::io::BufWriter<Box<dyn Write + 'a>>,
+    Option<indicatif::ProgressBar>,
+);
 
 impl<'a> Sink<'a> {
-    fn new(file: &'a mut Option<std::fs::File>) -> Self {
+    fn new(file: &'a mut Option<std::fs::File>, bar: Option<indicatif::ProgressBar>) -> Self {
         let target: Box<dyn Write + 'a> = match file {
             Some(f) => Box::new(f),
             None => Box::new(std::io::stdout()),
         };
-        Sink(std::io::BufWriter::with_capacity(1 << 16, target))
+        Sink(std::io::BufWriter::with_capacity(1 << 16, target), bar)
     }
 }
 
 impl Write for Sink<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(bar) = self.1.take() {
+            bar.finish_and_clear();
+        }
         self.0.write(buf)
     }
 
@@ -504,13 +569,14 @@ async fn run_and_print(
     sql: &str,
     print: &PrintOptions,
     started: Instant,
+    spinner: Option<indicatif::ProgressBar>,
 ) -> Result<(), Failure> {
     use futures::StreamExt;
     let reply = session
         .run_sql_streaming(sql)
         .await
         .map_err(Failure::Statement)?;
-    let mut sink = Sink::new(output);
+    let mut sink = Sink::new(output, spinner.clone());
     let printed = match reply {
         Reply::Done(out) => print_batches(
             &mut sink,
@@ -528,6 +594,9 @@ async fn run_and_print(
                     Some(Ok(batch)) => {
                         if let Err(e) = printer.batch(&batch) {
                             break Err(e);
+                        }
+                        if let Some(bar) = &spinner {
+                            bar.set_position(printer.rows() as u64);
                         }
                     }
                 }

@@ -22,6 +22,7 @@ use serde_json::json;
 
 use super::control::{self, ControlRow};
 use super::history::{self, RunRecord};
+use super::uncommitted::Uncommitted;
 use super::{AbortOnDrop, whole_file};
 use crate::catalog::{SAMPLES, TableName, read_only, suggest};
 use crate::engine::progress::CopyProgress;
@@ -77,6 +78,11 @@ pub async fn run_with_row(
         target: c.target.to_string(),
         ..Default::default()
     };
+    // A run dropped before it ends (Ctrl-C, SIGTERM) is still recorded, as `cancelled`.
+    let mut cancelled = RecordIfCancelled {
+        session: (!c.dry_run).then(|| session.clone()),
+        record: record.clone(),
+    };
     let mut tries = 0;
     let result = loop {
         match copy_once(session, c, known_row.take(), &mut record).await {
@@ -89,10 +95,15 @@ pub async fn run_with_row(
             other => break other,
         }
     };
+    cancelled.session = None;
     record.finished_at_us = record.started_at_us + clock.elapsed().as_micros() as i64;
     match result {
         Ok(()) => {
-            if !c.dry_run {
+            if c.dry_run {
+                // Recorded too, when the warehouse can be written (a dry run also serves a
+                // read-only one).
+                let _ = history::append(session, std::slice::from_ref(&record)).await;
+            } else {
                 history::append(session, std::slice::from_ref(&record)).await?;
             }
             Ok(CopyReport { record })
@@ -107,6 +118,33 @@ pub async fn run_with_row(
             }
             Err(e)
         }
+    }
+}
+
+/// Records a run as `cancelled` in the history when dropped while still armed: the append
+/// runs as a task of its own, which the shell waits for before it exits.
+struct RecordIfCancelled {
+    session: Option<Session>,
+    record: RunRecord,
+}
+
+impl Drop for RecordIfCancelled {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut record = std::mem::take(&mut self.record);
+        record.status = "cancelled".into();
+        record.error = Some(
+            "cancelled (Ctrl-C or SIGTERM) before it finished: files it had written and not committed were removed".into(),
+        );
+        record.finished_at_us = now_us();
+        super::after_cancel(runtime.spawn(async move {
+            let _ = history::append(&session, std::slice::from_ref(&record)).await;
+        }));
     }
 }
 
@@ -895,6 +933,9 @@ async fn copy_once(
                 create_target(session, &target_name, fields).await?
             }
         };
+        // Files this copy writes go away if it stops (Ctrl-C, an error) before its commit.
+        let uncommitted = Uncommitted::new(session.warehouse.table_path(&target_name)?);
+        let target = uncommitted.table(&target)?;
         // Empty strings in the target's STRING partition columns are stored as NULL (see
         // `catalog::string_partition_columns`).
         let string_partitions = crate::catalog::string_partition_columns(&target)?;
@@ -927,6 +968,7 @@ async fn copy_once(
                 &window_batches,
                 props,
                 &progress,
+                &uncommitted,
             )
             .await?
         } else if merge_keys.is_empty() && !new_columns && plain_appends(&target)? {
@@ -942,6 +984,8 @@ async fn copy_once(
                 input = input.union(extra)?;
             }
             input = empty_as_null(with_target_columns(session, input, &target).await?)?;
+            // delta-rs runs this write (constraints, new columns): count its rows as they pass.
+            input = crate::engine::functions::counted(input, progress.counter())?;
             let settings = decode_settings();
             let state = match &settings {
                 Some(s) => Arc::new(
@@ -1297,6 +1341,7 @@ async fn fast_commit(
     window_batches: &[RecordBatch],
     props: CommitProperties,
     progress: &CopyProgress,
+    uncommitted: &Uncommitted,
 ) -> Result<DeltaTable> {
     let target_dir = session.warehouse.table_path(target_name)?;
     let linked = whole_file::link_files(
@@ -1306,6 +1351,9 @@ async fn fast_commit(
         session.settings.hard_links,
         &crate::catalog::inexact_stats_columns(source)?,
     )?;
+    for add in &linked {
+        uncommitted.note(&add.path);
+    }
     let result = commit_files(
         session,
         source,
@@ -1537,6 +1585,15 @@ async fn commit_adds(
     adds: Vec<deltalake::kernel::Add>,
     props: CommitProperties,
 ) -> Result<DeltaTable> {
+    // Tests hold a copy here, its files written and not committed (`return(ms)`: an
+    // asynchronous wait, during which Ctrl-C and SIGTERM are seen).
+    let hold = (|| -> Option<u64> {
+        fail::fail_point!("copy::before_commit", |ms| ms.and_then(|m| m.parse().ok()));
+        None
+    })();
+    if let Some(ms) = hold {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     let (actions, operation) = super::append_commit(adds);
     let finalized = deltalake::kernel::transaction::CommitBuilder::from(props)
         .with_actions(actions)

@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 use crate::parser::{CopyIncremental, CopyUsingControl, ForEach};
 
 /// What one iteration did.
+/// A copy's previous and new mark, as text.
+type Marks = (Option<String>, Option<String>);
+
 #[derive(Debug, Clone)]
 struct IterationResult {
     started_at_us: i64,
@@ -29,6 +32,8 @@ struct IterationResult {
     rows_affected: i64,
     /// For a dry run: the rows the copy would copy.
     rows_to_copy: Option<i64>,
+    /// For a copy of the control-table job: the mark before and after it.
+    marks: Option<Marks>,
     error: Option<String>,
     /// What happened, in one word: `succeeded`, `failed`, `not_run`, or a copy's own status
     /// (`nothing_new`, `dry_run`), or `skipped` for a paused control row.
@@ -43,6 +48,7 @@ impl IterationResult {
             duration_ms: 0,
             rows_affected: 0,
             rows_to_copy: None,
+            marks: None,
             error: Some(format!("the {what} stopped unexpectedly: {e}")),
             status: "failed".into(),
         }
@@ -105,6 +111,7 @@ async fn run_body(session: &mut Session, body: &[crate::parser::BodyStatement]) 
         started_at_us: started,
         duration_ms: clock.elapsed().as_millis() as i64,
         rows_to_copy: None,
+        marks: None,
         rows_affected: rows,
         status: if error.is_some() {
             "failed"
@@ -166,6 +173,19 @@ fn result_table(rows_batches: &[RecordBatch], results: &[IterationResult]) -> Re
         columns.push(Arc::new(Int64Array::from(
             results.iter().map(|r| r.rows_to_copy).collect::<Vec<_>>(),
         )));
+    }
+    if results.iter().any(|r| r.marks.is_some()) {
+        let mark = |pick: fn(&Marks) -> Option<String>| {
+            let values: Vec<Option<String>> = results
+                .iter()
+                .map(|r| r.marks.as_ref().and_then(pick))
+                .collect();
+            Arc::new(StringArray::from(values)) as ArrayRef
+        };
+        fields.push(Field::new("previous_mark", DataType::Utf8, true));
+        columns.push(mark(|m| m.0.clone()));
+        fields.push(Field::new("new_mark", DataType::Utf8, true));
+        columns.push(mark(|m| m.1.clone()));
     }
     Ok(Output::batch(RecordBatch::try_new(
         Arc::new(Schema::new(fields)),
@@ -237,8 +257,9 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
                 let name = f.var.clone();
                 let line = progress.clone();
                 // A task per iteration: iterations run on every core, not interleaved on one.
+                let label = iteration_label(i, &row);
                 let task = AbortOnDrop(tokio::spawn(async move {
-                    let _line = line.iteration(format!("iteration {}", i + 1));
+                    let _line = line.iteration(label);
                     s.vars.push_row(LoopRow { name, columns: row });
                     run_body(&mut s, &body).await
                 }));
@@ -274,6 +295,7 @@ fn pad(results: &[IterationResult], total: usize) -> Vec<IterationResult> {
             started_at_us: 0,
             duration_ms: 0,
             rows_to_copy: None,
+            marks: None,
             rows_affected: 0,
             error: None,
             status: "not_run".into(),
@@ -381,6 +403,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                             started_at_us: started,
                             duration_ms: 0,
                             rows_to_copy: None,
+                            marks: None,
                             rows_affected: 0,
                             error: None,
                             status: "skipped".into(),
@@ -435,6 +458,10 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                             // A dry run affects nothing: its would-be count is in `rows_to_copy`.
                             rows_affected: if dry_run { 0 } else { rep.record.rows_copied },
                             rows_to_copy: dry_run.then_some(rep.record.rows_copied),
+                            marks: Some((
+                                rep.record.previous_mark.clone(),
+                                rep.record.new_mark.clone(),
+                            )),
                             error: None,
                             status: rep.record.status.clone(),
                         },
@@ -442,6 +469,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                             started_at_us: started,
                             duration_ms: clock.elapsed().as_millis() as i64,
                             rows_to_copy: None,
+                            marks: None,
                             rows_affected: 0,
                             error: Some(e.to_string()),
                             status: "failed".into(),
@@ -461,4 +489,29 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     indexed.sort_by_key(|(i, _)| *i);
     let results: Vec<IterationResult> = indexed.into_iter().map(|(_, r)| r).collect();
     finish(result_table(&batches, &results)?, &results)
+}
+
+/// What a running iteration's progress line says it works on: `source -> target` for a
+/// control-table row, else its first values (`iteration 3: id=7, name=orders`).
+fn iteration_label(i: usize, row: &[(String, ScalarValue)]) -> String {
+    let value = |name: &str| {
+        row.iter()
+            .find(|(c, _)| c.eq_ignore_ascii_case(name))
+            .map(|(_, v)| crate::engine::types::display_exact(v))
+    };
+    if let (Some(source), Some(target)) = (value("source_table"), value("target_table")) {
+        return format!("iteration {}: {source} -> {target}", i + 1);
+    }
+    let shown: Vec<String> = row
+        .iter()
+        .take(3)
+        .map(|(c, v)| {
+            let mut text = crate::engine::types::display_exact(v);
+            if text.chars().count() > 30 {
+                text = text.chars().take(29).collect::<String>() + "…";
+            }
+            format!("{c}={text}")
+        })
+        .collect();
+    format!("iteration {}: {}", i + 1, shown.join(", "))
 }

@@ -13,6 +13,7 @@ pub mod maintenance;
 pub mod query;
 pub mod rewrite;
 pub mod show;
+pub(crate) mod uncommitted;
 pub mod upkeep;
 pub mod variables;
 pub mod whole_file;
@@ -183,6 +184,26 @@ pub fn counts(pairs: &[(&str, i64)]) -> Output {
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
         .expect("counts batch matches its schema");
     Output::batch(batch)
+}
+
+/// Work a cancelled statement leaves to finish (its history rows), awaited by the shell.
+static AFTER_CANCEL: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Hand a task to the shell to wait for after a cancellation.
+pub(crate) fn after_cancel(task: tokio::task::JoinHandle<()>) {
+    if let Ok(mut tasks) = AFTER_CANCEL.lock() {
+        tasks.push(task);
+    }
+}
+
+/// Wait (at most `limit`) for what cancelled statements left to finish.
+pub async fn finish_cancelled(limit: std::time::Duration) {
+    let tasks = match AFTER_CANCEL.lock() {
+        Ok(mut tasks) => std::mem::take(&mut *tasks),
+        Err(_) => return,
+    };
+    let _ = tokio::time::timeout(limit, futures::future::join_all(tasks)).await;
 }
 
 /// A spawned task that is stopped when its owner is dropped (Ctrl-C drops the statement's

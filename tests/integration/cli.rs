@@ -203,3 +203,40 @@ fn include_timing_and_the_environment_warehouse() {
     assert!(out.status.success());
     assert!(wh.join("main/default/envt/_delta_log").is_dir());
 }
+
+/// What psql and DuckDB users expect of the display: headers read like the expression, NULL
+/// unlike the string 'NULL' (and `\pset null`), control characters kept in their cell,
+/// numbers right-aligned, timestamps with microseconds and zone, `\x` records.
+#[test]
+fn display_you_can_trust() {
+    let (d, wh) = warehouse();
+    let script = d.path().join("display.sql");
+    std::fs::write(
+        &script,
+        "SELECT 1, upper('x'), 'NULL' AS s, CAST(NULL AS STRING) AS n, 'a' || chr(9) || 'b' || chr(10) || 'c' AS ctl, TIMESTAMP '2024-01-01 00:00:00.5' AS ts;\n\\pset null (null)\nSELECT CAST(NULL AS INT) AS n, '(null)' AS s;\n\\x\nSELECT 1 AS id, 'a' AS name;\n",
+    )
+    .unwrap();
+    let out = tidemark(&wh).arg("-f").arg(&script).output().unwrap();
+    insta::assert_snapshot!(transcript(&out, &wh));
+}
+
+/// Errors point where the problem is (a caret under the name) and name tidemark's keywords
+/// when one is mistyped; help answers for every statement.
+#[test]
+fn errors_point_and_help_answers() {
+    let (_d, wh) = warehouse();
+    let mut all = String::new();
+    for sql in [
+        "SELECT *\n  FROM range(3)\n WHERE idd > 1",
+        "SELECT uper('a')",
+        "COPY INCREMENTAL s INTO t WATERMARKS ts",
+        "FOR EACH r IN (SELECT 1) CONCURENCY 2 DO SELECT 1; END FOR",
+        "COPY INCREMENTL s INTO t WATERMARK ts",
+        "\\h COPY INCREMENTAL",
+        "\\h MERGEE",
+    ] {
+        let out = tidemark(&wh).args(["-c", sql]).output().unwrap();
+        writeln!(all, "== {sql}\n{}", transcript(&out, &wh)).unwrap();
+    }
+    insta::assert_snapshot!(all);
+}

@@ -150,3 +150,69 @@ fn a_merge_copy_never_commits_over_a_concurrent_optimize() {
         "id,v\n1,a2\n2,b\n3,c\n10,x\n11,y\n"
     );
 }
+
+/// SIGTERM (as Ctrl-C) during a copy whose files are written and not yet committed removes
+/// those files, records the run as `cancelled`, and the next run copies every row once.
+#[cfg(unix)]
+#[test]
+fn a_cancelled_copy_leaves_no_files_and_is_recorded() {
+    let (_d, wh) = crate::common::warehouse();
+    crate::common::sql(
+        &wh,
+        &["CREATE TABLE s AS SELECT id, CAST(id AS STRING) AS v FROM range(20000)"],
+    );
+    let copy = Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
+        .arg(&wh)
+        .args([
+            "--no-whole-file-copies",
+            "--format",
+            "csv",
+            "-c",
+            "COPY INCREMENTAL s INTO t WATERMARK id",
+        ])
+        .env("FAILPOINTS", "copy::before_commit=return(20000)")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let target = wh.join("main/default/t");
+    let parquet = |dir: &std::path::Path| -> usize {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().contains(".parquet"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let waited = std::time::Instant::now();
+    while parquet(&target) == 0 && waited.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(parquet(&target) > 0, "the copy wrote its files");
+    let killed = Command::new("kill")
+        .args(["-TERM", &copy.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = copy.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(parquet(&target), 0, "uncommitted files removed");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT status FROM system.tidemark.copy_runs ORDER BY started_at"
+        ),
+        "status\ncancelled\n"
+    );
+    ok(&wh, "COPY INCREMENTAL s INTO t WATERMARK id");
+    assert_eq!(
+        ok(&wh, "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t"),
+        "n,d\n20000,20000\n"
+    );
+}

@@ -1,0 +1,225 @@
+//! Files a write made and did not commit, removed when the write is dropped (Ctrl-C,
+//! SIGTERM, an error) before its commit began. The write goes through a copy of the target
+//! table whose object store notes every data file put under the table; the first write into
+//! `_delta_log/` (the commit itself) ends the guard's duty, since from then on the files may
+//! be in the log, and removing a logged file would lose rows. A file left by a write dropped
+//! during its commit is only unreferenced bytes, which VACUUM removes.
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use deltalake::DeltaTable;
+use deltalake::logstore::object_store::path::Path;
+use deltalake::logstore::object_store::{
+    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use futures::stream::BoxStream;
+
+use crate::error::Result;
+
+/// The guard: create it before a write, write through [`Uncommitted::table`], drop it after.
+pub(crate) struct Uncommitted {
+    state: Arc<Noted>,
+}
+
+struct Noted {
+    /// The table's directory (files are noted relative to it).
+    dir: PathBuf,
+    files: Mutex<Vec<String>>,
+    /// Cleared once a commit starts.
+    armed: AtomicBool,
+}
+
+impl Uncommitted {
+    /// A guard over the table in `dir`.
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        Uncommitted {
+            state: Arc::new(Noted {
+                dir,
+                files: Mutex::new(vec![]),
+                armed: AtomicBool::new(true),
+            }),
+        }
+    }
+
+    /// Note a file (relative to the table) written outside the object store (a hard link).
+    pub(crate) fn note(&self, relative: &str) {
+        if let Ok(mut files) = self.state.files.lock() {
+            files.push(relative.to_string());
+        }
+    }
+
+    /// `table`, writing through a store that notes its data files for this guard.
+    pub(crate) fn table(&self, table: &DeltaTable) -> Result<DeltaTable> {
+        let log_store = table.log_store();
+        let config = log_store.config();
+        let prefixed: Arc<dyn ObjectStore> = Arc::new(Noting {
+            inner: log_store.object_store(None),
+            state: self.state.clone(),
+            relative: true,
+        });
+        let root: Arc<dyn ObjectStore> = Arc::new(Noting {
+            inner: log_store.root_object_store(None),
+            state: self.state.clone(),
+            relative: false,
+        });
+        let noting = deltalake::logstore::default_logstore(
+            prefixed,
+            root,
+            config.location(),
+            config.options(),
+        );
+        let mut copy = DeltaTable::new(noting);
+        copy.state = table.state.clone();
+        Ok(copy)
+    }
+}
+
+impl Drop for Uncommitted {
+    fn drop(&mut self) {
+        if !self.state.armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let files = self
+            .state
+            .files
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default();
+        for relative in files {
+            let path = self.state.dir.join(&relative);
+            let _ = std::fs::remove_file(&path);
+            // A multipart upload stopped half-way leaves `name#part` beside the file.
+            if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+                let staged = format!("{}#", name.to_string_lossy());
+                if let Ok(entries) = std::fs::read_dir(parent) {
+                    for entry in entries.flatten() {
+                        if entry.file_name().to_string_lossy().starts_with(&staged) {
+                            let _ = std::fs::remove_file(entry.path());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An object store that notes the data files put through it, and disarms the guard at the
+/// first write into the Delta log.
+#[derive(Debug)]
+struct Noting {
+    inner: Arc<dyn ObjectStore>,
+    state: Arc<Noted>,
+    /// Paths are relative to the table (the table's store), not to the store's root.
+    relative: bool,
+}
+
+impl std::fmt::Debug for Noted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Noted")
+    }
+}
+
+impl std::fmt::Display for Noting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Noting({})", self.inner)
+    }
+}
+
+impl Noting {
+    fn put_at(&self, location: &Path) {
+        if location.parts().any(|p| p.as_ref() == "_delta_log") {
+            self.state.armed.store(false, Ordering::SeqCst);
+        } else if self.relative
+            && let Ok(mut files) = self.state.files.lock()
+        {
+            files.push(location.to_string());
+        }
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Noting {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.put_at(location);
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.put_at(location);
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.put_at(to);
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: object_store::RenameOptions,
+    ) -> object_store::Result<()> {
+        self.put_at(to);
+        self.inner.rename_opts(from, to, options).await
+    }
+}

@@ -1,5 +1,6 @@
-//! rustyline glue: multi-line input until a statement is complete, and tab completion of
-//! keywords and catalog/schema/table names (read from the warehouse on Tab, never at start-up).
+//! rustyline glue: tab completion of keywords (tidemark's own included), catalog/schema/table
+//! names, the columns of the tables the line names (all read from the warehouse on Tab, never
+//! at start-up), and file paths after `\i` and `\o`.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -54,6 +55,8 @@ const KEYWORDS: &[&str] = &[
     "DROP TEMPORARY VARIABLE",
     "IDENTIFIER",
     "COPY INCREMENTAL",
+    "INCREMENTAL",
+    "USING CONTROL TABLE",
     "INTO",
     "WATERMARK",
     "SINCE",
@@ -94,6 +97,54 @@ impl ShellHelper {
         ShellHelper { warehouse, current }
     }
 
+    /// The columns of the warehouse tables the text names after FROM, JOIN, UPDATE, INTO
+    /// or TABLE (each table's schema read from its log, on a thread of its own: Tab is
+    /// pressed inside the shell's runtime).
+    fn columns(&self, text: &str) -> Vec<String> {
+        let (cat, sch) = self.current.lock().map(|g| g.clone()).unwrap_or_default();
+        let words: Vec<&str> = text
+            .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')' || c == ';')
+            .filter(|w| !w.is_empty())
+            .collect();
+        let mut names = vec![];
+        for pair in words.windows(2) {
+            if ["FROM", "JOIN", "UPDATE", "INTO", "TABLE"]
+                .iter()
+                .any(|k| pair[0].eq_ignore_ascii_case(k))
+                && let Ok(parts) = crate::catalog::split_qualified(pair[1])
+                && let Ok(name) = crate::catalog::TableName::resolve(&parts, &cat, &sch)
+                && self.warehouse.table_exists(&name)
+            {
+                names.push(name);
+            }
+        }
+        if names.is_empty() {
+            return vec![];
+        }
+        let warehouse = self.warehouse.clone();
+        std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return vec![];
+            };
+            runtime.block_on(async {
+                let mut columns = vec![];
+                for name in names {
+                    if let Ok(table) = warehouse.open(&name).await
+                        && let Ok(snapshot) = table.snapshot()
+                    {
+                        columns.extend(snapshot.schema().fields().map(|f| f.name().clone()));
+                    }
+                }
+                columns
+            })
+        })
+        .join()
+        .unwrap_or_default()
+    }
+
     fn names(&self) -> Vec<String> {
         let (cat, sch) = self.current.lock().map(|g| g.clone()).unwrap_or_default();
         let mut out = self.warehouse.tables(&cat, &sch);
@@ -123,8 +174,15 @@ impl Completer for ShellHelper {
         &self,
         line: &str,
         pos: usize,
-        _ctx: &Context<'_>,
+        ctx: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let head = line[..pos].trim_start();
+        if ["\\i ", "\\include ", "\\o ", "\\out "]
+            .iter()
+            .any(|m| head.starts_with(m))
+        {
+            return rustyline::completion::FilenameCompleter::new().complete(line, pos, ctx);
+        }
         let start = line[..pos]
             .rfind(|c: char| c.is_whitespace() || c == '(' || c == ',')
             .map(|i| i + 1)
@@ -161,6 +219,34 @@ impl Completer for ShellHelper {
                     replacement: n,
                 }),
         );
+        let columns: Vec<Pair> = self
+            .columns(line)
+            .into_iter()
+            .filter(|c| c.to_lowercase().starts_with(&lower))
+            .map(|c| Pair {
+                display: c.clone(),
+                replacement: c,
+            })
+            .collect();
+        // Where an expression starts (after SELECT, WHERE, a comma...), a column of the
+        // tables the line names is what is meant: offered alone, so Tab completes it.
+        let before = line[..start].trim_end();
+        let expression_starts = before.ends_with([',', '(', '=', '<', '>'])
+            || before
+                .rsplit(|c: char| c.is_whitespace())
+                .next()
+                .is_some_and(|w| {
+                    [
+                        "SELECT", "WHERE", "AND", "OR", "BY", "ON", "SET", "HAVING", "NOT",
+                    ]
+                    .iter()
+                    .any(|k| w.eq_ignore_ascii_case(k))
+                });
+        if expression_starts && !columns.is_empty() {
+            return Ok((start, columns));
+        }
+        out.extend(columns);
+        out.sort_by(|a, b| a.replacement.cmp(&b.replacement));
         out.dedup_by(|a, b| a.replacement == b.replacement);
         Ok((start, out))
     }

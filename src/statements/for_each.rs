@@ -21,10 +21,10 @@ use crate::engine::{LoopRow, Output, Session};
 use crate::error::{Error, Result};
 use crate::parser::{CopyIncremental, CopyUsingControl, ForEach};
 
-/// What one iteration did.
 /// A copy's previous and new mark, as text.
 type Marks = (Option<String>, Option<String>);
 
+/// What one iteration did.
 #[derive(Debug, Clone)]
 struct IterationResult {
     started_at_us: i64,

@@ -32,6 +32,18 @@ fn the_repl_works_at_a_terminal() {
         "Tab completed the table name: {screen}"
     );
     assert!(
+        screen.contains("|       101 |") && screen.contains("|       102 |"),
+        "typed-ahead statements ran: {screen}"
+    );
+    assert!(
+        screen.contains("           -> "),
+        "continuation prompt: {screen}"
+    );
+    assert!(
+        screen.contains("ahead_one") && screen.find("ahead_one") < screen.find("ahead_two"),
+        "in order: {screen}"
+    );
+    assert!(
         screen.contains("statement cancelled"),
         "Ctrl-C cancels: {screen}"
     );

@@ -78,7 +78,9 @@ fn control_table_runs_say_what_happened() {
     );
     let lines: Vec<&str> = out.lines().collect();
     assert!(
-        lines[0].ends_with("status,started_at,duration_ms,rows_affected,error,rows_to_copy"),
+        lines[0].ends_with(
+            "status,started_at,duration_ms,rows_affected,error,rows_to_copy,previous_mark,new_mark"
+        ),
         "{out}"
     );
     assert!(
@@ -86,8 +88,8 @@ fn control_table_runs_say_what_happened() {
         "{out}"
     );
     assert!(
-        lines[1].ends_with(",0,,2"),
-        "a dry run affects no row: {out}"
+        lines[1].ends_with(",0,,2,1970-01-01T00:00:00Z,2024-01-02T00:00:00Z"),
+        "a dry run affects no row, and says where it would take the mark: {out}"
     );
     assert!(
         lines[2].starts_with("2,main.default.b,main.default.b2,ts,skipped,"),

@@ -16,6 +16,8 @@ seen = b""
 def until(marker, timeout=60):
     global seen
     end = time.time() + timeout
+    if marker.encode() in seen:
+        return
     while time.time() < end:
         ready, _, _ = select.select([fd], [], [], 0.1)
         if ready:
@@ -45,6 +47,15 @@ until("num_inserted_rows")
 send(b"SELECT id FROM zeb\t", 1.0)
 send(b";\r")
 until("|  7 |")
+# Column names of the tables the line names complete too.
+send(b"SELECT * FROM zebra_stats WHERE i\t", 1.0)
+until("zebra_stats WHERE id")
+send(b" = 7;\r")
+until("1 row")
+# Typed-ahead lines all run, in order; an unfinished statement shows the continuation prompt.
+send(b"SELECT 101 AS ahead_one;\rSELECT 102 AS ahead_two;\rSELECT\r  103 AS ahead_three;\r", 0.1)
+until("ahead_three")
+until("|         103 |")
 send(b"SELECT sum(value) FROM generate_series(1, 300000000000);\r", 1.5)
 send(b"\x03")
 until("cancelled")

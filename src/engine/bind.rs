@@ -136,7 +136,9 @@ impl Drop for Bound {
 struct RelationBinder<'a> {
     session: &'a Session,
     ctes: HashSet<String>,
-    found: Vec<(TableName, Option<TableVersion>, Option<String>)>,
+    /// Each table read, its time-travel version and scratch name, and where the statement
+    /// names it (line, column; 0 when unknown).
+    found: Vec<(TableName, Option<TableVersion>, Option<String>, (u64, u64))>,
     error: Option<Error>,
 }
 
@@ -185,6 +187,11 @@ impl VisitorMut for RelationBinder<'_> {
                 return ControlFlow::Break(());
             }
         };
+        let at = {
+            use datafusion::sql::sqlparser::ast::Spanned;
+            let start = name.span().start;
+            (start.line, start.column)
+        };
         let pinned = version.take().map(|v| {
             let scratch = format!("v{}_{}", self.found.len(), uuid::Uuid::new_v4().simple());
             *name = ObjectName(vec![
@@ -205,7 +212,7 @@ impl VisitorMut for RelationBinder<'_> {
             Some((v, s)) => (Some(v), Some(s)),
             None => (None, None),
         };
-        self.found.push((table, version, scratch));
+        self.found.push((table, version, scratch, at));
         ControlFlow::Continue(())
     }
 }
@@ -557,9 +564,18 @@ impl Session {
         };
         let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
         let want_columns = !self.vars.is_empty();
-        for (table, version, scratch) in rb.found {
+        for (table, version, scratch, (line, col)) in rb.found {
             if !self.warehouse.table_exists(&table) {
-                return Err(self.warehouse.missing_table_error(&table));
+                let e = self.warehouse.missing_table_error(&table);
+                return Err(if line > 0 && col > 0 {
+                    Error::At {
+                        error: Box::new(e),
+                        line: line as usize,
+                        col: col as usize,
+                    }
+                } else {
+                    e
+                });
             }
             if let (Some(version), Some(scratch)) = (version, scratch) {
                 let provider = self.pinned_provider(&table, version).await?;

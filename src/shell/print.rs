@@ -206,7 +206,8 @@ impl<'a> Printer<'a> {
         match &mut self.state {
             State::Table(table) => {
                 table.page.extend(cells(&batch, self.opts)?);
-                if table.page.len() >= PAGE {
+                // The capped rows show as soon as they are there; the rest is only counted.
+                if table.page.len() >= PAGE || self.opts.max_rows == Some(self.shown) {
                     self.flush_page()?;
                 }
             }

@@ -133,12 +133,14 @@ impl Drop for Bound {
 }
 
 /// Collects the relations of a statement and rewrites them to three-part names.
+/// A table a statement reads: its name, time-travel version and scratch name, and where
+/// the statement names it (line, column; 0 when unknown).
+type Found = (TableName, Option<TableVersion>, Option<String>, (u64, u64));
+
 struct RelationBinder<'a> {
     session: &'a Session,
     ctes: HashSet<String>,
-    /// Each table read, its time-travel version and scratch name, and where the statement
-    /// names it (line, column; 0 when unknown).
-    found: Vec<(TableName, Option<TableVersion>, Option<String>, (u64, u64))>,
+    found: Vec<Found>,
     error: Option<Error>,
 }
 

@@ -1,36 +1,30 @@
 //! Column names that read like the select list: `SELECT 1, upper(name), count(*)` shows
 //! `1`, `upper(name)` and `count(*)` (as Databricks does), not the engine's `Int64(1)` or
-//! `upper(t.name)`. Each unnamed expression gets its own text as an alias, unless that name
-//! is already taken in the same select list (the engine's name stays then).
+//! `upper(t.name)`. Only the result's own select list is named (the first branch of a set
+//! operation), so the names inside the query, which NATURAL joins, `BY NAME` set operations
+//! and outer references match on, stay the engine's. Each unnamed expression gets its own
+//! text as an alias, unless that name is already taken in the same select list.
 
 use std::collections::HashSet;
-use std::ops::ControlFlow;
 
-use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, Query, SelectItem, SetExpr, VisitMut, VisitorMut,
-};
+use datafusion::sql::sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr, SetQuantifier};
 
-/// Name every unnamed expression of every select list in `query` as it is written.
+/// Name the unnamed expressions of the select list that makes `query`'s result.
 pub fn name_as_written(query: &mut Query) {
-    let _ = query.visit(&mut Namer);
-}
-
-struct Namer;
-
-impl VisitorMut for Namer {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        name_body(query.body.as_mut());
-        ControlFlow::Continue(())
-    }
+    name_body(query.body.as_mut());
 }
 
 fn name_body(body: &mut SetExpr) {
     match body {
         SetExpr::Select(select) => name_items(&mut select.projection),
+        SetExpr::Query(query) => name_body(query.body.as_mut()),
+        // `BY NAME` pairs the branches' columns by name: the names stay as both sides have them.
+        SetExpr::SetOperation {
+            set_quantifier:
+                SetQuantifier::ByName | SetQuantifier::AllByName | SetQuantifier::DistinctByName,
+            ..
+        } => {}
         SetExpr::SetOperation { left, .. } => name_body(left),
-        // A parenthesised query is visited as a query of its own.
         _ => {}
     }
 }
@@ -95,10 +89,15 @@ mod tests {
             named("SELECT a, t.b, x + 1 AS y, *, a + 1, a + 1 FROM t"),
             "SELECT a, t.b, x + 1 AS y, *, a + 1 AS `a + 1`, a + 1 FROM t"
         );
-        // Every select list: subqueries, CTEs and the first branch of a set operation.
+        // Only the result's select list: not CTEs or subqueries; the first branch of a set
+        // operation, none of a BY NAME one.
         assert_eq!(
-            named("WITH c AS (SELECT 2) SELECT * FROM (SELECT 3) UNION ALL SELECT 4"),
-            "WITH c AS (SELECT 2 AS `2`) SELECT * FROM (SELECT 3 AS `3`) UNION ALL SELECT 4"
+            named("WITH c AS (SELECT 2) SELECT 1, * FROM (SELECT 3) UNION ALL SELECT 4"),
+            "WITH c AS (SELECT 2) SELECT 1 AS `1`, * FROM (SELECT 3) UNION ALL SELECT 4"
+        );
+        assert_eq!(
+            named("SELECT x + 1 FROM a UNION ALL BY NAME SELECT x + 1 FROM a"),
+            "SELECT x + 1 FROM a UNION ALL BY NAME SELECT x + 1 FROM a"
         );
     }
 }

@@ -24,7 +24,8 @@ fn reveal_later(bar: &ProgressBar) {
 pub fn compact(n: f64) -> String {
     let n = if n.is_finite() { n.max(0.0) } else { 0.0 };
     for (unit, scale) in [("G", 1e9), ("M", 1e6), ("k", 1e3)] {
-        if n >= scale {
+        // 999,950 is `1.0M`, not `1000.0k`.
+        if n >= scale * 0.99995 {
             return format!("{:.1}{unit}", n / scale);
         }
     }
@@ -163,5 +164,6 @@ mod tests {
         assert_eq!(super::compact(950.4), "950");
         assert_eq!(super::compact(12_500.0), "12.5k");
         assert_eq!(super::compact(f64::NAN), "0");
+        assert_eq!(super::compact(999_950.0), "1.0M");
     }
 }

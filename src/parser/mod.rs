@@ -72,8 +72,9 @@ pub fn parse(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> 
     })
 }
 
-/// tidemark's own keywords, for "did you mean" on a typo (`WATERMARKS`, `CONCURENCY`).
-const OWN_KEYWORDS: &[&str] = &[
+/// tidemark's own keywords, for "did you mean" on a typo (`WATERMARKS`, `CONCURENCY`) and
+/// for the shell's Tab completion.
+pub const OWN_KEYWORDS: &[&str] = &[
     "INCREMENTAL",
     "WATERMARK",
     "SINCE",
@@ -93,13 +94,14 @@ fn with_keyword_hint(message: String) -> String {
         return message;
     };
     let found = found.trim();
-    if found.is_empty() || !found.chars().all(|c| c.is_ascii_alphabetic() || c == '_') {
+    // Short words are too near too many (`AND` is one letter from `END`).
+    if found.len() < 4 || !found.chars().all(|c| c.is_ascii_alphabetic() || c == '_') {
         return message;
     }
     let hint = OWN_KEYWORDS.iter().find(|k| {
         let word = k.split(' ').next().unwrap_or(k);
         let joined = k.replace(' ', "");
-        is_near_miss(found, word)
+        (word.len() >= 5 && is_near_miss(found, word))
             || (joined != *word
                 && (found.eq_ignore_ascii_case(&joined) || is_near_miss(found, &joined)))
     });

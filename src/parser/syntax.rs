@@ -24,7 +24,7 @@ pub const STATEMENTS: &[Syntax] = &[
     [ CONTROL TABLE table ]         -- read and advance last_watermark there
     [ MERGE ON ( key [, ...] ) ]    -- upsert the newest row per key instead of appending
     [ LOOKBACK expr ]               -- also re-check rows this far below the mark
-    [ DRY RUN ]                     -- report what would be copied; write nothing",
+    [ DRY RUN ]                     -- report what would be copied; change no table",
         example: "COPY INCREMENTAL sales.orders INTO lake.orders WATERMARK updated_at CONTROL TABLE ops.watermarks",
     },
     Syntax {

@@ -53,22 +53,11 @@ const KEYWORDS: &[&str] = &[
     "VARIABLE",
     "SET VAR",
     "DROP TEMPORARY VARIABLE",
-    "IDENTIFIER",
     "COPY INCREMENTAL",
-    "INCREMENTAL",
     "USING CONTROL TABLE",
     "INTO",
-    "WATERMARK",
-    "SINCE",
-    "CONTROL TABLE",
-    "MERGE ON",
-    "LOOKBACK",
-    "DRY RUN",
-    "FOR EACH",
     "IN",
-    "CONCURRENCY",
     "DO",
-    "END FOR",
     "VERSION AS OF",
     "TIMESTAMP AS OF",
     "AND",
@@ -197,6 +186,7 @@ impl Completer for ShellHelper {
         let lower_typed = word.chars().any(|c| c.is_ascii_lowercase());
         let mut out: Vec<Pair> = KEYWORDS
             .iter()
+            .chain(crate::parser::OWN_KEYWORDS)
             .filter(|k| k.starts_with(&upper))
             .map(|k| {
                 let k = if lower_typed {

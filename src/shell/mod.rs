@@ -194,6 +194,10 @@ impl Shell {
     /// The print options for the next result, with the terminal's width as it is now.
     fn print_now(&self) -> PrintOptions {
         let mut print = self.print.clone();
+        if self.output.is_some() && print.terminal_cap {
+            // The 40-row cap is for a screen; a file gets every row.
+            print.max_rows = None;
+        }
         print.width = match (&self.output, print.width) {
             (None, Some(_)) => console::Term::stdout()
                 .size_checked()
@@ -361,6 +365,7 @@ impl Shell {
             }
             Command::MaxRows(n) => {
                 self.print.max_rows = if n == 0 { None } else { Some(n) };
+                self.print.terminal_cap = false;
                 return Ok(());
             }
             Command::Variables => {
@@ -388,14 +393,24 @@ impl Shell {
         if !std::io::stdin().is_terminal() {
             return Err("\\e needs a terminal".into());
         }
-        let path = std::env::temp_dir().join(format!("tidemark-edit-{}.sql", std::process::id()));
+        // A new file of our own (never one another user made first), readable by us only.
+        let path = std::env::temp_dir().join(format!(
+            "tidemark-edit-{}.sql",
+            uuid::Uuid::new_v4().simple()
+        ));
         let last = self.last_sql.clone().unwrap_or_default();
         let text = if last.trim().is_empty() {
             String::new()
         } else {
             format!("{};\n", last.trim_end())
         };
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+        open.open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         let editor = std::env::var("VISUAL")
             .or_else(|_| std::env::var("EDITOR"))
             .unwrap_or_else(|_| "vi".into());
@@ -490,10 +505,17 @@ impl Shell {
                         pending.clear();
                         continue;
                     }
-                    if split.pieces.is_empty() || !split.rest.trim().is_empty() {
+                    if split.pieces.is_empty() {
                         continue;
                     }
-                    let input = std::mem::take(&mut pending);
+                    // The complete statements run now; an unfinished one after them waits.
+                    let input = if !split.rest.trim().is_empty() && pending.ends_with(&split.rest) {
+                        let done = pending[..pending.len() - split.rest.len()].to_string();
+                        pending = split.rest.trim_start().to_string();
+                        done
+                    } else {
+                        std::mem::take(&mut pending)
+                    };
                     let _ = editor.add_history_entry(input.trim_end());
                     if let Some(h) = &history {
                         let _ = editor.append_history(h);
@@ -503,7 +525,7 @@ impl Shell {
                         Err(Stop::Quit) => break,
                         Err(Stop::Interrupted) => {
                             eprintln!(
-                                "(statement cancelled: the commit it was making was not made; commits it had finished, such as FOR EACH iterations or copies that completed, stay)"
+                                "(statement cancelled: commits it had finished, such as FOR EACH iterations or copies that completed, stay; a copy stopped before its commit removed the files it had written, and one stopped during it is repaired by its next run)"
                             )
                         }
                         _ => {}
@@ -680,6 +702,7 @@ pub fn default_print(
             None if tty => Some(40),
             None => None,
         },
+        terminal_cap: max_rows.is_none() && tty,
         // The same on a terminal and in scripts (psql's habit): `--quiet` turns them off.
         quiet,
         timing,

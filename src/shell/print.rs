@@ -91,6 +91,8 @@ pub struct PrintOptions {
     pub expanded: Expanded,
     /// The terminal's width when output is a terminal: wider tables are cut with `…`.
     pub width: Option<usize>,
+    /// `max_rows` is the terminal's default (not asked for): a `\o` file gets every row.
+    pub terminal_cap: bool,
 }
 
 impl Default for PrintOptions {
@@ -103,6 +105,7 @@ impl Default for PrintOptions {
             null: "NULL".into(),
             expanded: Expanded::Off,
             width: None,
+            terminal_cap: false,
         }
     }
 }
@@ -302,6 +305,7 @@ impl<'a> Printer<'a> {
 
     /// Draws the rows collected so far (the header with the first page).
     fn flush_page(&mut self) -> io::Result<()> {
+        let header = self.names();
         let State::Table(table) = &mut self.state else {
             return Ok(());
         };
@@ -309,12 +313,6 @@ impl<'a> Printer<'a> {
         if !first && table.page.is_empty() {
             return Ok(());
         }
-        let header: Vec<String> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| escape(f.name()))
-            .collect();
         let mut widths: Vec<usize> = if first {
             header.iter().map(|h| measure_text_width(h)).collect()
         } else {
@@ -322,7 +320,7 @@ impl<'a> Printer<'a> {
         };
         for row in &table.page {
             for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(measure_text_width(cell));
+                *w = (*w).max(cell_width(cell));
             }
         }
         if first
@@ -348,7 +346,9 @@ impl<'a> Printer<'a> {
             writeln!(out, "{}", border(&widths))?;
         }
         for row in table.page.drain(..) {
-            writeln!(out, "{}", row_line(&row, &widths, &table.right))?;
+            for line in row_lines(&row, &widths, &table.right) {
+                writeln!(out, "{line}")?;
+            }
         }
         table.drawn = widths;
         Ok(())
@@ -360,13 +360,17 @@ impl<'a> Printer<'a> {
         self.expanded_rows(&rows, first)
     }
 
-    fn expanded_rows(&mut self, rows: &[Vec<String>], first: usize) -> io::Result<()> {
-        let names: Vec<String> = self
-            .schema
+    /// The column names as drawn.
+    fn names(&self) -> Vec<String> {
+        self.schema
             .fields()
             .iter()
             .map(|f| escape(f.name()))
-            .collect();
+            .collect()
+    }
+
+    fn expanded_rows(&mut self, rows: &[Vec<String>], first: usize) -> io::Result<()> {
+        let names = self.names();
         let name_width = names
             .iter()
             .map(|n| measure_text_width(n))
@@ -382,7 +386,7 @@ impl<'a> Printer<'a> {
                 .opts
                 .width
                 .unwrap_or(name_width + 20)
-                .min(name_width + 3 + row.iter().map(|c| measure_text_width(c)).max().unwrap_or(0))
+                .min(name_width + 3 + row.iter().map(|c| cell_width(c)).max().unwrap_or(0))
                 .max(measure_text_width(&title));
             writeln!(
                 self.out,
@@ -390,11 +394,14 @@ impl<'a> Printer<'a> {
                 "-".repeat(rule - measure_text_width(&title))
             )?;
             for (name, cell) in names.iter().zip(row) {
-                let value = match value_width {
-                    Some(w) => truncate_str(cell, w, "…"),
-                    None => cell.as_str().into(),
-                };
-                writeln!(self.out, "{} | {value}", pad(name, name_width, false))?;
+                for (n, line) in cell_lines(cell).iter().enumerate() {
+                    let value = match value_width {
+                        Some(w) => truncate_str(line, w, "…"),
+                        None => line.as_str().into(),
+                    };
+                    let label = if n == 0 { name.as_str() } else { "" };
+                    writeln!(self.out, "{} | {value}", pad(label, name_width, false))?;
+                }
             }
         }
         Ok(())
@@ -445,15 +452,18 @@ fn cells(batch: &RecordBatch, opts: &PrintOptions) -> io::Result<Vec<Vec<String>
         .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
         .collect::<Result<Vec<_>, _>>()
         .map_err(arrow_err)?;
+    // Logical nulls: a NullArray (`SELECT NULL`) or a run-end array has no null buffer.
+    let nulls: Vec<_> = batch.columns().iter().map(|c| c.logical_nulls()).collect();
     let mut rows = Vec::with_capacity(batch.num_rows());
     for row in 0..batch.num_rows() {
         let mut cells = Vec::with_capacity(formatters.len());
-        for (column, formatter) in batch.columns().iter().zip(&formatters) {
-            if column.is_null(row) {
+        for (nulls, formatter) in nulls.iter().zip(&formatters) {
+            if nulls.as_ref().is_some_and(|n| n.is_null(row)) {
                 cells.push(opts.null.clone());
                 continue;
             }
-            let text = escape(&formatter.value(row).try_to_string().map_err(arrow_err)?);
+            let text =
+                escape_but_newlines(&formatter.value(row).try_to_string().map_err(arrow_err)?);
             cells.push(if text == opts.null {
                 format!("'{text}'")
             } else {
@@ -465,7 +475,43 @@ fn cells(batch: &RecordBatch, opts: &PrintOptions) -> io::Result<Vec<Vec<String>
     Ok(rows)
 }
 
-/// Tabs, newlines and other control characters as escapes, so one value stays one cell.
+/// Control characters but newlines as escapes: a multi-line value (an EXPLAIN plan) prints
+/// on several lines of its cell, each but the last ending in `+`, as in psql.
+fn escape_but_newlines(s: &str) -> String {
+    s.replace("\r\n", "\n")
+        .split('\n')
+        .map(escape)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A cell's lines as drawn: each but the last with psql's `+`.
+fn cell_lines(cell: &str) -> Vec<String> {
+    let lines: Vec<&str> = cell.split('\n').collect();
+    let last = lines.len() - 1;
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if i < last {
+                format!("{l}+")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The width a cell takes: its widest line.
+fn cell_width(cell: &str) -> usize {
+    cell_lines(cell)
+        .iter()
+        .map(|l| measure_text_width(l))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Tabs, newlines and other control characters as escapes, so one value stays one line.
 fn escape(s: &str) -> String {
     if !s.chars().any(char::is_control) {
         return s.to_string();
@@ -508,6 +554,21 @@ fn border(widths: &[usize]) -> String {
         line.push('+');
     }
     line
+}
+
+/// A row as drawn: as many lines as its tallest cell.
+fn row_lines(cells: &[String], widths: &[usize], right: &[bool]) -> Vec<String> {
+    let split: Vec<Vec<String>> = cells.iter().map(|c| cell_lines(c)).collect();
+    let height = split.iter().map(Vec::len).max().unwrap_or(1);
+    (0..height)
+        .map(|i| {
+            let line: Vec<String> = split
+                .iter()
+                .map(|lines| lines.get(i).cloned().unwrap_or_default())
+                .collect();
+            row_line(&line, widths, right)
+        })
+        .collect()
 }
 
 fn row_line(cells: &[String], widths: &[usize], right: &[bool]) -> String {
@@ -843,7 +904,7 @@ mod tests {
         let b = strings(vec![None, Some("NULL"), Some(""), Some("a\tb\nc")]);
         let got = render(&b.schema(), std::slice::from_ref(&b), &opts(Format::Table));
         assert!(
-            got.contains("| NULL    |\n| 'NULL'  |\n|         |\n| a\\tb\\nc |"),
+            got.contains("| NULL   |\n| 'NULL' |\n|        |\n| a\\tb+  |\n| c      |"),
             "{got}"
         );
         let empty = PrintOptions {
@@ -851,10 +912,15 @@ mod tests {
             ..opts(Format::Table)
         };
         let got = render(&b.schema(), &[b], &empty);
-        assert!(
-            got.contains("|         |\n| NULL    |\n| ''      |"),
-            "{got}"
-        );
+        assert!(got.contains("|       |\n| NULL  |\n| ''    |"), "{got}");
+        // `SELECT NULL`: a NullArray has no null buffer, and is still NULL.
+        let b = RecordBatch::try_from_iter([(
+            "n",
+            Arc::new(arrow::array::NullArray::new(1)) as ArrayRef,
+        )])
+        .unwrap();
+        let got = render(&b.schema(), std::slice::from_ref(&b), &opts(Format::Table));
+        assert!(got.contains("| NULL |"), "{got}");
     }
 
     /// On a terminal, a table wider than it is cut with a marker instead of wrapping.

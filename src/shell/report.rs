@@ -76,8 +76,13 @@ pub(super) fn tidy(message: &str, warehouse: &Path) -> String {
             let mut fixed = String::with_capacity(text.len());
             let mut rest = text.as_str();
             while let Some(i) = rest.find(relative) {
+                let before = rest[..i].chars().next_back();
+                let after = rest[i + relative.len()..].chars().next();
+                // Only a whole path: at a word's start, and ending where a path part ends.
+                let whole = before.is_none_or(|c| c.is_whitespace() || "'\"`(".contains(c))
+                    && after.is_none_or(|c| c == '/' || c.is_whitespace() || "'\"`):,".contains(c));
                 fixed.push_str(&rest[..i]);
-                if !rest[..i].ends_with('/') {
+                if whole {
                     fixed.push('/');
                 }
                 fixed.push_str(relative);
@@ -93,27 +98,29 @@ pub(super) fn tidy(message: &str, warehouse: &Path) -> String {
 /// "Invalid function 'foo'.\nDid you mean 'log'?" says nothing useful: the suggestion stays
 /// only when it is a near miss of the name typed.
 fn far_suggestions_dropped(text: &str) -> String {
-    let Some(start) = text.find("Invalid function '") else {
+    let (Some((_, name)), Some((hint, guess))) = (
+        quoted_after(text, "Invalid function '"),
+        quoted_after(text, "Did you mean '"),
+    ) else {
         return text.to_string();
     };
-    let name_start = start + "Invalid function '".len();
-    let Some(name_len) = text[name_start..].find('\'') else {
-        return text.to_string();
-    };
-    let name = &text[name_start..name_start + name_len];
-    let Some(hint) = text.find("Did you mean '") else {
-        return text.to_string();
-    };
-    let guess_start = hint + "Did you mean '".len();
-    let Some(guess_len) = text[guess_start..].find('\'') else {
-        return text.to_string();
-    };
-    let guess = &text[guess_start..guess_start + guess_len];
     if is_near_miss(name, guess) {
         return text.to_string();
     }
-    let end = (guess_start + guess_len + 2).min(text.len());
-    format!("{}{}", text[..hint].trim_end(), &text[end..])
+    let after = &text[hint..];
+    let rest = after
+        .find('\'')
+        .and_then(|i| after[i + 1..].find('\'').map(|j| i + 1 + j + 1))
+        .map(|end| after[end..].trim_start_matches('?'))
+        .unwrap_or("");
+    format!("{}{rest}", text[..hint].trim_end())
+}
+
+/// Where `lead` starts in `text`, and the text quoted after it (up to the next `'`).
+fn quoted_after<'a>(text: &'a str, lead: &str) -> Option<(usize, &'a str)> {
+    let start = text.find(lead)?;
+    let inner = &text[start + lead.len()..];
+    Some((start, &inner[..inner.find('\'')?]))
 }
 
 #[cfg(test)]
@@ -135,6 +142,11 @@ mod tests {
             "Parquet error: bad file /tmp/wh/main/t/x.parquet"
         );
         assert_eq!(tidy("at /tmp/wh/main", wh), "at /tmp/wh/main");
+        // Only whole paths: a name that merely contains the root's text is left alone.
+        assert_eq!(
+            tidy("No field named xtmp/wh_2", wh),
+            "No field named xtmp/wh_2"
+        );
         assert_eq!(
             tidy("Invalid function 'foo'.\nDid you mean 'log'?", wh),
             "Invalid function 'foo'."

@@ -42,7 +42,8 @@ pub struct CopyReport {
     pub record: RunRecord,
 }
 
-/// Run the statement: one result row, one history row (unless DRY RUN).
+/// Run the statement: one result row, one history row (a DRY RUN's only where the warehouse
+/// can be written).
 pub async fn execute(session: &mut Session, c: CopyIncremental) -> Result<Output> {
     let report = run(session, &c).await?;
     Ok(Output::batch(
@@ -82,6 +83,7 @@ pub async fn run_with_row(
     let mut cancelled = RecordIfCancelled {
         session: (!c.dry_run).then(|| session.clone()),
         record: record.clone(),
+        _live: super::Live::new(),
     };
     let mut tries = 0;
     let result = loop {
@@ -102,7 +104,9 @@ pub async fn run_with_row(
             if c.dry_run {
                 // Recorded too, when the warehouse can be written (a dry run also serves a
                 // read-only one).
-                let _ = history::append(session, std::slice::from_ref(&record)).await;
+                if session.warehouse.check_writable(None).is_ok() {
+                    let _ = history::append(session, std::slice::from_ref(&record)).await;
+                }
             } else {
                 history::append(session, std::slice::from_ref(&record)).await?;
             }
@@ -126,6 +130,8 @@ pub async fn run_with_row(
 struct RecordIfCancelled {
     session: Option<Session>,
     record: RunRecord,
+    /// Counts this run among those a cancelled shell waits for.
+    _live: super::Live,
 }
 
 impl Drop for RecordIfCancelled {
@@ -139,7 +145,15 @@ impl Drop for RecordIfCancelled {
         let mut record = std::mem::take(&mut self.record);
         record.status = "cancelled".into();
         record.error = Some(
-            "cancelled (Ctrl-C or SIGTERM) before it finished: files it had written and not committed were removed".into(),
+            if record
+                .commit_started
+                .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                "cancelled (Ctrl-C or SIGTERM) during or after its target commit: the rows may be in the target; the next run repairs the control row and copies nothing twice"
+            } else {
+                "cancelled (Ctrl-C or SIGTERM) before its commit: nothing was committed, and the files it had written were removed"
+            }
+            .into(),
         );
         record.finished_at_us = now_us();
         super::after_cancel(runtime.spawn(async move {
@@ -934,8 +948,11 @@ async fn copy_once(
             }
         };
         // Files this copy writes go away if it stops (Ctrl-C, an error) before its commit.
-        let uncommitted = Uncommitted::new(session.warehouse.table_path(&target_name)?);
-        let target = uncommitted.table(&target)?;
+        let uncommitted = Uncommitted::new(
+            session.warehouse.table_path(&target_name)?,
+            record.commit_started.clone(),
+        );
+        let target = uncommitted.table(&target);
         // Empty strings in the target's STRING partition columns are stored as NULL (see
         // `catalog::string_partition_columns`).
         let string_partitions = crate::catalog::string_partition_columns(&target)?;
@@ -1366,9 +1383,9 @@ async fn fast_commit(
         progress,
     )
     .await;
-    if result.is_err() {
-        whole_file::unlink(&target_dir, &linked);
-    }
+    // No unlink on error here: a commit can fail after its log entry landed (its checkpoint,
+    // a full disk), and then the linked files are the table's. `uncommitted` removes them
+    // when the copy stops before its commit began.
     result
 }
 

@@ -40,6 +40,8 @@ pub struct RunRecord {
     pub target_version: Option<i64>,
     pub status: String,
     pub error: Option<String>,
+    /// Set once the run's target commit has begun (not a history column).
+    pub commit_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Schema of `system.tidemark.copy_runs` (and of COPY's result row, minus the run id/times).

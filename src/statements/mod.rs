@@ -190,20 +190,52 @@ pub fn counts(pairs: &[(&str, i64)]) -> Output {
 static AFTER_CANCEL: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>> =
     std::sync::Mutex::new(Vec::new());
 
+/// Copies in progress: an aborted task drops its copy only at its next poll, on a worker
+/// thread, so the shell waits for this count to fall to zero too.
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts one copy in progress while it lives.
+pub(crate) struct Live;
+
+impl Live {
+    pub(crate) fn new() -> Self {
+        LIVE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Live
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Hand a task to the shell to wait for after a cancellation.
 pub(crate) fn after_cancel(task: tokio::task::JoinHandle<()>) {
     if let Ok(mut tasks) = AFTER_CANCEL.lock() {
+        tasks.retain(|t| !t.is_finished());
         tasks.push(task);
     }
 }
 
-/// Wait (at most `limit`) for what cancelled statements left to finish.
+/// Wait (at most `limit`) until the copies of a cancelled statement are gone and what they
+/// left to do (their history rows) is done.
 pub async fn finish_cancelled(limit: std::time::Duration) {
-    let tasks = match AFTER_CANCEL.lock() {
-        Ok(mut tasks) => std::mem::take(&mut *tasks),
-        Err(_) => return,
+    let wait = async {
+        loop {
+            let tasks = match AFTER_CANCEL.lock() {
+                Ok(mut tasks) => std::mem::take(&mut *tasks),
+                Err(_) => return,
+            };
+            let idle = tasks.is_empty();
+            futures::future::join_all(tasks).await;
+            if idle && LIVE.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     };
-    let _ = tokio::time::timeout(limit, futures::future::join_all(tasks)).await;
+    let _ = tokio::time::timeout(limit, wait).await;
 }
 
 /// A spawned task that is stopped when its owner is dropped (Ctrl-C drops the statement's

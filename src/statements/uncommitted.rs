@@ -20,8 +20,6 @@ use deltalake::logstore::object_store::{
 };
 use futures::stream::BoxStream;
 
-use crate::error::Result;
-
 /// The guard: create it before a write, write through [`Uncommitted::table`], drop it after.
 pub(crate) struct Uncommitted {
     state: Arc<Noted>,
@@ -30,19 +28,20 @@ pub(crate) struct Uncommitted {
 struct Noted {
     /// The table's directory (files are noted relative to it).
     dir: PathBuf,
-    files: Mutex<Vec<String>>,
-    /// Cleared once a commit starts.
-    armed: AtomicBool,
+    /// Each file, and whether it was a multipart upload (which may leave `name#part`).
+    files: Mutex<Vec<(String, bool)>>,
+    /// Set once a commit starts (shared with the run's record).
+    commit_started: Arc<AtomicBool>,
 }
 
 impl Uncommitted {
-    /// A guard over the table in `dir`.
-    pub(crate) fn new(dir: PathBuf) -> Self {
+    /// A guard over the table in `dir`; `commit_started` is set when its commit begins.
+    pub(crate) fn new(dir: PathBuf, commit_started: Arc<AtomicBool>) -> Self {
         Uncommitted {
             state: Arc::new(Noted {
                 dir,
                 files: Mutex::new(vec![]),
-                armed: AtomicBool::new(true),
+                commit_started,
             }),
         }
     }
@@ -50,12 +49,12 @@ impl Uncommitted {
     /// Note a file (relative to the table) written outside the object store (a hard link).
     pub(crate) fn note(&self, relative: &str) {
         if let Ok(mut files) = self.state.files.lock() {
-            files.push(relative.to_string());
+            files.push((relative.to_string(), false));
         }
     }
 
     /// `table`, writing through a store that notes its data files for this guard.
-    pub(crate) fn table(&self, table: &DeltaTable) -> Result<DeltaTable> {
+    pub(crate) fn table(&self, table: &DeltaTable) -> DeltaTable {
         let log_store = table.log_store();
         let config = log_store.config();
         let prefixed: Arc<dyn ObjectStore> = Arc::new(Noting {
@@ -76,13 +75,13 @@ impl Uncommitted {
         );
         let mut copy = DeltaTable::new(noting);
         copy.state = table.state.clone();
-        Ok(copy)
+        copy
     }
 }
 
 impl Drop for Uncommitted {
     fn drop(&mut self) {
-        if !self.state.armed.load(Ordering::SeqCst) {
+        if self.state.commit_started.load(Ordering::SeqCst) {
             return;
         }
         let files = self
@@ -91,10 +90,13 @@ impl Drop for Uncommitted {
             .lock()
             .map(|f| f.clone())
             .unwrap_or_default();
-        for relative in files {
+        for (relative, multipart) in files {
             let path = self.state.dir.join(&relative);
             let _ = std::fs::remove_file(&path);
             // A multipart upload stopped half-way leaves `name#part` beside the file.
+            if !multipart {
+                continue;
+            }
             if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
                 let staged = format!("{}#", name.to_string_lossy());
                 if let Ok(entries) = std::fs::read_dir(parent) {
@@ -132,13 +134,13 @@ impl std::fmt::Display for Noting {
 }
 
 impl Noting {
-    fn put_at(&self, location: &Path) {
+    fn put_at(&self, location: &Path, multipart: bool) {
         if location.parts().any(|p| p.as_ref() == "_delta_log") {
-            self.state.armed.store(false, Ordering::SeqCst);
+            self.state.commit_started.store(true, Ordering::SeqCst);
         } else if self.relative
             && let Ok(mut files) = self.state.files.lock()
         {
-            files.push(location.to_string());
+            files.push((location.to_string(), multipart));
         }
     }
 }
@@ -151,7 +153,7 @@ impl ObjectStore for Noting {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.put_at(location);
+        self.put_at(location, false);
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -160,7 +162,7 @@ impl ObjectStore for Noting {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.put_at(location);
+        self.put_at(location, true);
         self.inner.put_multipart_opts(location, opts).await
     }
 
@@ -209,7 +211,7 @@ impl ObjectStore for Noting {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
-        self.put_at(to);
+        self.put_at(to, false);
         self.inner.copy_opts(from, to, options).await
     }
 
@@ -219,7 +221,7 @@ impl ObjectStore for Noting {
         to: &Path,
         options: object_store::RenameOptions,
     ) -> object_store::Result<()> {
-        self.put_at(to);
+        self.put_at(to, false);
         self.inner.rename_opts(from, to, options).await
     }
 }

@@ -509,12 +509,19 @@ impl Shell {
                         continue;
                     }
                     // The complete statements run now; an unfinished one after them waits.
-                    let input = if !split.rest.trim().is_empty() && pending.ends_with(&split.rest) {
-                        let done = pending[..pending.len() - split.rest.len()].to_string();
-                        pending = split.rest.trim_start().to_string();
-                        done
-                    } else {
+                    // (`rest` is the unfinished text, trimmed: it ends the trimmed input.)
+                    let input = if split.rest.trim().is_empty() {
                         std::mem::take(&mut pending)
+                    } else {
+                        let body = pending.trim_end();
+                        if !body.ends_with(split.rest.as_str()) {
+                            // Not where it was expected: run nothing until it is complete.
+                            continue;
+                        }
+                        let cut = body.len() - split.rest.len();
+                        let done = pending[..cut].to_string();
+                        pending = pending[cut..].to_string();
+                        done
                     };
                     let _ = editor.add_history_entry(input.trim_end());
                     if let Some(h) = &history {

@@ -340,6 +340,7 @@ impl<'a> Printer<'a> {
         if first {
             writeln!(out, "{}", border(&widths))?;
             let left = vec![false; widths.len()];
+            let header: Vec<(&str, bool)> = header.iter().map(|h| (h.as_str(), false)).collect();
             writeln!(out, "{}", row_line(&header, &widths, &left))?;
             writeln!(out, "{}", border(&widths))?;
         } else if widths != table.drawn {
@@ -394,13 +395,18 @@ impl<'a> Printer<'a> {
                 "-".repeat(rule - measure_text_width(&title))
             )?;
             for (name, cell) in names.iter().zip(row) {
-                for (n, line) in cell_lines(cell).iter().enumerate() {
+                for (n, (line, goes_on)) in cell_lines(cell).into_iter().enumerate() {
                     let value = match value_width {
                         Some(w) => truncate_str(line, w, "…"),
-                        None => line.as_str().into(),
+                        None => line.into(),
                     };
                     let label = if n == 0 { name.as_str() } else { "" };
-                    writeln!(self.out, "{} | {value}", pad(label, name_width, false))?;
+                    let mark = if goes_on { "+" } else { "" };
+                    writeln!(
+                        self.out,
+                        "{} | {value}{mark}",
+                        pad(label, name_width, false)
+                    )?;
                 }
             }
         }
@@ -485,20 +491,15 @@ fn escape_but_newlines(s: &str) -> String {
         .join("\n")
 }
 
-/// A cell's lines as drawn: each but the last with psql's `+`.
-fn cell_lines(cell: &str) -> Vec<String> {
+/// A cell's lines, each with whether the value goes on below it (psql marks those with `+`
+/// in the column's gutter, where no value can put it).
+fn cell_lines(cell: &str) -> Vec<(&str, bool)> {
     let lines: Vec<&str> = cell.split('\n').collect();
     let last = lines.len() - 1;
     lines
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, l)| {
-            if i < last {
-                format!("{l}+")
-            } else {
-                l.to_string()
-            }
-        })
+        .map(|(i, l)| (l, i < last))
         .collect()
 }
 
@@ -506,7 +507,7 @@ fn cell_lines(cell: &str) -> Vec<String> {
 fn cell_width(cell: &str) -> usize {
     cell_lines(cell)
         .iter()
-        .map(|l| measure_text_width(l))
+        .map(|(l, _)| measure_text_width(l))
         .max()
         .unwrap_or(0)
 }
@@ -558,26 +559,27 @@ fn border(widths: &[usize]) -> String {
 
 /// A row as drawn: as many lines as its tallest cell.
 fn row_lines(cells: &[String], widths: &[usize], right: &[bool]) -> Vec<String> {
-    let split: Vec<Vec<String>> = cells.iter().map(|c| cell_lines(c)).collect();
+    let split: Vec<Vec<(&str, bool)>> = cells.iter().map(|c| cell_lines(c)).collect();
     let height = split.iter().map(Vec::len).max().unwrap_or(1);
     (0..height)
         .map(|i| {
-            let line: Vec<String> = split
+            let line: Vec<(&str, bool)> = split
                 .iter()
-                .map(|lines| lines.get(i).cloned().unwrap_or_default())
+                .map(|lines| lines.get(i).copied().unwrap_or(("", false)))
                 .collect();
             row_line(&line, widths, right)
         })
         .collect()
 }
 
-fn row_line(cells: &[String], widths: &[usize], right: &[bool]) -> String {
+/// One drawn line: each cell padded to its width, `+` in the gutter of a value that goes on.
+fn row_line(cells: &[(&str, bool)], widths: &[usize], right: &[bool]) -> String {
     let mut line = String::from("|");
-    for ((cell, w), r) in cells.iter().zip(widths).zip(right) {
+    for (((cell, goes_on), w), r) in cells.iter().zip(widths).zip(right) {
         let cell = truncate_str(cell, *w, "…");
         line.push(' ');
         line.push_str(&pad(&cell, *w, *r));
-        line.push_str(" |");
+        line.push_str(if *goes_on { "+|" } else { " |" });
     }
     line
 }
@@ -904,7 +906,7 @@ mod tests {
         let b = strings(vec![None, Some("NULL"), Some(""), Some("a\tb\nc")]);
         let got = render(&b.schema(), std::slice::from_ref(&b), &opts(Format::Table));
         assert!(
-            got.contains("| NULL   |\n| 'NULL' |\n|        |\n| a\\tb+  |\n| c      |"),
+            got.contains("| NULL   |\n| 'NULL' |\n|        |\n| a\\tb  +|\n| c      |"),
             "{got}"
         );
         let empty = PrintOptions {
@@ -912,7 +914,7 @@ mod tests {
             ..opts(Format::Table)
         };
         let got = render(&b.schema(), &[b], &empty);
-        assert!(got.contains("|       |\n| NULL  |\n| ''    |"), "{got}");
+        assert!(got.contains("|      |\n| NULL |\n| ''   |"), "{got}");
         // `SELECT NULL`: a NullArray has no null buffer, and is still NULL.
         let b = RecordBatch::try_from_iter([(
             "n",

@@ -72,6 +72,7 @@ pub(super) fn tidy(message: &str, warehouse: &Path) -> String {
     let mut text = parts.join(": ");
     if let Ok(root) = std::path::absolute(warehouse) {
         let root = root.display().to_string();
+        let root = root.trim_end_matches('/');
         if let Some(relative) = root.strip_prefix('/').filter(|r| !r.is_empty()) {
             let mut fixed = String::with_capacity(text.len());
             let mut rest = text.as_str();

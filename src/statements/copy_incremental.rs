@@ -87,6 +87,10 @@ pub async fn run_with_row(
     };
     let mut tries = 0;
     let result = loop {
+        // Per attempt: an attempt that lost the race for its commit did not commit.
+        record
+            .commit_started
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         match copy_once(session, c, known_row.take(), &mut record).await {
             Err(e) if e.is_conflict() && tries < RACE_RETRIES => {
                 tries += 1;
@@ -104,7 +108,9 @@ pub async fn run_with_row(
             if c.dry_run {
                 // Recorded too, when the warehouse can be written (a dry run also serves a
                 // read-only one).
-                if session.warehouse.check_writable(None).is_ok() {
+                if session.warehouse.root().is_dir()
+                    && session.warehouse.check_writable(None).is_ok()
+                {
                     let _ = history::append(session, std::slice::from_ref(&record)).await;
                 }
             } else {

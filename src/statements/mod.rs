@@ -223,13 +223,16 @@ pub(crate) fn after_cancel(task: tokio::task::JoinHandle<()>) {
 pub async fn finish_cancelled(limit: std::time::Duration) {
     let wait = async {
         loop {
+            // Read before taking the tasks: a copy hands over its task before it stops
+            // counting as live, so "none live" read first means every task is taken here.
+            let live = LIVE.load(std::sync::atomic::Ordering::SeqCst);
             let tasks = match AFTER_CANCEL.lock() {
                 Ok(mut tasks) => std::mem::take(&mut *tasks),
                 Err(_) => return,
             };
             let idle = tasks.is_empty();
             futures::future::join_all(tasks).await;
-            if idle && LIVE.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            if idle && live == 0 {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;

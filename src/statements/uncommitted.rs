@@ -1,13 +1,15 @@
 //! Files a write made and did not commit, removed when the write is dropped (Ctrl-C,
 //! SIGTERM, an error) before its commit began. The write goes through a copy of the target
-//! table whose object store notes every data file put under the table; the first write into
-//! `_delta_log/` (the commit itself) ends the guard's duty, since from then on the files may
-//! be in the log, and removing a logged file would lose rows. A file left by a write dropped
-//! during its commit is only unreferenced bytes, which VACUUM removes.
+//! table whose object store notes every data file put under the table. A write into
+//! `_delta_log/` (the commit itself) that succeeds, or is still running when the write is
+//! dropped, ends the guard's duty, since from then on the files may be in the log, and
+//! removing a logged file would lose rows; a conditional put refused because another commit
+//! holds the version did not land. A file left by a write dropped during its commit is only
+//! unreferenced bytes, which VACUUM removes.
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -30,8 +32,19 @@ struct Noted {
     dir: PathBuf,
     /// Each file, and whether it was a multipart upload (which may leave `name#part`).
     files: Mutex<Vec<(String, bool)>>,
-    /// Set once a commit starts (shared with the run's record).
+    /// Writes into the log begun and not (yet) ended: a dropped write stays counted.
+    log_in_flight: AtomicUsize,
+    /// A write into the log succeeded (or may have): the files may be in the log.
+    log_landed: AtomicBool,
+    /// The run's own flag, for the history's wording: set when a commit begins.
     commit_started: Arc<AtomicBool>,
+}
+
+impl Noted {
+    /// Whether the files may be in the log (then they stay).
+    fn may_be_logged(&self) -> bool {
+        self.log_landed.load(Ordering::SeqCst) || self.log_in_flight.load(Ordering::SeqCst) > 0
+    }
 }
 
 impl Uncommitted {
@@ -41,6 +54,8 @@ impl Uncommitted {
             state: Arc::new(Noted {
                 dir,
                 files: Mutex::new(vec![]),
+                log_in_flight: AtomicUsize::new(0),
+                log_landed: AtomicBool::new(false),
                 commit_started,
             }),
         }
@@ -81,7 +96,7 @@ impl Uncommitted {
 
 impl Drop for Uncommitted {
     fn drop(&mut self) {
-        if self.state.commit_started.load(Ordering::SeqCst) {
+        if self.state.may_be_logged() {
             return;
         }
         let files = self
@@ -133,10 +148,16 @@ impl std::fmt::Display for Noting {
     }
 }
 
+fn in_log(location: &Path) -> bool {
+    location.parts().any(|p| p.as_ref() == "_delta_log")
+}
+
 impl Noting {
+    /// Note a data file; a write into the log other than a conditional put counts as landed.
     fn put_at(&self, location: &Path, multipart: bool) {
-        if location.parts().any(|p| p.as_ref() == "_delta_log") {
+        if in_log(location) {
             self.state.commit_started.store(true, Ordering::SeqCst);
+            self.state.log_landed.store(true, Ordering::SeqCst);
         } else if self.relative
             && let Ok(mut files) = self.state.files.lock()
         {
@@ -153,8 +174,20 @@ impl ObjectStore for Noting {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.put_at(location, false);
-        self.inner.put_opts(location, payload, opts).await
+        if !in_log(location) {
+            self.put_at(location, false);
+            return self.inner.put_opts(location, payload, opts).await;
+        }
+        // A commit (delta-rs puts `N.json` only if absent): counted while it runs; a put
+        // refused because another commit holds the name did not land.
+        self.state.commit_started.store(true, Ordering::SeqCst);
+        self.state.log_in_flight.fetch_add(1, Ordering::SeqCst);
+        let result = self.inner.put_opts(location, payload, opts).await;
+        if !matches!(result, Err(object_store::Error::AlreadyExists { .. })) {
+            self.state.log_landed.store(true, Ordering::SeqCst);
+        }
+        self.state.log_in_flight.fetch_sub(1, Ordering::SeqCst);
+        result
     }
 
     async fn put_multipart_opts(

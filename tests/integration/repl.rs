@@ -44,6 +44,10 @@ fn the_repl_works_at_a_terminal() {
         "in order: {screen}"
     );
     assert!(
+        screen.contains("|         105 |") && !screen.contains(": error:"),
+        "an unfinished statement waited for its end, and nothing failed: {screen}"
+    );
+    assert!(
         screen.contains("statement cancelled"),
         "Ctrl-C cancels: {screen}"
     );

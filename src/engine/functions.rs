@@ -523,9 +523,11 @@ pub fn counted(
         .into_iter()
         .enumerate()
         .map(|(i, c)| {
-            let name = c.name.clone();
             if i == 0 {
-                udf.call(vec![col(c)]).alias(name)
+                // The same qualified name: the schema stays exactly the input's (a join's two
+                // `id`s stay told apart).
+                let (relation, name) = (c.relation.clone(), c.name.clone());
+                udf.call(vec![col(c)]).alias_qualified(relation, name)
             } else {
                 col(c)
             }

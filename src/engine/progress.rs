@@ -20,6 +20,29 @@ fn reveal_later(bar: &ProgressBar) {
     });
 }
 
+/// Rows the running statement has produced for its write so far (CTAS, INSERT ... SELECT,
+/// MERGE): what the shell's progress line shows for statements without a bar of their own.
+static ROWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Start counting a new statement's rows.
+pub fn reset_rows() {
+    ROWS.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Rows counted since the statement began.
+pub fn rows_so_far() -> u64 {
+    ROWS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `df` with its rows counted for the progress line as they pass.
+pub fn counted_rows(
+    df: datafusion::dataframe::DataFrame,
+) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
+    super::functions::counted(df, |n| {
+        ROWS.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    })
+}
+
 /// A count as people read it on a progress line: `950`, `12.5k`, `8.6M`, `1.2G`.
 pub fn compact(n: f64) -> String {
     let n = if n.is_finite() { n.max(0.0) } else { 0.0 };

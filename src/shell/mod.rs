@@ -96,6 +96,7 @@ impl Shell {
         self.last_sql = Some(sql.clone());
         let started = Instant::now();
         let print = self.print_now();
+        crate::engine::progress::reset_rows();
         let spinner = self.spinner(sql);
         let outcome = {
             let run = run_and_print(
@@ -169,11 +170,13 @@ impl Shell {
                 .with_key(
                     "rows",
                     |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                        if state.pos() > 0 {
+                        // Rows printed (a query) or produced for a write (CTAS, INSERT, MERGE).
+                        let rows = state.pos().max(crate::engine::progress::rows_so_far());
+                        if rows > 0 {
                             let _ = write!(
                                 w,
                                 "{} rows ",
-                                crate::engine::progress::compact(state.pos() as f64)
+                                crate::engine::progress::compact(rows as f64)
                             );
                         }
                     },

@@ -421,6 +421,7 @@ async fn create_table_as(
     configuration: HashMap<String, Option<String>>,
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
+    let df = crate::engine::progress::counted_rows(df)?;
     let df = normalize_for_storage(df)?;
     // Empty strings in STRING partition columns are stored as NULL (see
     // `catalog::string_partition_columns`).

@@ -234,6 +234,7 @@ async fn source_batches(
         ));
     }
     let (df, _bound) = super::query::query_dataframe(session, source).await?;
+    let df = crate::engine::progress::counted_rows(df)?;
     // The width comes from the query's schema: a query with no rows is checked too.
     let width = df.schema().fields().len();
     Ok((df.collect().await?, width))
@@ -617,6 +618,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                     .collect()
             };
             let (source, _bound) = super::query::query_dataframe(session, source_query).await?;
+            let source = crate::engine::progress::counted_rows(source)?;
             let source_cols = super::column_names(source.schema().fields());
             let mut scope = target_cols.clone();
             scope.extend(source_cols.iter().cloned());

@@ -21,10 +21,13 @@ pub(super) fn describe(
     // A position found after parsing comes from the syntax tree the engine planned; a part
     // that tidemark rewrote has positions of another text. Keep it only where the statement
     // there reads as a name the message mentions.
-    let at = e.position().filter(|&(line, col)| match e {
-        Error::Parse { .. } => true,
-        _ => sql.is_some_and(|sql| mentions_word_at(sql, line, col, &message)),
-    });
+    let at = e
+        .position()
+        .filter(|&(line, col)| match e {
+            Error::Parse { .. } => true,
+            _ => sql.is_some_and(|sql| mentions_word_at(sql, line, col, &message)),
+        })
+        .or_else(|| sql.and_then(|sql| mismatched_operator(sql, &message)));
     let (line, col) = match at {
         Some((l, c)) if l <= 1 => (pos.line, pos.col + c.saturating_sub(1)),
         Some((l, c)) => (pos.line + l - 1, c),
@@ -43,6 +46,41 @@ pub(super) fn describe(
         out.push_str(&format!("{label}{text}\n{}^\n", " ".repeat(indent)));
     }
     out
+}
+
+/// Where a type mismatch is, for the engine's coercion errors, which carry no position
+/// ("Cannot coerce arithmetic expression Int64 + Utf8 ..."): the one expression of the
+/// statement with that operator. With none or several, nothing is pointed at.
+fn mismatched_operator(sql: &str, message: &str) -> Option<(usize, usize)> {
+    use datafusion::sql::sqlparser::ast::{Expr, Spanned, visit_expressions};
+    use datafusion::sql::sqlparser::dialect::DatabricksDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    use std::ops::ControlFlow;
+    let rest = [
+        "Cannot coerce arithmetic expression ",
+        "Cannot infer common argument type for comparison operation ",
+        "Cannot infer common argument type for logical boolean operation ",
+    ]
+    .iter()
+    .find_map(|lead| message.find(lead).map(|i| &message[i + lead.len()..]))?;
+    // "<type> <op> <type>": the operator is the second word.
+    let op = rest.split_whitespace().nth(1)?;
+    let statements = Parser::parse_sql(&DatabricksDialect {}, sql).ok()?;
+    let mut found = vec![];
+    let _ = visit_expressions(&statements, |e| {
+        if let Expr::BinaryOp { op: o, .. } = e
+            && o.to_string().eq_ignore_ascii_case(op)
+        {
+            found.push(e.span().start);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    match found.as_slice() {
+        [start] if start.line > 0 && start.column > 0 => {
+            Some((start.line as usize, start.column as usize))
+        }
+        _ => None,
+    }
 }
 
 /// Whether the statement at `line`/`col` starts a word the message names.
@@ -156,6 +194,32 @@ mod tests {
             tidy("Invalid function 'uper'.\nDid you mean 'upper'?", wh),
             "Invalid function 'uper'.\nDid you mean 'upper'?"
         );
+    }
+
+    #[test]
+    fn a_type_mismatch_points_at_its_only_operator() {
+        let e =
+            Error::Other("Cannot coerce arithmetic expression Int64 + Utf8 to valid types".into());
+        let got = describe(
+            &e,
+            at(1, 1),
+            "<command 1>",
+            Some("SELECT id,\n  1 + 'a' FROM t"),
+            Path::new("/wh"),
+        );
+        assert_eq!(
+            got,
+            "<command 1>:2:3: error: Cannot coerce arithmetic expression Int64 + Utf8 to valid types\nLINE 2:   1 + 'a' FROM t\n          ^\n"
+        );
+        // Two candidates: nothing is pointed at.
+        let got = describe(
+            &e,
+            at(1, 1),
+            "<command 1>",
+            Some("SELECT 1 + 'a', 2 + 3"),
+            Path::new("/wh"),
+        );
+        assert!(!got.contains("LINE"), "{got}");
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn errors_point_and_help_answers() {
     for sql in [
         "SELECT *\n  FROM range(3)\n WHERE idd > 1",
         "SELECT uper('a')",
+        "SELECT id,\n  id + 'x' FROM range(2)",
         "COPY INCREMENTAL s INTO t WATERMARKS ts",
         "FOR EACH r IN (SELECT 1) CONCURENCY 2 DO SELECT 1; END FOR",
         "COPY INCREMENTL s INTO t WATERMARK ts",

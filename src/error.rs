@@ -43,7 +43,7 @@ pub enum Error {
     #[error("{message}")]
     Iterations {
         message: String,
-        output: Box<crate::engine::Output>,
+        output: Box<crate::output::Output>,
     },
     /// The statement was cancelled (Ctrl-C, SIGTERM).
     #[error("cancelled")]

@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod engine;
 pub mod error;
+pub mod output;
 pub mod parser;
 pub mod shell;
 pub mod statements;

@@ -12,8 +12,7 @@ pub mod variables;
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::execution::context::SessionConfig;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{Expr, ObjectName, ObjectNamePart};
@@ -24,35 +23,7 @@ use crate::parser::{self, IdentifierResolver, Statement};
 
 pub use variables::{LoopRow, Variable, Variables};
 
-/// What a statement returns: a schema and its rows (possibly none).
-#[derive(Debug, Clone)]
-pub struct Output {
-    pub schema: SchemaRef,
-    pub batches: Vec<RecordBatch>,
-}
-
-impl Output {
-    /// A statement with nothing to show (DDL).
-    pub fn empty() -> Self {
-        Output {
-            schema: Arc::new(Schema::empty()),
-            batches: vec![],
-        }
-    }
-
-    /// One batch.
-    pub fn batch(batch: RecordBatch) -> Self {
-        Output {
-            schema: batch.schema(),
-            batches: vec![batch],
-        }
-    }
-
-    /// Total rows.
-    pub fn num_rows(&self) -> usize {
-        self.batches.iter().map(|b| b.num_rows()).sum()
-    }
-}
+pub use crate::output::Output;
 
 /// What a statement gives back to the shell: a finished result, or a query's rows still
 /// coming (printed as they arrive; dropping it stops the query).

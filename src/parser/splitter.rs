@@ -50,7 +50,7 @@ pub fn split(input: &str) -> Split {
     Scanner::new(input).run()
 }
 
-/// True when `input` contains at least one complete piece and nothing pending (used by the REPL validator to decide if Enter submits).
+/// True when `input` contains at least one complete piece and nothing pending.
 pub fn is_complete(input: &str) -> bool {
     let s = split(input);
     !s.pieces.is_empty() && s.rest.is_empty()

@@ -231,26 +231,19 @@ impl Shell {
         let mut sink = Sink::new(&mut self.output, None);
         let printed = print_batches(&mut sink, &out.schema, &out.batches, &print, elapsed)
             .and_then(|()| sink.flush());
-        match printed {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            other => other,
-        }
+        reader_gone_is_fine(printed)
     }
 
     /// Run a meta-command.
     async fn meta(&mut self, line: &str, pos: Pos, origin: &str) -> Result<(), Stop> {
-        let cmd: Command = match line.parse() {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("{origin}:{}:{}: error: {e}", pos.line, pos.col);
-                self.failed = true;
-                return Err(Stop::Failed);
-            }
-        };
         let fail = |shell: &mut Self, message: String| {
             eprintln!("{origin}:{}:{}: error: {message}", pos.line, pos.col);
             shell.failed = true;
             Err(Stop::Failed)
+        };
+        let cmd: Command = match line.parse() {
+            Ok(c) => c,
+            Err(e) => return fail(self, e),
         };
         let sql = match cmd {
             Command::Quit => return Err(Stop::Quit),
@@ -322,12 +315,7 @@ impl Shell {
             Command::ListCatalogs => "SHOW CATALOGS".to_string(),
             Command::Include(file) => {
                 if self.include_depth > 16 {
-                    eprintln!(
-                        "{origin}:{}:{}: error: \\i nested too deeply",
-                        pos.line, pos.col
-                    );
-                    self.failed = true;
-                    return Err(Stop::Failed);
+                    return fail(self, "\\i nested too deeply".into());
                 }
                 let path = resolve_include(origin, &file);
                 return match read_script(&path) {
@@ -337,11 +325,7 @@ impl Shell {
                         self.include_depth -= 1;
                         r
                     }
-                    Err(e) => {
-                        eprintln!("{origin}:{}:{}: error: {e}", pos.line, pos.col);
-                        self.failed = true;
-                        Err(Stop::Failed)
-                    }
+                    Err(e) => fail(self, e),
                 };
             }
             Command::Format(None) => {
@@ -635,10 +619,14 @@ async fn run_and_print(
             }
         }
     };
-    match printed.and_then(|()| sink.flush()) {
+    reader_gone_is_fine(printed.and_then(|()| sink.flush())).map_err(Failure::Output)
+}
+
+/// A closed pipe is no failure: `| head` is an ordinary reader.
+fn reader_gone_is_fine(printed: std::io::Result<()>) -> std::io::Result<()> {
+    match printed {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Failure::Output(e)),
-        Ok(()) => Ok(()),
+        other => other,
     }
 }
 

@@ -305,7 +305,11 @@ impl<'a> Printer<'a> {
 
     /// Draws the rows collected so far (the header with the first page).
     fn flush_page(&mut self) -> io::Result<()> {
-        let header = self.names();
+        // The header, for the first page only.
+        let header = match &self.state {
+            State::Table(t) if t.drawn.is_empty() => self.names(),
+            _ => vec![],
+        };
         let State::Table(table) = &mut self.state else {
             return Ok(());
         };

@@ -146,13 +146,13 @@ fn far_suggestions_dropped(text: &str) -> String {
     if is_near_miss(name, guess) {
         return text.to_string();
     }
-    let after = &text[hint..];
-    let rest = after
-        .find('\'')
-        .and_then(|i| after[i + 1..].find('\'').map(|j| i + 1 + j + 1))
-        .map(|end| after[end..].trim_start_matches('?'))
-        .unwrap_or("");
-    format!("{}{rest}", text[..hint].trim_end())
+    // Past the guess and its closing quote (ASCII, so a char boundary).
+    let end = hint + "Did you mean '".len() + guess.len() + 1;
+    format!(
+        "{}{}",
+        text[..hint].trim_end(),
+        text[end..].trim_start_matches('?')
+    )
 }
 
 /// Where `lead` starts in `text`, and the text quoted after it (up to the next `'`).

@@ -95,7 +95,10 @@ pub async fn execute_streaming(session: &mut Session, stmt: Statement) -> Result
     match stmt {
         Statement::Sql(s) if matches!(*s, Sql::Query(_)) => {
             clauses::queries(&s)?;
-            Ok(Reply::Rows(Box::new(query::stream(session, *s).await?)))
+            let Sql::Query(q) = *s else {
+                unreachable!("matched as a query")
+            };
+            Ok(Reply::Rows(Box::new(query::stream(session, *q).await?)))
         }
         other => Ok(Reply::Done(execute(session, other).await?)),
     }

@@ -2,7 +2,7 @@
 //! DataFusion.
 
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::Statement as Sql;
+use datafusion::sql::sqlparser::ast::{Query, Statement as Sql};
 
 use crate::engine::headers;
 use crate::engine::{Output, RowStream, Session};
@@ -18,16 +18,9 @@ pub async fn run(session: &Session, mut stmt: Sql) -> Result<Output> {
 
 /// Plan a query and start it: its rows come as they are computed, under column names that
 /// read like the expressions in its select list.
-pub async fn stream(session: &Session, mut stmt: Sql) -> Result<RowStream> {
-    if let Sql::Query(query) = &mut stmt {
-        headers::name_as_written(query);
-    }
-    let bound = session.bind(&mut stmt, &[]).await?;
-    let state = session.ctx.state();
-    let plan = state
-        .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
-        .await?;
-    let df = session.ctx.execute_logical_plan(plan).await?;
+pub async fn stream(session: &Session, mut query: Query) -> Result<RowStream> {
+    headers::name_as_written(&mut query);
+    let (df, bound) = query_dataframe(session, query).await?;
     let schema = df.schema().inner().clone();
     let stream = df.execute_stream().await?;
     Ok(RowStream {
@@ -53,7 +46,7 @@ pub async fn dataframe(
 /// Plan a query into a DataFrame; the returned guard keeps time-travel snapshots alive.
 pub async fn query_dataframe(
     session: &Session,
-    query: datafusion::sql::sqlparser::ast::Query,
+    query: Query,
 ) -> Result<(datafusion::dataframe::DataFrame, crate::engine::bind::Bound)> {
     let mut stmt = Sql::Query(Box::new(query));
     let bound = session.bind(&mut stmt, &[]).await?;

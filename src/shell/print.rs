@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use arrow::csv::WriterBuilder as CsvWriterBuilder;
 use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, TimeUnit};
 use arrow::error::ArrowError;
 use arrow::json::WriterBuilder as JsonWriterBuilder;
 use arrow::json::writer::{JsonArray, JsonFormat, LineDelimited};
@@ -452,14 +453,25 @@ fn status(out: &mut dyn Write, opts: &PrintOptions, line: &str) -> io::Result<()
 /// Each row of `batch` as display text: NULL as the null marker, a value reading like the
 /// marker quoted, control characters escaped, timestamps with microseconds and their zone.
 fn cells(batch: &RecordBatch, opts: &PrintOptions) -> io::Result<Vec<Vec<String>>> {
-    let options = FormatOptions::new()
+    // Microseconds (Delta's precision), or every digit a nanosecond value has.
+    let micros = FormatOptions::new()
         .with_null(&opts.null)
         .with_timestamp_format(Some("%Y-%m-%dT%H:%M:%S%.6f"))
         .with_timestamp_tz_format(Some("%Y-%m-%dT%H:%M:%S%.6f%:z"));
+    let nanos = micros
+        .clone()
+        .with_timestamp_format(Some("%Y-%m-%dT%H:%M:%S%.9f"))
+        .with_timestamp_tz_format(Some("%Y-%m-%dT%H:%M:%S%.9f%:z"));
     let formatters = batch
         .columns()
         .iter()
-        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+        .map(|c| {
+            let options = match c.data_type() {
+                DataType::Timestamp(TimeUnit::Nanosecond, _) => &nanos,
+                _ => &micros,
+            };
+            ArrayFormatter::try_new(c.as_ref(), options)
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(arrow_err)?;
     // Logical nulls: a NullArray (`SELECT NULL`) or a run-end array has no null buffer.
@@ -943,6 +955,16 @@ mod tests {
             assert_eq!(console::measure_text_width(line), 30, "{got}");
         }
         assert!(got.contains("x… |"), "{got}");
+    }
+
+    /// Timestamps show every digit they hold: microseconds, or nanoseconds for a
+    /// nanosecond column (a literal), never cut to six.
+    #[test]
+    fn timestamps_keep_their_digits() {
+        let ns = arrow::array::TimestampNanosecondArray::from(vec![1_704_067_200_123_456_789]);
+        let b = RecordBatch::try_from_iter([("t", Arc::new(ns) as ArrayRef)]).unwrap();
+        let got = render(&b.schema(), std::slice::from_ref(&b), &opts(Format::Table));
+        assert!(got.contains("| 2024-01-01T00:00:00.123456789 |"), "{got}");
     }
 
     /// `\x`: one line per column, records numbered across batches.

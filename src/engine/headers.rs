@@ -1,64 +1,118 @@
 //! Column names that read like the select list: `SELECT 1, upper(name), count(*)` shows
 //! `1`, `upper(name)` and `count(*)` (as Databricks does), not the engine's `Int64(1)` or
-//! `upper(t.name)`. Only the result's own select list is named (the first branch of a set
-//! operation), so the names inside the query, which NATURAL joins, `BY NAME` set operations
-//! and outer references match on, stay the engine's. Each unnamed expression gets its own
-//! text as an alias, unless that name is already taken in the same select list.
+//! `upper(t.name)`. The query is planned as written; only its result's columns are renamed,
+//! by a projection on top, so no name inside the query (which ORDER BY, DISTINCT, NATURAL
+//! joins and set operations resolve against) changes. A written name already taken by
+//! another result column leaves the engine's.
 
 use std::collections::HashSet;
 
-use datafusion::sql::sqlparser::ast::{Expr, Ident, Query, SelectItem, SetExpr, SetQuantifier};
+use datafusion::common::Column;
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::Expr as DfExpr;
+use datafusion::sql::sqlparser::ast::{Expr, Query, SelectItem, SetExpr, SetQuantifier};
 
-/// Name the unnamed expressions of the select list that makes `query`'s result.
-pub fn name_as_written(query: &mut Query) {
-    name_body(query.body.as_mut());
+/// How the result's select list was written: per item, its text when it is an unnamed
+/// expression, and where the wildcards are.
+pub struct Written {
+    items: Vec<Item>,
 }
 
-fn name_body(body: &mut SetExpr) {
-    match body {
-        SetExpr::Select(select) => name_items(&mut select.projection),
-        SetExpr::Query(query) => name_body(query.body.as_mut()),
-        // `BY NAME` pairs the branches' columns by name: the names stay as both sides have them.
-        SetExpr::SetOperation {
-            set_quantifier:
-                SetQuantifier::ByName | SetQuantifier::AllByName | SetQuantifier::DistinctByName,
-            ..
-        } => {}
-        SetExpr::SetOperation { left, .. } => name_body(left),
-        _ => {}
-    }
+enum Item {
+    /// An unnamed expression, as written.
+    Expr(String),
+    /// `*` or `t.*`: any number of columns.
+    Wildcard,
+    /// A column or an aliased expression: the engine's name is the written one.
+    Named,
 }
 
-fn name_items(items: &mut [SelectItem]) {
-    let mut taken: HashSet<String> = items
-        .iter()
-        .filter_map(|item| match item {
-            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
-            SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.to_lowercase()),
-            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
-                parts.last().map(|i| i.value.to_lowercase())
+impl Written {
+    /// The select list that makes `query`'s result (the first branch of a set operation;
+    /// none for `BY NAME`, whose branches pair their columns by name).
+    pub fn of(query: &Query) -> Self {
+        fn items(body: &SetExpr) -> Vec<Item> {
+            match body {
+                SetExpr::Select(select) => select
+                    .projection
+                    .iter()
+                    .map(|item| match item {
+                        SelectItem::UnnamedExpr(Expr::Identifier(_))
+                        | SelectItem::UnnamedExpr(Expr::CompoundIdentifier(_)) => Item::Named,
+                        SelectItem::UnnamedExpr(e) => Item::Expr(e.to_string()),
+                        SelectItem::ExprWithAlias { .. } => Item::Named,
+                        _ => Item::Wildcard,
+                    })
+                    .collect(),
+                SetExpr::Query(q) => items(&q.body),
+                SetExpr::SetOperation {
+                    set_quantifier:
+                        SetQuantifier::ByName | SetQuantifier::AllByName | SetQuantifier::DistinctByName,
+                    ..
+                } => vec![],
+                SetExpr::SetOperation { left, .. } => items(left),
+                _ => vec![],
             }
-            _ => None,
-        })
-        .collect();
-    for item in items.iter_mut() {
-        let SelectItem::UnnamedExpr(expr) = item else {
-            continue;
-        };
-        if matches!(
-            expr,
-            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Wildcard(_)
-        ) {
-            continue;
         }
-        let name = expr.to_string();
-        if !taken.insert(name.to_lowercase()) {
-            continue;
+        Written {
+            items: items(&query.body),
         }
-        *item = SelectItem::ExprWithAlias {
-            expr: expr.clone(),
-            alias: Ident::with_quote('`', name),
-        };
+    }
+
+    /// The written name of each of `columns` result columns, where one is known: items
+    /// before the first wildcard count from the start, items after the last from the end.
+    fn names(&self, columns: usize) -> Vec<Option<String>> {
+        let mut names = vec![None; columns];
+        let wild: Vec<usize> = (0..self.items.len())
+            .filter(|&i| matches!(self.items[i], Item::Wildcard))
+            .collect();
+        for (i, item) in self.items.iter().enumerate() {
+            let Item::Expr(text) = item else {
+                continue;
+            };
+            let position = match (wild.first(), wild.last()) {
+                (None, _) => Some(i),
+                (Some(&first), _) if i < first => Some(i),
+                (_, Some(&last)) if i > last => columns.checked_sub(self.items.len() - i),
+                _ => None,
+            };
+            if let Some(p) = position.filter(|&p| p < columns) {
+                names[p] = Some(text.clone());
+            }
+        }
+        names
+    }
+
+    /// `df` with its columns renamed as written (a projection on top: rows and order stay).
+    pub fn rename(&self, df: DataFrame) -> datafusion::error::Result<DataFrame> {
+        let schema = df.schema().clone();
+        let names = self.names(schema.fields().len());
+        if names.iter().all(Option::is_none) {
+            return Ok(df);
+        }
+        let mut taken: HashSet<String> = schema
+            .fields()
+            .iter()
+            .zip(&names)
+            .filter(|(_, n)| n.is_none())
+            .map(|(f, _)| f.name().to_lowercase())
+            .collect();
+        let exprs: Vec<DfExpr> = names
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let (qualifier, field) = schema.qualified_field(i);
+                let column = DfExpr::Column(Column::from((qualifier, field)));
+                match name {
+                    Some(n) if taken.insert(n.to_lowercase()) => column.alias(n),
+                    _ => {
+                        taken.insert(field.name().to_lowercase());
+                        column
+                    }
+                }
+            })
+            .collect();
+        df.select(exprs)
     }
 }
 
@@ -68,36 +122,44 @@ mod tests {
     use datafusion::sql::sqlparser::dialect::DatabricksDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
-    fn named(sql: &str) -> String {
-        let mut stmts = Parser::parse_sql(&DatabricksDialect {}, sql).unwrap();
-        let datafusion::sql::sqlparser::ast::Statement::Query(q) = &mut stmts[0] else {
+    fn names(sql: &str, columns: usize) -> Vec<Option<String>> {
+        let stmts = Parser::parse_sql(&DatabricksDialect {}, sql).unwrap();
+        let datafusion::sql::sqlparser::ast::Statement::Query(q) = &stmts[0] else {
             panic!("not a query")
         };
-        name_as_written(q);
-        q.to_string()
+        Written::of(q).names(columns)
+    }
+
+    fn some(s: &str) -> Option<String> {
+        Some(s.to_string())
     }
 
     #[test]
-    fn expressions_are_named_as_written() {
+    fn result_columns_are_named_as_written() {
         assert_eq!(
-            named("SELECT 1, upper(name), count(*) FROM t"),
-            "SELECT 1 AS `1`, upper(name) AS `upper(name)`, count(*) AS `count(*)` FROM t"
+            names("SELECT 1, upper(name), count(*) FROM t", 3),
+            vec![some("1"), some("upper(name)"), some("count(*)")]
         );
-        // Columns, aliases and wildcards keep their names; a name already taken stays the
-        // engine's.
+        // Columns and aliases keep their names; wildcards: before from the start, after from
+        // the end.
         assert_eq!(
-            named("SELECT a, t.b, x + 1 AS y, *, a + 1, a + 1 FROM t"),
-            "SELECT a, t.b, x + 1 AS y, *, a + 1 AS `a + 1`, a + 1 FROM t"
+            names("SELECT a, x + 1 AS y, a + 1, *, b * 2 FROM t", 7),
+            vec![None, None, some("a + 1"), None, None, None, some("b * 2")]
         );
-        // Only the result's select list: not CTEs or subqueries; the first branch of a set
-        // operation, none of a BY NAME one.
+        // The first branch of a set operation; no CTE or subquery; nothing for BY NAME.
         assert_eq!(
-            named("WITH c AS (SELECT 2) SELECT 1, * FROM (SELECT 3) UNION ALL SELECT 4"),
-            "WITH c AS (SELECT 2) SELECT 1 AS `1`, * FROM (SELECT 3) UNION ALL SELECT 4"
+            names(
+                "WITH c AS (SELECT 2) SELECT 1 FROM (SELECT 3) UNION ALL SELECT 4",
+                1
+            ),
+            vec![some("1")]
         );
         assert_eq!(
-            named("SELECT x + 1 FROM a UNION ALL BY NAME SELECT x + 1 FROM a"),
-            "SELECT x + 1 FROM a UNION ALL BY NAME SELECT x + 1 FROM a"
+            names(
+                "SELECT x + 1 FROM a UNION ALL BY NAME SELECT x + 1 FROM a",
+                1
+            ),
+            vec![None]
         );
     }
 }

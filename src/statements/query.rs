@@ -18,9 +18,10 @@ pub async fn run(session: &Session, mut stmt: Sql) -> Result<Output> {
 
 /// Plan a query and start it: its rows come as they are computed, under column names that
 /// read like the expressions in its select list.
-pub async fn stream(session: &Session, mut query: Query) -> Result<RowStream> {
-    headers::name_as_written(&mut query);
+pub async fn stream(session: &Session, query: Query) -> Result<RowStream> {
+    let written = headers::Written::of(&query);
     let (df, bound) = query_dataframe(session, query).await?;
+    let df = written.rename(df)?;
     let schema = df.schema().inner().clone();
     let stream = df.execute_stream().await?;
     Ok(RowStream {

@@ -155,7 +155,10 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
         whole_files: !args.no_whole_file_copies,
         hard_links: !args.no_hard_links,
         delta_encoding: !args.plain_encodings,
-        progress: interactive_out && !args.quiet,
+        progress: (interactive_out && !args.quiet).then(|| {
+            std::sync::Arc::new(tidemark::shell::progress::Terminal)
+                as std::sync::Arc<dyn tidemark::engine::progress::View>
+        }),
     };
     let warehouse = match warehouse_dir(&args.warehouse) {
         Ok(w) => w,

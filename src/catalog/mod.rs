@@ -1,10 +1,10 @@
 //! The warehouse: a directory of `<catalog>/<schema>/<table>/` Delta tables, its naming rules,
 //! and the DataFusion catalog providers that open tables lazily (start-up never scans it).
 
+pub mod log;
 pub mod samples;
 pub mod store;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -158,23 +158,9 @@ fn check_part(kind: &str, name: &str) -> Result<()> {
 #[derive(Debug)]
 pub struct Warehouse {
     root: PathBuf,
-    /// Tables tidemark appends to on every run (the run history), kept open between appends
-    /// instead of replaying their log again.
-    kept: std::sync::Mutex<HashMap<TableName, KeptTable>>,
     /// The object store every table is opened with.
     store: Arc<store::WarehouseStore>,
 }
-
-/// An append-only table kept open: its protocol and metadata (no file list), and the version
-/// the next append tries first.
-#[derive(Debug)]
-pub struct Appendable {
-    pub table: deltalake::BlindDeltaTable,
-    pub next_version: u64,
-}
-
-/// A table kept open; `None` until first opened (or after a failed write).
-pub type KeptTable = Arc<tokio::sync::Mutex<Option<Appendable>>>;
 
 impl Warehouse {
     /// A warehouse rooted at `root` (created lazily on first write).
@@ -183,15 +169,8 @@ impl Warehouse {
         let root = std::path::absolute(&root).unwrap_or(root);
         Warehouse {
             root,
-            kept: Default::default(),
             store: Default::default(),
         }
-    }
-
-    /// The slot of a table kept open between appends.
-    pub fn kept(&self, name: &TableName) -> KeptTable {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        kept.entry(name.clone()).or_default().clone()
     }
 
     /// The root directory.
@@ -249,7 +228,7 @@ impl Warehouse {
     pub fn check_table_writable(&self, name: &TableName) -> Result<()> {
         let dir = self.table_path(name)?;
         self.check_writable(Some(&dir))?;
-        self.check_writable(Some(&dir.join("_delta_log")))
+        self.check_writable(Some(&log::dir(&dir)))
     }
 
     /// Directory of a catalog.
@@ -281,7 +260,7 @@ impl Warehouse {
 
     /// Whether a directory holds a Delta table.
     pub fn is_table_dir(path: &Path) -> bool {
-        path.join("_delta_log").is_dir()
+        log::dir(path).is_dir()
     }
 
     /// Catalog names on disk (plus the built-in ones), sorted.
@@ -383,9 +362,7 @@ impl Warehouse {
 
     /// Open the latest version of a warehouse table, with a helpful error when it is missing.
     pub async fn open(&self, name: &TableName) -> Result<DeltaTable> {
-        if name.catalog == SAMPLES {
-            return Err(read_only(name));
-        }
+        check_writable_table(name, false)?;
         if !self.table_exists(name) {
             return Err(self.missing_table_error(name));
         }
@@ -421,8 +398,24 @@ impl Warehouse {
     }
 }
 
+/// The one check that a statement may write table `name`: never a sample (read-only), and
+/// with `system_too` never the `system` catalog either (tidemark's own tables, which a COPY
+/// target or a user's table would mix with).
+pub fn check_writable_table(name: &TableName, system_too: bool) -> Result<()> {
+    if name.catalog == SAMPLES {
+        return Err(read_only(name));
+    }
+    if system_too && name.catalog == SYSTEM {
+        return Err(Error::Invalid(format!(
+            "cannot write {name}: catalog '{SYSTEM}' is reserved for tidemark's own tables (use your own catalog, e.g. main.default.{})",
+            quote_ident(&name.table)
+        )));
+    }
+    Ok(())
+}
+
 /// The error for writing to the read-only samples catalog.
-pub fn read_only(name: &TableName) -> Error {
+fn read_only(name: &TableName) -> Error {
     Error::Invalid(format!(
         "catalog '{SAMPLES}' is read-only: cannot write {name} (copy it into your own catalog, e.g. CREATE TABLE main.default.{} AS SELECT * FROM {name})",
         quote_ident(&name.table)

@@ -85,93 +85,6 @@ fn names_after(dir: &std::path::Path, prefix: &str, offset: &str) -> Option<Vec<
     Some(names)
 }
 
-/// Above this many commits after the offset, a Delta log is listed instead of probed.
-const PROBED_COMMITS: u64 = 200;
-
-/// The files of a Delta log after `offset` (the directory `prefix`, an offset naming a version
-/// as Delta readers list from a checkpoint), found by asking for the names a version can have
-/// instead of reading the directory: a log keeps every commit for 30 days, and reading 11,000
-/// names costs 5 ms where the few after the checkpoint cost a few stat calls.
-///
-/// Commits are written in order and a log is cleaned up from its oldest files, so when the
-/// first version is there the commits after it run up to the first one missing. The probe
-/// finds, per version: the commit, a single-file checkpoint and a checksum file. It does not
-/// find multi-part, V2 or compacted files after the first version: a reader then replays the
-/// commits instead, and reads the same table. None (the directory is read instead) when the
-/// probe stops below the version `_last_checkpoint` names (a clean-up deleting commits), when the
-/// offset is not a version, the log has subdirectories, the first version has neither a
-/// commit nor, if `_last_checkpoint` names it, its single-file checkpoint, or the log runs on
-/// too far.
-fn probe_log(dir: &std::path::Path, prefix: &str, offset: &str) -> Option<Vec<String>> {
-    let digits = offset.strip_prefix(prefix)?.strip_prefix('/')?;
-    if !prefix.ends_with("_delta_log") || digits.len() != 20 {
-        return None;
-    }
-    probe(dir, digits.parse().ok()?, checkpoint_hint(dir))
-}
-
-/// The file names of the Delta log at `dir` from its last checkpoint on (from version 0
-/// without one), found by probing (see [`probe_log`]); None when they must be read from the
-/// directory.
-pub fn probe_log_from_checkpoint(dir: &std::path::Path) -> Option<Vec<String>> {
-    let hint = checkpoint_hint(dir);
-    probe(dir, hint.unwrap_or(0), hint)
-}
-
-/// The version `_last_checkpoint` names in the log at `dir`, if it can be read.
-fn checkpoint_hint(dir: &std::path::Path) -> Option<u64> {
-    std::fs::read(dir.join("_last_checkpoint"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|h| h.get("version").and_then(|v| v.as_u64()))
-}
-
-/// The probe of [`probe_log`] from version `first`, `hint` being what `_last_checkpoint` names.
-fn probe(dir: &std::path::Path, first: u64, hint: Option<u64>) -> Option<Vec<String>> {
-    // A log with subdirectories (staged commits, sidecars) has files no probe can name; a
-    // directory's link count is 2 plus its subdirectories (where the file system keeps it so).
-    use std::os::unix::fs::MetadataExt;
-    if std::fs::metadata(dir).ok()?.nlink() != 2 {
-        return None;
-    }
-    let exists = |name: &str| dir.join(name).is_file();
-    let has = |version: u64, kind: &str| exists(&format!("{version:020}.{kind}"));
-    // The first version must be there: its commit, or the single-file checkpoint
-    // `_last_checkpoint` names (when it names another form, the directory is read).
-    let readable = if hint == Some(first) {
-        has(first, "checkpoint.parquet")
-    } else {
-        has(first, "checkpoint.parquet") || has(first, "json")
-    };
-    if !readable {
-        return None;
-    }
-    let mut names = vec![];
-    for version in first.. {
-        if version - first > PROBED_COMMITS {
-            return None;
-        }
-        if version > first && !has(version, "json") {
-            // A gap below the last checkpoint is a clean-up under way (or cut short), not the
-            // end of the log: read the directory.
-            if hint.is_some_and(|h| h >= version) {
-                return None;
-            }
-            break;
-        }
-        for kind in ["json", "checkpoint.parquet", "crc"] {
-            if has(version, kind) {
-                names.push(format!("{version:020}.{kind}"));
-            }
-        }
-    }
-    if exists("_last_checkpoint") {
-        names.push("_last_checkpoint".into());
-    }
-    names.sort();
-    Some(names)
-}
-
 #[async_trait]
 impl ObjectStore for WarehouseStore {
     async fn put_opts(
@@ -227,7 +140,7 @@ impl ObjectStore for WarehouseStore {
             let dir = std::path::Path::new("/").join(prefix.as_ref());
             let (p, o) = (prefix.to_string(), offset.to_string());
             let names = tokio::task::spawn_blocking(move || {
-                probe_log(&dir, &p, &o).or_else(|| names_after(&dir, &p, &o))
+                crate::catalog::log::probe_log(&dir, &p, &o).or_else(|| names_after(&dir, &p, &o))
             })
             .await
             .ok()
@@ -362,7 +275,7 @@ mod tests {
             return;
         }
         let dir = log.to_str().unwrap().trim_start_matches('/').to_string();
-        let probe = |o: &str| probe_log(&log, &dir, &format!("{dir}/{o}"));
+        let probe = |o: &str| crate::catalog::log::probe_log(&log, &dir, &format!("{dir}/{o}"));
         assert!(
             probe("00000000000000000030").is_some(),
             "the checkpoint's log is probed"

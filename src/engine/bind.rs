@@ -715,6 +715,19 @@ impl Session {
             .state()
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(sql))
             .await?;
+        self.one_value(plan).await
+    }
+
+    /// Evaluate a planned constant expression (e.g. `mark - INTERVAL 1 HOUR`) to one value.
+    pub async fn eval_expr(&self, e: datafusion::logical_expr::Expr) -> Result<ScalarValue> {
+        let plan = datafusion::logical_expr::LogicalPlanBuilder::empty(true)
+            .project(vec![e])?
+            .build()?;
+        self.one_value(plan).await
+    }
+
+    /// The first value of the first column a plan produces: the one constant evaluator.
+    async fn one_value(&self, plan: datafusion::logical_expr::LogicalPlan) -> Result<ScalarValue> {
         let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
         let batch = batches
             .into_iter()

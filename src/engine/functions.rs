@@ -441,14 +441,7 @@ impl ScalarUDFImpl for DateFormat {
         };
         let values = match values.data_type() {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-                datafusion::arrow::compute::cast_with_options(
-                    &values,
-                    &ts_type,
-                    &datafusion::arrow::compute::CastOptions {
-                        safe: false,
-                        ..Default::default()
-                    },
-                )?
+                crate::engine::types::cast_strict(&values, &ts_type)?
             }
             DataType::Timestamp(_, _) | DataType::Date32 | DataType::Date64 | DataType::Null => {
                 datafusion::arrow::compute::cast(&values, &ts_type)?

@@ -1,6 +1,6 @@
 //! The session: one DataFusion context over the warehouse, the current catalog and schema,
-//! and the session variables. It parses, binds and runs statements; it knows nothing of
-//! terminals.
+//! and the session variables. It parses and binds statements (`statements` runs them); it
+//! knows nothing of terminals.
 
 pub mod bind;
 pub mod functions;
@@ -41,7 +41,7 @@ pub struct RowStream {
 }
 
 /// Options that change how statements run (set from the command line).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Settings {
     /// Copy source files whole (not decoded) when their statistics allow.
     pub whole_files: bool,
@@ -49,8 +49,19 @@ pub struct Settings {
     pub hard_links: bool,
     /// Let decoded copies delta-encode integer columns that move in small steps.
     pub delta_encoding: bool,
-    /// Show progress bars (only on a terminal).
-    pub progress: bool,
+    /// What shows progress bars (the shell's, on a terminal); None: none shown.
+    pub progress: Option<Arc<dyn progress::View>>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("whole_files", &self.whole_files)
+            .field("hard_links", &self.hard_links)
+            .field("delta_encoding", &self.delta_encoding)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 impl Default for Settings {
@@ -59,7 +70,7 @@ impl Default for Settings {
             whole_files: true,
             hard_links: true,
             delta_encoding: true,
-            progress: false,
+            progress: None,
         }
     }
 }
@@ -135,28 +146,6 @@ impl Session {
     /// Parse one statement, resolving `IDENTIFIER()` with this session's variables.
     pub fn parse(&self, sql: &str) -> Result<Statement> {
         parser::parse(sql, self)
-    }
-
-    /// Parse and run one statement.
-    pub async fn run_sql(&mut self, sql: &str) -> Result<Output> {
-        let stmt = self.parse(sql)?;
-        self.execute(stmt).await
-    }
-
-    /// Parse and run one statement; a query's rows come as a stream.
-    pub async fn run_sql_streaming(&mut self, sql: &str) -> Result<Reply> {
-        let stmt = self.parse(sql)?;
-        crate::statements::execute_streaming(self, stmt).await
-    }
-
-    /// Run a parsed statement.
-    pub fn execute(
-        &mut self,
-        stmt: Statement,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Output>> + Send + '_>> {
-        // Boxed: FOR EACH bodies run statements, so execution is recursive. Send: loop
-        // iterations run as tasks on every worker.
-        Box::pin(crate::statements::execute(self, stmt))
     }
 
     /// Resolve an object name to a three-part table name in the current catalog/schema.

@@ -91,6 +91,35 @@ pub fn type_name(t: &DataType) -> String {
     }
 }
 
+/// The one strict cast: a value that does not fit the type is an error, never NULL (Arrow's
+/// plain `cast` turns it into NULL, a silent wrong answer).
+pub fn cast_strict(
+    values: &datafusion::arrow::array::ArrayRef,
+    to: &DataType,
+) -> std::result::Result<datafusion::arrow::array::ArrayRef, datafusion::arrow::error::ArrowError> {
+    if values.data_type() == to {
+        return Ok(values.clone());
+    }
+    let strict = datafusion::arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    datafusion::arrow::compute::cast_with_options(values, to, &strict)
+}
+
+/// [`cast_strict`] for one value; NULL stays NULL, of the new type.
+pub fn cast_value(
+    value: &ScalarValue,
+    to: &DataType,
+) -> std::result::Result<ScalarValue, datafusion::arrow::error::ArrowError> {
+    if &value.data_type() == to {
+        return Ok(value.clone());
+    }
+    let cast = cast_strict(&value.to_array()?, to)?;
+    ScalarValue::try_from_array(&cast, 0)
+        .map_err(|e| datafusion::arrow::error::ArrowError::CastError(e.to_string()))
+}
+
 /// The type a value is stored as in a Delta table (strings as Utf8, timestamps as microseconds).
 pub fn storage_type(t: &DataType) -> DataType {
     match t {

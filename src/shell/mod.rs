@@ -6,6 +6,7 @@ pub mod command;
 mod help;
 pub mod helper;
 pub mod print;
+pub mod progress;
 mod report;
 
 use std::io::{IsTerminal, Write};
@@ -151,9 +152,8 @@ impl Shell {
     /// what runs, for how long and (for a query) how many rows it has produced. Copies and
     /// loops draw their own progress.
     fn spinner(&self, sql: &str) -> Option<indicatif::ProgressBar> {
-        if !self.session.settings.progress {
-            return None;
-        }
+        // Drawn only where progress is shown (a terminal).
+        self.session.settings.progress.as_ref()?;
         let first: String = sql.split_whitespace().next().unwrap_or("").to_uppercase();
         if matches!(first.as_str(), "COPY" | "FOR") {
             return None;
@@ -173,11 +173,7 @@ impl Shell {
                         // Rows printed (a query) or produced for a write (CTAS, INSERT, MERGE).
                         let rows = state.pos().max(crate::engine::progress::rows_so_far());
                         if rows > 0 {
-                            let _ = write!(
-                                w,
-                                "{} rows ",
-                                crate::engine::progress::compact(rows as f64)
-                            );
+                            let _ = write!(w, "{} rows ", progress::compact(rows as f64));
                         }
                     },
                 ),
@@ -588,8 +584,7 @@ async fn run_and_print(
     spinner: Option<indicatif::ProgressBar>,
 ) -> Result<(), Failure> {
     use futures::StreamExt;
-    let reply = session
-        .run_sql_streaming(sql)
+    let reply = crate::statements::run_streaming(session, sql)
         .await
         .map_err(Failure::Statement)?;
     let mut sink = Sink::new(output, spinner.clone());

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::datatypes::Field;
 use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, CreateTable, CreateTableOptions, Expr, HiveDistributionStyle,
     ObjectName, ObjectType, SchemaName, SqlOption,
@@ -12,16 +12,14 @@ use datafusion::sql::sqlparser::ast::{
 use deltalake::kernel::StructField;
 use deltalake::protocol::SaveMode;
 
-use crate::catalog::{SAMPLES, SYSTEM, TableName, quote_ident, read_only};
+use super::table::{
+    COMMENT_KEY, DEFAULT_KEY, arrow_schema, keep_stats_exact, normalize_for_storage,
+};
+use crate::catalog::{SAMPLES, SYSTEM, TableName, quote_ident};
 use crate::engine::types::{arrow_to_delta, sql_to_arrow};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
 use crate::parser::UseKind;
-
-/// Column metadata key holding a column's DEFAULT expression (SQL text).
-pub const DEFAULT_KEY: &str = "tidemark.default";
-/// Column metadata key for comments (Spark's convention).
-pub const COMMENT_KEY: &str = "comment";
 
 /// `USE CATALOG c`, `USE SCHEMA s`, `USE c.s`.
 pub fn use_(session: &mut Session, kind: UseKind, name: &ObjectName) -> Result<Output> {
@@ -175,9 +173,7 @@ pub fn drop(
         match object_type {
             ObjectType::Table => {
                 let table = session.table_name(name)?;
-                if table.catalog == SAMPLES {
-                    return Err(read_only(&table));
-                }
+                crate::catalog::check_writable_table(&table, false)?;
                 if !session.warehouse.table_exists(&table) {
                     if if_exists {
                         continue;
@@ -281,9 +277,7 @@ fn sql_options(opts: &[SqlOption]) -> Result<Vec<(String, String)>> {
 pub async fn create_table(session: &Session, create: CreateTable) -> Result<Output> {
     super::clauses::create_table(&create)?;
     let table = session.table_name(&create.name)?;
-    if table.catalog == SAMPLES {
-        return Err(read_only(&table));
-    }
+    crate::catalog::check_writable_table(&table, false)?;
     if !session
         .warehouse
         .schema_exists(&table.catalog, &table.schema)
@@ -538,25 +532,6 @@ fn replaceable_as(
     Ok(())
 }
 
-/// Add the property that keeps a new table's statistics exact (see
-/// `types::exact_stats_property`), unless the statement sets statistics columns itself.
-pub fn keep_stats_exact(
-    configuration: &mut HashMap<String, Option<String>>,
-    fields: &[(String, datafusion::arrow::datatypes::DataType)],
-    partition_columns: &[String],
-) {
-    let set_by_user = configuration.keys().any(|k| {
-        k.eq_ignore_ascii_case("delta.dataSkippingStatsColumns")
-            || k.eq_ignore_ascii_case("delta.dataSkippingNumIndexedCols")
-    });
-    if let (false, Some((k, v))) = (
-        set_by_user,
-        crate::engine::types::exact_stats_property(fields, partition_columns),
-    ) {
-        configuration.insert(k, Some(v));
-    }
-}
-
 /// The rows the table's newest commit wrote, from the write's own metrics (the query ran
 /// once; counting it again would run it twice and could disagree with what was written).
 async fn added_rows(t: &deltalake::DeltaTable) -> Result<u64> {
@@ -568,29 +543,6 @@ async fn added_rows(t: &deltalake::DeltaTable) -> Result<u64> {
         .and_then(|m| m.get("num_added_rows"))
         .and_then(|n| n.as_u64())
         .unwrap_or(0))
-}
-
-/// Project a DataFrame to Delta-storable types (lower-case names, Utf8 strings, µs timestamps).
-pub fn normalize_for_storage(
-    df: datafusion::dataframe::DataFrame,
-) -> Result<datafusion::dataframe::DataFrame> {
-    use datafusion::prelude::{cast, col};
-    let exprs: Vec<datafusion::logical_expr::Expr> = df
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| {
-            let target = crate::engine::types::storage_type(f.data_type());
-            let c = col(datafusion::common::Column::from_name(f.name()));
-            let e = if &target == f.data_type() {
-                c
-            } else {
-                cast(c, target)
-            };
-            e.alias(f.name().to_lowercase())
-        })
-        .collect();
-    Ok(df.select(exprs)?)
 }
 
 /// `ALTER TABLE t ADD COLUMN[S] (...)`: existing rows read the DEFAULT, as in PostgreSQL.
@@ -647,7 +599,7 @@ pub async fn add_columns(
             .map(|(_, d)| d.clone());
         let dt = dt.unwrap_or(datafusion::arrow::datatypes::DataType::Null);
         let value = match defaults.iter().find(|(c, _, _)| c == col) {
-            Some((_, default, dt)) => super::dml::default_expr(session, default, dt).await?,
+            Some((_, default, dt)) => super::table::default_expr(session, default, dt).await?,
             None => datafusion::logical_expr::Expr::Literal(
                 datafusion::common::ScalarValue::try_from(&dt)?,
                 None,
@@ -658,7 +610,7 @@ pub async fn add_columns(
     }
     // On the state it read only: a commit in between (an append, an OPTIMIZE) is a conflict,
     // and the rewrite runs again on the new state.
-    super::dml::with_retries(|| {
+    super::retry::on_conflict(|| {
         let (table, fields, arrow_fields, values) = (&table, &fields, &arrow_fields, &values);
         async move {
             let t = session.warehouse.open(table).await?;
@@ -795,9 +747,4 @@ pub async fn drop_constraint(
             Error::from(e).context(format!("cannot drop constraint {constraint} of {table}"))
         })?;
     Ok(Output::empty())
-}
-
-/// Arrow schema of a table as stored.
-pub fn arrow_schema(t: &deltalake::DeltaTable) -> Result<Arc<Schema>> {
-    Ok(t.snapshot()?.snapshot().arrow_schema())
 }

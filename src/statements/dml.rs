@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, new_null_array};
-use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, Schema};
-use datafusion::arrow::util::display::FormatOptions;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::Expr as DfExpr;
 use datafusion::prelude::cast;
@@ -21,21 +19,17 @@ use deltalake::DeltaTable;
 use deltalake::protocol::SaveMode;
 
 use super::counts;
-use super::ddl::DEFAULT_KEY;
-use crate::catalog::{SAMPLES, TableName, read_only};
+use super::table::DEFAULT_KEY;
+use super::table::default_value;
+use crate::catalog::TableName;
 use crate::engine::types::type_name;
 use crate::engine::{Output, Session};
 use crate::error::{Error, Result};
 use crate::parser::MERGE_STAR;
 
-/// How many times a write that lost a race is retried against the new table state.
-const CONFLICT_RETRIES: usize = 8;
-
 /// Open a table for writing (never the samples catalog).
 async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTable> {
-    if table.catalog == SAMPLES {
-        return Err(read_only(table));
-    }
+    crate::catalog::check_writable_table(table, false)?;
     session.warehouse.open_for_write(table).await
 }
 
@@ -53,39 +47,9 @@ fn column_defaults(t: &DeltaTable) -> Result<HashMap<String, String>> {
         .collect())
 }
 
-/// A column's DEFAULT as a DataFusion expression of the column's type.
-pub async fn default_expr(session: &Session, default_sql: &str, dt: &DataType) -> Result<DfExpr> {
-    let value = default_value(session, default_sql, dt).await?;
-    Ok(DfExpr::Literal(value, None))
-}
-
-async fn default_value(
-    session: &Session,
-    default_sql: &str,
-    dt: &DataType,
-) -> Result<datafusion::common::ScalarValue> {
-    let expr = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-        .try_with_sql(default_sql)?
-        .parse_expr()?;
-    let value = session.eval_scalar(&expr).await?;
-    value.cast_to(dt).map_err(|e| {
-        Error::Type(format!(
-            "DEFAULT {default_sql} cannot be cast to {}: {e}",
-            type_name(dt)
-        ))
-    })
-}
-
 /// Cast one column of inserted values, naming the column and the bad value on failure.
 fn cast_column(values: &ArrayRef, column: &str, to: &DataType) -> Result<ArrayRef> {
-    if values.data_type() == to {
-        return Ok(values.clone());
-    }
-    let strict = CastOptions {
-        safe: false,
-        format_options: FormatOptions::default(),
-    };
-    cast_with_options(values, to, &strict).map_err(|e| {
+    crate::engine::types::cast_strict(values, to).map_err(|e| {
         Error::Type(format!(
             "cannot insert a {} value into column '{column}' of type {}: {e}",
             type_name(values.data_type()),
@@ -104,7 +68,7 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
     };
     let table = session.table_name(name)?;
     let t = open_writable(session, &table).await?;
-    let target = super::ddl::arrow_schema(&t)?;
+    let target = super::table::arrow_schema(&t)?;
     let defaults = column_defaults(&t)?;
     let Some(source) = insert.source else {
         return Err(Error::Invalid("INSERT needs VALUES or a query".into()));
@@ -281,7 +245,7 @@ async fn values_batches(
                 },
                 &empty,
             )?;
-            let v = crate::statements::variables::eval_logical(session, e).await?;
+            let v = session.eval_expr(e).await?;
             scalars.push(v);
         }
         let name = target_field
@@ -352,33 +316,6 @@ fn assignment_column(a: &Assignment) -> Result<String> {
     }
 }
 
-/// Retry a write that lost a race against a concurrent writer, on fresh table state. UPDATE,
-/// DELETE and MERGE commit with no retries of their own (`with_max_retries(0)`): delta-rs'
-/// conflict checker would let them commit over a concurrent OPTIMIZE (whose compacted files
-/// still hold the rows they changed), so any commit in between makes them run again here.
-pub(crate) async fn with_retries<T, F, Fut>(mut attempt: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    let mut tries = 0;
-    loop {
-        match attempt().await {
-            Err(e) if e.is_conflict() && tries < CONFLICT_RETRIES => {
-                tries += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(20 * (1 << tries.min(5))))
-                    .await;
-            }
-            Err(e) if e.is_conflict() => {
-                return Err(Error::Conflict(format!(
-                    "{e} (gave up after {CONFLICT_RETRIES} retries)"
-                )));
-            }
-            other => return other,
-        }
-    }
-}
-
 fn single_table(
     t: &datafusion::sql::sqlparser::ast::TableWithJoins,
 ) -> Result<&datafusion::sql::sqlparser::ast::ObjectName> {
@@ -394,12 +331,12 @@ fn single_table(
 pub async fn update(session: &Session, update: Update) -> Result<Output> {
     super::clauses::update(&update)?;
     let table = session.table_name(single_table(&update.table)?)?;
-    let n = with_retries(|| {
+    let n = super::retry::on_conflict(|| {
         let update = update.clone();
         let table = table.clone();
         async move {
             let t = open_writable(session, &table).await?;
-            let schema = super::ddl::arrow_schema(&t)?;
+            let schema = super::table::arrow_schema(&t)?;
             let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let empty_as_null = crate::catalog::string_partition_columns(&t)?;
@@ -477,12 +414,12 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
         ));
     }
     let table = session.table_name(single_table(target)?)?;
-    let n = with_retries(|| {
+    let n = super::retry::on_conflict(|| {
         let selection = delete.selection.clone();
         let table = table.clone();
         async move {
             let t = open_writable(session, &table).await?;
-            let schema = super::ddl::arrow_schema(&t)?;
+            let schema = super::table::arrow_schema(&t)?;
             let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let predicate = match selection {
@@ -587,7 +524,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
             )));
         }
     };
-    let metrics = with_retries(|| {
+    let metrics = super::retry::on_conflict(|| {
         let merge = merge.clone();
         let table = table.clone();
         let source_query = source_query.clone();
@@ -601,7 +538,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 "MERGE",
                 super::rewrite::applies(&t)?,
             )?;
-            let target_schema = super::ddl::arrow_schema(&t)?;
+            let target_schema = super::table::arrow_schema(&t)?;
             let target_cols = super::column_names(target_schema.fields());
             let defaults = insert_defaults(session, &t, &target_schema).await?;
             let empty_as_null = crate::catalog::string_partition_columns(&t)?;

@@ -15,7 +15,7 @@ use datafusion::sql::sqlparser::ast::{ExprWithAlias, Ident, ObjectName, ObjectNa
 use futures::StreamExt;
 
 use super::AbortOnDrop;
-use super::control::{self, ControlRow};
+use super::copy::control::{self, ControlRow};
 use crate::engine::progress::LoopProgress;
 use crate::engine::{LoopRow, Output, Session};
 use crate::error::{Error, Result};
@@ -99,7 +99,7 @@ async fn run_body(session: &mut Session, body: &[crate::parser::BodyStatement]) 
     let mut rows = 0;
     let mut error = None;
     for stmt in body {
-        match session.run_sql(&stmt.sql).await {
+        match super::run(session, &stmt.sql).await {
             Ok(out) => rows += affected(&out),
             Err(e) => {
                 error = Some(format!("line {}:{}: {e}", stmt.line, stmt.col));
@@ -246,7 +246,7 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
     }
     let n = f.concurrency.unwrap_or(1) as usize;
     let body = Arc::new(f.body);
-    let progress = LoopProgress::start(session.settings.progress, rows.len() as u64);
+    let progress = LoopProgress::start(session.settings.progress.as_ref(), rows.len() as u64);
     let quiet = quiet_settings(session);
     let mut indexed: Vec<(usize, IterationResult)> =
         futures::stream::iter(rows.into_iter().enumerate())
@@ -282,7 +282,7 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
 /// Settings for loop iterations: the loop draws the progress, not each statement.
 fn quiet_settings(session: &Session) -> Arc<crate::engine::Settings> {
     Arc::new(crate::engine::Settings {
-        progress: false,
+        progress: None,
         ..(*session.settings).clone()
     })
 }
@@ -383,7 +383,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let rows = rows_of(&batches)?;
     let n = c.concurrency.unwrap_or(4) as usize;
-    let progress = LoopProgress::start(session.settings.progress, rows.len() as u64);
+    let progress = LoopProgress::start(session.settings.progress.as_ref(), rows.len() as u64);
     let quiet = quiet_settings(session);
     let mut indexed: Vec<(usize, IterationResult)> =
         futures::stream::iter(rows.into_iter().zip(known).enumerate())
@@ -448,7 +448,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                             lookback: None,
                             dry_run,
                         };
-                        super::copy_incremental::run_with_row(&s, &copy, known_row).await
+                        super::copy::run_with_row(&s, &copy, known_row).await
                     }
                     .await;
                     let r = match result {

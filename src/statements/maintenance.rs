@@ -5,16 +5,14 @@ use std::sync::Arc;
 use datafusion::sql::sqlparser::ast::ObjectName;
 
 use super::counts;
-use crate::catalog::{SAMPLES, read_only};
+
 use crate::engine::{Output, Session};
 use crate::error::{Error, Result};
 
 /// `OPTIMIZE t`: bin-pack small files into larger ones.
 pub async fn optimize(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
-    if table.catalog == SAMPLES {
-        return Err(read_only(&table));
-    }
+    crate::catalog::check_writable_table(&table, false)?;
     let t = session.warehouse.open_for_write(&table).await?;
     let (_, metrics) = t
         .optimize()
@@ -35,9 +33,7 @@ pub async fn vacuum(
     dry_run: bool,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    if table.catalog == SAMPLES {
-        return Err(read_only(&table));
-    }
+    crate::catalog::check_writable_table(&table, false)?;
     let t = if dry_run {
         session.warehouse.open(&table).await?
     } else {

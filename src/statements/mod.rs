@@ -2,21 +2,19 @@
 //! takes the parsed statement and the session and returns record batches.
 
 pub mod clauses;
-pub mod control;
-pub mod copy_incremental;
+pub mod copy;
 pub mod ddl;
 pub mod dml;
 pub mod for_each;
 pub mod group_commit;
-pub mod history;
 pub mod maintenance;
 pub mod query;
+pub(crate) mod retry;
 pub mod rewrite;
 pub mod show;
-pub(crate) mod uncommitted;
+pub(crate) mod table;
 pub mod upkeep;
 pub mod variables;
-pub mod whole_file;
 
 use std::sync::Arc;
 
@@ -27,6 +25,25 @@ use datafusion::sql::sqlparser::ast::Statement as Sql;
 use crate::engine::{Output, Reply, Session};
 use crate::error::{Error, Result};
 use crate::parser::Statement;
+
+/// Parse and run one statement.
+pub fn run<'a>(
+    session: &'a mut Session,
+    sql: &'a str,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Output>> + Send + 'a>> {
+    // Boxed: FOR EACH bodies run statements, so execution is recursive. Send: loop iterations
+    // run as tasks on every worker.
+    Box::pin(async move {
+        let stmt = session.parse(sql)?;
+        execute(session, stmt).await
+    })
+}
+
+/// Parse and run one statement; a query's rows come as a stream.
+pub async fn run_streaming(session: &mut Session, sql: &str) -> Result<Reply> {
+    let stmt = session.parse(sql)?;
+    execute_streaming(session, stmt).await
+}
 
 /// Run one parsed statement.
 pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
@@ -84,7 +101,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
             variables::set_from_query(session, names, *query).await
         }
         Statement::DropVariable { name, if_exists } => variables::drop(session, &name, if_exists),
-        Statement::CopyIncremental(c) => copy_incremental::execute(session, *c).await,
+        Statement::CopyIncremental(c) => copy::execute(session, *c).await,
         Statement::CopyUsingControl(c) => for_each::copy_using_control(session, *c).await,
         Statement::ForEach(f) => for_each::execute(session, *f).await,
     }

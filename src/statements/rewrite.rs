@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 const FILE_COLUMN: &str = "__tidemark_file";
 
 /// The column rewritten rows carry: which rule a row breaks, or NULL. The writer stops on
-/// the first one (see `copy_incremental::write_with`).
+/// the first one (see `copy::write_with`).
 pub const VIOLATION_COLUMN: &str = "__tidemark_violation";
 
 /// What a rewrite does to the rows that match.
@@ -143,10 +143,9 @@ pub async fn rewrite(
         Change::Delete => vec![],
     };
     let rows = with_violations(session, t, rows, &set)?;
-    let progress = CopyProgress::start(false, "", 0);
+    let progress = CopyProgress::start(None, "", 0);
     let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(t)?);
-    let adds =
-        super::copy_incremental::write_with(writer, Some(rows), &[], None, &progress).await?;
+    let adds = super::copy::write_with(writer, Some(rows), &[], None, &progress).await?;
     let metrics = serde_json::json!({
         match change { Change::Delete => "num_deleted_rows", Change::Update(_) => "num_updated_rows" }: changed,
         "num_added_files": adds.len(),
@@ -363,7 +362,7 @@ pub async fn add_columns_with_values(
         .map_err(|e| Error::Invalid(format!("the new schema: {e}")))?;
     let partitions = metadata.partition_columns().to_vec();
     let config = metadata.configuration().clone();
-    let mut arrow = super::ddl::arrow_schema(t)?.fields().to_vec();
+    let mut arrow = super::table::arrow_schema(t)?.fields().to_vec();
     arrow.extend(arrow_fields.into_iter().map(Arc::new));
     let arrow = Arc::new(datafusion::arrow::datatypes::Schema::new(arrow));
 
@@ -387,9 +386,8 @@ pub async fn add_columns_with_values(
             None,
         )?)
     };
-    let progress = CopyProgress::start(false, "", 0);
-    let adds =
-        super::copy_incremental::write_with(writer, Some(rows), &[], None, &progress).await?;
+    let progress = CopyProgress::start(None, "", 0);
+    let adds = super::copy::write_with(writer, Some(rows), &[], None, &progress).await?;
     let indexed = stats_columns(&config, &schema, &partitions);
     let mut actions: Vec<Action> = vec![Action::Metadata(metadata)];
     let removes: Vec<Action> = snapshot

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::sql::sqlparser::ast::ObjectName;
 use futures::TryStreamExt;
 
-use super::ddl::{COMMENT_KEY, DEFAULT_KEY};
+use super::table::{COMMENT_KEY, DEFAULT_KEY};
 use crate::catalog::{SAMPLES, TableName, samples};
 use crate::engine::types::type_name;
 use crate::engine::{Output, Session, name_parts};
@@ -103,7 +103,7 @@ pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
             .collect()
     } else {
         let t = session.warehouse.open(&table).await?;
-        let arrow = super::ddl::arrow_schema(&t)?;
+        let arrow = super::table::arrow_schema(&t)?;
         let kernel = t.snapshot()?.schema();
         arrow
             .fields()

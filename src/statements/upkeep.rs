@@ -63,7 +63,7 @@ pub async fn maintain(table: &DeltaTable) {
         let due = version.is_multiple_of(CLEANUP_EVERY)
             || match (local_dir(table), cutoff) {
                 (Some(dir), Some(cutoff)) => {
-                    batch_expired(&dir.join("_delta_log"), version, cutoff)
+                    batch_expired(&crate::catalog::log::dir(&dir), version, cutoff)
                 }
                 _ => true,
             };
@@ -100,7 +100,7 @@ fn batch_expired(dir: &std::path::Path, newest: u64, cutoff: std::time::SystemTi
 
 /// Whether commit `version` of the log at `dir` was written before `cutoff` (true if unsure).
 fn written_before(dir: &std::path::Path, version: u64, cutoff: std::time::SystemTime) -> bool {
-    std::fs::metadata(dir.join(format!("{version:020}.json")))
+    std::fs::metadata(crate::catalog::log::commit_path(dir, version))
         .and_then(|m| m.modified())
         .map_or(true, |written| written < cutoff)
 }
@@ -108,7 +108,7 @@ fn written_before(dir: &std::path::Path, version: u64, cutoff: std::time::System
 /// The oldest commit of the log at `dir` whose newest version is `newest`, by binary search
 /// over names; None when the newest is not there.
 fn oldest_commit(dir: &std::path::Path, newest: u64) -> Option<u64> {
-    let path = |v: u64| dir.join(format!("{v:020}.json"));
+    let path = |v: u64| crate::catalog::log::commit_path(dir, v);
     if !path(newest).is_file() {
         return None;
     }
@@ -156,7 +156,7 @@ async fn write_checkpoint(table: &DeltaTable) -> Result<(), BoxError> {
     let Some(version) = table.version() else {
         return Ok(());
     };
-    let name = format!("_delta_log/{version:020}.checkpoint.parquet");
+    let name = crate::catalog::log::checkpoint_in_table(version);
     if local_dir(table).is_some_and(|dir| dir.join(&name).exists()) {
         return Ok(());
     }

@@ -2,28 +2,11 @@
 //! variables, defaults cast to the declared type, and Databricks' error classes.
 
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::{Expr as DfExpr, LogicalPlanBuilder};
 use datafusion::sql::sqlparser::ast::{DataType as SqlType, Expr, Query};
 
 use crate::engine::types::{sql_to_arrow, storage_type, type_name};
 use crate::engine::{Output, Session, Variable, variables::unresolved};
 use crate::error::{Error, Result};
-
-/// Evaluate a planned constant expression to one value.
-pub async fn eval_logical(session: &Session, e: DfExpr) -> Result<ScalarValue> {
-    let plan = LogicalPlanBuilder::empty(true).project(vec![e])?.build()?;
-    let batches = session
-        .ctx
-        .execute_logical_plan(plan)
-        .await?
-        .collect()
-        .await?;
-    let batch = batches
-        .into_iter()
-        .find(|b| b.num_rows() > 0)
-        .ok_or_else(|| Error::Other("expression produced no value".into()))?;
-    Ok(ScalarValue::try_from_array(batch.column(0), 0)?)
-}
 
 /// Cast a value to a variable's type, with Databricks' error class on failure.
 fn cast_to(
@@ -37,12 +20,7 @@ fn cast_to(
     if value.is_null() {
         return Ok(ScalarValue::try_from(dt)?);
     }
-    let arr = value.to_array()?;
-    let opts = datafusion::arrow::compute::CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    let casted = datafusion::arrow::compute::cast_with_options(&arr, dt, &opts).map_err(|e| {
+    crate::engine::types::cast_value(&value, dt).map_err(|e| {
         Error::class(
             "DATATYPE_MISMATCH",
             format!(
@@ -51,8 +29,7 @@ fn cast_to(
                 type_name(dt)
             ),
         )
-    })?;
-    Ok(ScalarValue::try_from_array(&casted, 0)?)
+    })
 }
 
 /// `DECLARE [OR REPLACE] [VARIABLE] name [type] [{DEFAULT | =} expr]`.

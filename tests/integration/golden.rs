@@ -250,7 +250,9 @@ fn diff(actual: &[String], expected: &[String]) -> Option<String> {
 }
 
 async fn query(s: &mut Session, sql: &str) -> Result<(Schema, Vec<RecordBatch>), String> {
-    let out = s.run_sql(sql).await.map_err(|e| e.to_string())?;
+    let out = tidemark::statements::run(s, sql)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok((out.schema.as_ref().clone(), out.batches))
 }
 

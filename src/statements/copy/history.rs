@@ -13,10 +13,33 @@ use deltalake::logstore::CommitOrBytes;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::{BlindDeltaTable, DeltaTable, TableProperty};
 
-use super::group_commit::Registry;
-use crate::catalog::{Appendable, SYSTEM, TableName, Warehouse};
+use crate::catalog::{SYSTEM, TableName, Warehouse};
+
+/// The history table kept open between appends, per warehouse root, instead of replaying its
+/// log again: its protocol and metadata (no file list), and the version the next append tries
+/// first. `None` until first opened (or after a failed write).
+type Kept = Arc<tokio::sync::Mutex<Option<Appendable>>>;
+
+static KEPT: std::sync::LazyLock<std::sync::Mutex<HashMap<std::path::PathBuf, Kept>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The history table of `warehouse`, kept open.
+fn kept(warehouse: &Warehouse) -> Kept {
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    kept.entry(warehouse.root().to_path_buf())
+        .or_default()
+        .clone()
+}
+
+/// An append-only table kept open.
+#[derive(Debug)]
+struct Appendable {
+    table: BlindDeltaTable,
+    next_version: u64,
+}
 use crate::engine::Session;
 use crate::error::{Error, Result};
+use crate::statements::group_commit::Registry;
 
 /// The history table's name.
 pub fn table_name() -> TableName {
@@ -130,7 +153,7 @@ pub fn prefetch(session: &Session) {
     let warehouse = session.warehouse.clone();
     tokio::spawn(async move {
         let name = table_name();
-        let slot = warehouse.kept(&name);
+        let slot = kept(&warehouse);
         let mut kept = slot.lock().await;
         if kept.is_none()
             && warehouse.table_exists(&name)
@@ -155,23 +178,20 @@ async fn open_appendable(warehouse: &Warehouse) -> Result<Appendable> {
 /// One blind append of a batch of records.
 async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
     let batch = to_batch(&records)?;
-    let slot = session.warehouse.kept(&table_name());
+    let slot = kept(&session.warehouse);
     let mut kept = slot.lock().await;
-    let mut last = None;
-    for _ in 0..8 {
+    // Two first writers racing to create the table, or another writer that changed the
+    // table's metadata, are conflicts: open it again and append next time.
+    let mut retry = crate::statements::retry::Retry::default();
+    loop {
         match append_batch(session, &mut kept, &batch).await {
             Ok(()) => return Ok(()),
-            Err(e) => {
-                // Two first writers racing to create the table, or another writer changed
-                // the table's metadata: open it again and append next time.
-                last = Some(e);
-                tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-            }
+            Err(e) => retry
+                .again(e)
+                .await
+                .map_err(|e| e.context("cannot record the run in system.tidemark.copy_runs"))?,
         }
     }
-    Err(last
-        .unwrap_or_else(|| Error::Other("history write failed".into()))
-        .context("cannot record the run in system.tidemark.copy_runs"))
 }
 
 /// Append `batch` as one Parquet file and one commit. No query plan and no file list: this
@@ -187,16 +207,22 @@ async fn append_batch(
     let mut appendable = match kept.take() {
         Some(a) => a,
         None => {
-            if !warehouse.table_exists(&table_name()) {
-                create(session).await?;
-            }
-            open_appendable(warehouse).await?
+            // Another process may be creating the table this moment: a race, tried again.
+            let opened = async {
+                if !warehouse.table_exists(&table_name()) {
+                    create(session).await?;
+                }
+                open_appendable(warehouse).await
+            };
+            opened
+                .await
+                .map_err(|e| Error::Conflict(format!("opening {}: {e}", table_name())))?
         }
     };
     let mut writer = RecordBatchWriter::for_blind_appends(&appendable.table)?;
     writer.write(batch.clone()).await?;
     let adds = writer.flush().await?;
-    let (actions, operation) = super::append_commit(adds);
+    let (actions, operation) = crate::statements::append_commit(adds);
     let bytes = CommitData::new(actions, operation, HashMap::new(), vec![])
         .get_bytes()
         .map_err(deltalake::DeltaTableError::from)?;
@@ -212,7 +238,7 @@ async fn append_batch(
             Err(TransactionError::VersionAlreadyExists(_)) => {
                 let theirs = log_store.read_commit_entry(version).await?;
                 if theirs.is_none_or(|c| changes_table(&c)) {
-                    return Err(Error::Other(format!(
+                    return Err(Error::Conflict(format!(
                         "version {version} of {} changed the table; opening it again",
                         table_name()
                     )));
@@ -224,17 +250,17 @@ async fn append_batch(
     }
     appendable.next_version = version + 1;
     *kept = Some(appendable);
-    if version.is_multiple_of(super::upkeep::CHECKPOINT_EVERY) {
+    if version.is_multiple_of(crate::statements::upkeep::CHECKPOINT_EVERY) {
         // Upkeep needs the file list: one full load every few runs. Compact first, so that the
         // one checkpoint is of the compacted table.
         let mut table = warehouse.open(&table_name()).await?;
-        if super::upkeep::needs_compaction(&table) {
+        if crate::statements::upkeep::needs_compaction(&table) {
             // Best effort, like the checkpoint: a failed compaction leaves more files to read.
             if let Ok((t, _)) = table.clone().optimize().await {
                 table = t;
             }
         }
-        super::upkeep::maintain(&table).await;
+        crate::statements::upkeep::maintain(&table).await;
     }
     Ok(())
 }

@@ -149,7 +149,7 @@ impl std::fmt::Display for Noting {
 }
 
 fn in_log(location: &Path) -> bool {
-    location.parts().any(|p| p.as_ref() == "_delta_log")
+    crate::catalog::log::in_log(location.as_ref())
 }
 
 impl Noting {

@@ -9,11 +9,11 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr as DfExpr, col, lit};
 
-use super::group_commit::Registry;
 use crate::catalog::{TableName, split_qualified};
 use crate::engine::Session;
 use crate::engine::types::type_name;
 use crate::error::{Error, Result};
+use crate::statements::group_commit::Registry;
 
 /// The row of the control table that drives one copy.
 #[derive(Debug, Clone)]
@@ -250,18 +250,12 @@ pub fn convert(value: &ScalarValue, to: &DataType, what: &str) -> Result<ScalarV
     if value.is_null() {
         return Ok(ScalarValue::try_from(to)?);
     }
-    let arr = value.to_array()?;
-    let opts = datafusion::arrow::compute::CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    let out = datafusion::arrow::compute::cast_with_options(&arr, to, &opts).map_err(|e| {
+    crate::engine::types::cast_value(value, to).map_err(|e| {
         Error::Type(format!(
             "{what}: cannot convert {value} to {}: {e}",
             type_name(to)
         ))
-    })?;
-    Ok(ScalarValue::try_from_array(&out, 0)?)
+    })
 }
 
 /// One pending advance of a control row.
@@ -330,52 +324,32 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         .map(|(c, _)| c.clone())
         .reduce(|a, b| a.or(b))
         .expect("a batch has one advance or more");
-    let mut tries = 0u32;
-    loop {
+    crate::statements::retry::on_conflict(|| async {
         let t = session.warehouse.open_for_write(table).await?;
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
         // Through tidemark's own rewrite where it applies (plain string types in the new
         // file), else delta-rs' UPDATE.
-        let result = if super::rewrite::applies(&t)? {
+        if crate::statements::rewrite::applies(&t)? {
             let set = vec![("last_watermark".to_string(), value.clone())];
-            super::rewrite::rewrite(
+            crate::statements::rewrite::rewrite(
                 session,
                 &t,
                 Some(pred.clone()),
-                super::rewrite::Change::Update(set),
+                crate::statements::rewrite::Change::Update(set),
             )
             .await
             .map(|_| ())
         } else {
-            match t
+            let (t, _) = t
                 .update()
                 .with_predicate(pred.clone())
                 .with_update("last_watermark", value.clone())
                 .with_session_state(Arc::new(session.ctx.state()))
-                .with_commit_properties(super::upkeep::commit_properties())
-                .await
-            {
-                Ok((t, _)) => {
-                    super::upkeep::after_commit(&t).await;
-                    Ok(())
-                }
-                Err(e) => Err(Error::from(e)),
-            }
-        };
-        match result {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                if e.is_conflict() && tries < 30 {
-                    tries += 1;
-                    let jitter = (uuid::Uuid::new_v4().as_u128() % 40) as u64;
-                    tokio::time::sleep(std::time::Duration::from_millis(
-                        10 * u64::from(tries.min(10)) + jitter,
-                    ))
-                    .await;
-                    continue;
-                }
-                return Err(e);
-            }
+                .with_commit_properties(crate::statements::upkeep::commit_properties())
+                .await?;
+            crate::statements::upkeep::after_commit(&t).await;
+            Ok(())
         }
-    }
+    })
+    .await
 }

@@ -1,0 +1,195 @@
+//! Step 4 of a copy: one Delta commit carrying the rows, the `txn` action of this pair's run
+//! and the run's [`RunMetadata`]. Exactly once: before writing, the target's `txn` version
+//! must still be the one the run read. A new target is created (empty) in a commit of its own
+//! first, so that the data commit always meets an existing table and its `txn` check. After
+//! the commit, the table's upkeep (checkpoints, log clean-up) runs here, for every strategy.
+
+use datafusion::arrow::datatypes::DataType;
+use deltalake::DeltaTable;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{Add, StructField, Transaction};
+
+use super::metadata::{META_KEY, Mark, RunMetadata};
+use super::plan::{CopyPlan, Strategy};
+use super::resolve::Resolved;
+use super::start::StartPoint;
+use super::write::Written;
+use crate::engine::Session;
+use crate::error::{Error, Result};
+use crate::statements::table::storable;
+use crate::statements::upkeep;
+
+/// The commit properties of run `run_id`: the `txn` action and the run's metadata.
+pub(super) fn properties(
+    r: &Resolved,
+    start: &StartPoint,
+    plan: &CopyPlan,
+    run_id: &str,
+) -> CommitProperties {
+    let run = r.last_run + 1;
+    let files = match &plan.strategy {
+        Strategy::WholeFiles(f) => Some(f),
+        _ => None,
+    };
+    let meta = RunMetadata {
+        app_id: r.app.clone(),
+        run,
+        run_id: run_id.to_string(),
+        source: r.names.source.to_string(),
+        source_version: r.source.version(),
+        source_id: r.source.id(),
+        watermark_column: r.wm.clone(),
+        previous_mark: start.value().and_then(Mark::of),
+        control_mark: r.control_mark.as_ref().and_then(Mark::of),
+        new_mark: plan.new_mark.as_ref().and_then(Mark::of),
+        mark_files: plan.mark_files.clone(),
+        rows: plan.rows,
+        null_rows: Some(plan.null_rows),
+        whole_files: files.map(|f| f.whole.len()),
+        decoded_files: files.map(|f| f.decode.len()),
+    };
+    upkeep::commit_properties()
+        .with_application_transaction(Transaction::new(&r.app, run))
+        .with_metadata(vec![(META_KEY.to_string(), meta.to_json())])
+}
+
+/// Exactly once: nobody may have committed this pair's run since the run read the target.
+pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
+    let Some(t) = &r.target else {
+        return Ok(());
+    };
+    let mut fresh = t.clone();
+    fresh.update_state().await?;
+    let now = fresh
+        .snapshot()?
+        .transaction_version(fresh.log_store().as_ref(), &r.app)
+        .await?
+        .unwrap_or(0);
+    if now != r.last_run {
+        return Err(Error::Conflict(format!(
+            "another run of this copy committed run {now} first"
+        )));
+    }
+    Ok(())
+}
+
+/// The target to write into: the resolved one, else a new empty one with the columns the
+/// plan writes.
+pub(super) async fn target(session: &Session, r: &Resolved, plan: &CopyPlan) -> Result<DeltaTable> {
+    if let Some(t) = &r.target {
+        session.warehouse.check_table_writable(&r.names.target)?;
+        return Ok(t.clone());
+    }
+    let fields = match (&plan.strategy, r.source.delta()) {
+        // Whole files are read as they are: the source's exact schema.
+        (Strategy::WholeFiles(_), Some(st)) => st.snapshot()?.schema().fields().cloned().collect(),
+        _ => storable(plan.rows_df.clone())?
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| crate::engine::types::arrow_to_delta(f))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    create(session, r, fields).await
+}
+
+/// Create an empty target; if another run created it first, start over on its state.
+async fn create(session: &Session, r: &Resolved, fields: Vec<StructField>) -> Result<DeltaTable> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
+    let name = &r.names.target;
+    let fields = fields
+        .into_iter()
+        .map(without_column_mapping)
+        .collect::<Result<Vec<_>>>()?;
+    let mut configuration = std::collections::HashMap::new();
+    let typed: Vec<(String, DataType)> = fields
+        .iter()
+        .filter_map(|f| {
+            let arrow: std::result::Result<datafusion::arrow::datatypes::Field, _> =
+                f.try_into_arrow();
+            arrow
+                .ok()
+                .map(|a| (a.name().clone(), a.data_type().clone()))
+        })
+        .collect();
+    crate::statements::table::keep_stats_exact(&mut configuration, &typed, &[]);
+    session
+        .warehouse
+        .create_builder(name)
+        .await?
+        .with_columns(fields)
+        .with_configuration(configuration)
+        .await
+        .map_err(|e| {
+            if session.warehouse.table_exists(name) {
+                Error::Conflict(format!("{name} was created by another run"))
+            } else {
+                Error::from(e)
+            }
+        })
+}
+
+/// A source field as a column of a target without column mapping: its logical name, without
+/// the source's physical names and ids (at every nesting level). A column-mapped source's
+/// rows are read by logical name, so the target needs no mapping of its own.
+fn without_column_mapping(field: StructField) -> Result<StructField> {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Object(meta)) = map.get_mut("metadata") {
+                    meta.retain(|k, _| {
+                        !k.starts_with("delta.columnMapping.") && k != "parquet.field.id"
+                    });
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut json = serde_json::to_value(&field)
+        .map_err(|e| Error::Other(format!("column {}: {e}", field.name)))?;
+    strip(&mut json);
+    serde_json::from_value(json).map_err(|e| Error::Other(format!("column {}: {e}", field.name)))
+}
+
+/// Commit what the writer left (files, or nothing: it committed itself), then the table's
+/// upkeep. Returns the target at its new version.
+pub(super) async fn commit(
+    target: &DeltaTable,
+    written: Written,
+    props: CommitProperties,
+) -> Result<DeltaTable> {
+    let committed = match written {
+        Written::Files(adds) => commit_adds(target, adds, props).await?,
+        Written::Committed(t) => t,
+    };
+    upkeep::after_commit(&committed).await;
+    fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
+    Ok(committed)
+}
+
+/// Commit new files to `target` as one append.
+async fn commit_adds(
+    target: &DeltaTable,
+    adds: Vec<Add>,
+    props: CommitProperties,
+) -> Result<DeltaTable> {
+    // Tests hold a copy here, its files written and not committed (`return(ms)`: an
+    // asynchronous wait, during which Ctrl-C and SIGTERM are seen).
+    let hold = (|| -> Option<u64> {
+        fail::fail_point!("copy::before_commit", |ms| ms.and_then(|m| m.parse().ok()));
+        None
+    })();
+    if let Some(ms) = hold {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+    let (actions, operation) = crate::statements::append_commit(adds);
+    let finalized = deltalake::kernel::transaction::CommitBuilder::from(props)
+        .with_actions(actions)
+        .build(Some(target.snapshot()?), target.log_store(), operation)
+        .await?;
+    let mut t = target.clone();
+    t.state = Some(finalized.snapshot());
+    Ok(t)
+}

@@ -1,0 +1,264 @@
+//! What a copy writes into its target commit's metadata ([`RunMetadata`], under the key
+//! `tidemark`), and reading it back: the mark of this pair's last committed run, found by its
+//! `txn` version, or the target's newest commit read straight from the log by name.
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use deltalake::DeltaTable;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::TableName;
+use crate::engine::types::display_exact;
+use crate::error::Result;
+
+/// Key of tidemark's entry in a target commit's metadata.
+pub(super) const META_KEY: &str = "tidemark";
+
+/// The application id of the `txn` action for a source/target pair.
+pub fn app_id(source: &TableName, target: &TableName) -> String {
+    format!("tidemark-copy:{source}->{target}")
+}
+
+/// A mark as exact JSON: integers for timestamps (µs or ns) and dates (days), the digits of a
+/// decimal as text (a JSON number would go through a double), never formatted text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum Mark {
+    Us(i64),
+    Ns(i64),
+    Days(i64),
+    Int(i64),
+    Dec(String),
+    Str(String),
+}
+
+impl Mark {
+    /// The mark of a watermark value; None for NULL and types a watermark cannot have.
+    pub(super) fn of(v: &ScalarValue) -> Option<Mark> {
+        Some(match v {
+            ScalarValue::TimestampMicrosecond(Some(x), _) => Mark::Us(*x),
+            ScalarValue::TimestampNanosecond(Some(x), _) => Mark::Ns(*x),
+            ScalarValue::TimestampMillisecond(Some(x), _) => Mark::Us(x * 1000),
+            ScalarValue::TimestampSecond(Some(x), _) => Mark::Us(x * 1_000_000),
+            ScalarValue::Date32(Some(d)) => Mark::Days(i64::from(*d)),
+            ScalarValue::Int8(Some(i)) => Mark::Int(i64::from(*i)),
+            ScalarValue::Int16(Some(i)) => Mark::Int(i64::from(*i)),
+            ScalarValue::Int32(Some(i)) => Mark::Int(i64::from(*i)),
+            ScalarValue::Int64(Some(i)) => Mark::Int(*i),
+            ScalarValue::Decimal128(Some(_), _, _) => Mark::Dec(display_exact(v)),
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)) => Mark::Str(s.clone()),
+            _ => return None,
+        })
+    }
+
+    /// The mark as a value of type `dt` (None if it cannot be one).
+    pub(super) fn value(&self, dt: &DataType) -> Option<ScalarValue> {
+        // Timestamps keep their instant number; the zone (or none, for NTZ) is the watermark's.
+        let tz = match dt {
+            DataType::Timestamp(_, tz) => tz.clone(),
+            _ => Some("UTC".into()),
+        };
+        let raw = match self {
+            Mark::Us(us) => ScalarValue::TimestampMicrosecond(Some(*us), tz),
+            Mark::Ns(ns) => ScalarValue::TimestampNanosecond(Some(*ns), tz),
+            Mark::Days(d) => ScalarValue::Date32(Some(i32::try_from(*d).ok()?)),
+            Mark::Int(i) => ScalarValue::Int64(Some(*i)),
+            Mark::Dec(s) | Mark::Str(s) => ScalarValue::Utf8(Some(s.clone())),
+        };
+        raw.cast_to(dt).ok()
+    }
+}
+
+/// tidemark's entry in a target commit: what the run read and where it left the mark.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(super) struct RunMetadata {
+    pub app_id: String,
+    /// This pair's run number: the version of the commit's `txn` action.
+    pub run: i64,
+    pub run_id: String,
+    pub source: String,
+    pub source_version: Option<i64>,
+    /// The source's Delta table id (a table dropped and created again starts its versions
+    /// over).
+    pub source_id: Option<String>,
+    pub watermark_column: String,
+    /// The start point the run copied from.
+    pub previous_mark: Option<Mark>,
+    /// What the control row held when the run started: a later run that finds the control row
+    /// still there knows this commit's mark was never recorded in it.
+    pub control_mark: Option<Mark>,
+    pub new_mark: Option<Mark>,
+    /// The source files that may hold rows at the new mark: the next run need not look for
+    /// ties at the mark unless another file may hold some.
+    pub mark_files: Option<Vec<String>>,
+    pub rows: i64,
+    /// Source rows with a NULL watermark at `source_version` (a run that finds the source there
+    /// again reports them without reading it).
+    pub null_rows: Option<i64>,
+    /// What was read: source files linked whole, and files decoded and filtered.
+    pub whole_files: Option<usize>,
+    pub decoded_files: Option<usize>,
+}
+
+impl RunMetadata {
+    pub(super) fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("run metadata is plain data")
+    }
+
+    /// A commit's entry, if it has one tidemark can read.
+    pub(super) fn from_commit(
+        info: &std::collections::HashMap<String, serde_json::Value>,
+    ) -> Option<Self> {
+        Self::from_entry(info.get(META_KEY)?)
+    }
+
+    /// Read tidemark's entry itself.
+    pub(super) fn from_entry(entry: &serde_json::Value) -> Option<Self> {
+        serde_json::from_value(entry.clone()).ok()
+    }
+}
+
+/// This pair's last committed run, read from the target with the watermark's type.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct LastRun {
+    /// The control row's `last_watermark` the run saw (None without a control row).
+    pub control: Option<ScalarValue>,
+    /// The start point the run copied from.
+    pub previous: Option<ScalarValue>,
+    pub mark: Option<ScalarValue>,
+    pub source_version: Option<i64>,
+    pub source_id: Option<String>,
+    /// The source files that could hold rows at `mark`, when the run recorded them.
+    pub mark_files: Option<Vec<String>>,
+}
+
+impl LastRun {
+    fn of(meta: &RunMetadata, wm_type: &DataType) -> Self {
+        let value = |m: &Option<Mark>| m.as_ref().and_then(|m| m.value(wm_type));
+        LastRun {
+            control: value(&meta.control_mark),
+            previous: value(&meta.previous_mark),
+            mark: value(&meta.new_mark),
+            source_version: meta.source_version,
+            source_id: meta.source_id.clone(),
+            mark_files: meta.mark_files.clone(),
+        }
+    }
+}
+
+/// This pair's last run number in `t` (its `txn` version, 0 for none) and that run's commit.
+pub(super) async fn last_run(
+    t: &DeltaTable,
+    app: &str,
+    wm_type: &DataType,
+) -> Result<(i64, Option<LastRun>)> {
+    let state = t.snapshot()?;
+    let run = state
+        .transaction_version(t.log_store().as_ref(), app)
+        .await?
+        .unwrap_or(0);
+    if run == 0 {
+        return Ok((0, None));
+    }
+    // The run's commit is almost always among the newest: look at a few, then more.
+    let latest = t.version().unwrap_or(0) as usize + 1;
+    let mut seen = 0;
+    for limit in [8usize, 128, 2048] {
+        let infos: Vec<deltalake::kernel::CommitInfo> =
+            t.history(Some(limit)).try_collect().await?;
+        for info in infos.iter().skip(seen) {
+            if let Some(meta) = RunMetadata::from_commit(&info.info)
+                && meta.app_id == app
+                && meta.run == run
+            {
+                return Ok((run, Some(LastRun::of(&meta, wm_type))));
+            }
+        }
+        seen = infos.len();
+        if limit >= latest {
+            break;
+        }
+    }
+    Ok((run, None))
+}
+
+/// The newest commit of a table and its tidemark metadata, read straight from the log
+/// directory. None when the newest version has no JSON commit or was not written by tidemark.
+pub(super) fn newest_commit(table_dir: &std::path::Path) -> Option<(u64, RunMetadata)> {
+    let log = crate::catalog::log::dir(table_dir);
+    let (version, true) = crate::catalog::log::newest_version(&log)? else {
+        return None;
+    };
+    let bytes = std::fs::read(crate::catalog::log::commit_path(&log, version)).ok()?;
+    bytes.split(|b| *b == b'\n').find_map(|line| {
+        let action: serde_json::Value = serde_json::from_slice(line).ok()?;
+        let entry = action.get("commitInfo")?.get(META_KEY)?;
+        Some((version, RunMetadata::from_entry(entry)?))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_round_trip_exactly_and_read_the_format_already_in_tables() {
+        let ts = ScalarValue::TimestampMicrosecond(Some(1_700_000_000_123_456), Some("UTC".into()));
+        let dec = ScalarValue::Decimal128(Some(12345678901234567890123), 38, 4);
+        for (v, json) in [
+            (ts.clone(), r#"{"us":1700000000123456}"#),
+            (ScalarValue::Date32(Some(20000)), r#"{"days":20000}"#),
+            (ScalarValue::Int32(Some(-7)), r#"{"int":-7}"#),
+            (dec.clone(), r#"{"dec":"1234567890123456789.0123"}"#),
+            (ScalarValue::Utf8(Some("b".into())), r#"{"str":"b"}"#),
+        ] {
+            let mark = Mark::of(&v).unwrap();
+            assert_eq!(serde_json::to_string(&mark).unwrap(), json);
+            let back: Mark = serde_json::from_str(json).unwrap();
+            assert_eq!(back.value(&v.data_type()), Some(v));
+        }
+        assert_eq!(Mark::of(&ScalarValue::Int64(None)), None);
+        // A commit's entry as earlier versions wrote it.
+        let info = serde_json::json!({"tidemark": {"app_id": "a", "run": 3, "new_mark": {"int": 9},
+            "control_mark": null, "null_rows": 0, "future_key": [1]}});
+        let meta = RunMetadata::from_entry(&info["tidemark"]).unwrap();
+        assert_eq!(
+            (meta.run, meta.new_mark, meta.control_mark),
+            (3, Some(Mark::Int(9)), None)
+        );
+    }
+
+    #[test]
+    fn the_newest_commit_is_found_by_name_or_in_the_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("_delta_log");
+        std::fs::create_dir_all(&log).unwrap();
+        let commit = |v: u64, meta: &str| {
+            let info = format!(r#"{{"commitInfo":{{"tidemark":{{"run":{meta}}}}}}}"#);
+            std::fs::write(log.join(format!("{v:020}.json")), info + "\n").unwrap();
+        };
+        for v in 12..=25 {
+            commit(v, &v.to_string());
+        }
+        std::fs::write(log.join("00000000000000000020.checkpoint.parquet"), b"p").unwrap();
+        std::fs::write(log.join("_last_checkpoint"), br#"{"version":20,"size":1}"#).unwrap();
+        let (v, meta) = newest_commit(d.path()).unwrap();
+        assert_eq!((v, meta.run), (25, 25));
+        // A subdirectory turns probing off: the directory answers the same.
+        std::fs::create_dir(log.join("_sidecars")).unwrap();
+        let (v, _) = newest_commit(d.path()).unwrap();
+        assert_eq!(v, 25);
+        // A newest commit not written by tidemark: none.
+        std::fs::remove_dir(log.join("_sidecars")).unwrap();
+        std::fs::write(
+            log.join("00000000000000000026.json"),
+            b"{\"commitInfo\":{}}\n",
+        )
+        .unwrap();
+        assert!(newest_commit(d.path()).is_none());
+    }
+}

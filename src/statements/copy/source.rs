@@ -1,0 +1,174 @@
+//! The source of a copy, pinned at one snapshot: what the planner asks of it. A Delta table
+//! answers with its version, table id, files and their statistics (so whole files can be
+//! linked and counted without decoding); a built-in sample is a plain table provider that
+//! answers only with its rows. Another kind of source (a database table, a store elsewhere)
+//! is one more variant here, with no change to the planner.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::dataframe::DataFrame;
+use deltalake::DeltaTable;
+
+use super::whole_file::{self, SourceFile};
+use crate::catalog::{SAMPLES, TableName};
+use crate::engine::Session;
+use crate::error::{Error, Result};
+
+/// A source pinned at one snapshot.
+pub(super) struct Source {
+    pub name: TableName,
+    provider: Arc<dyn TableProvider>,
+    /// The schema its rows are read in.
+    pub schema: SchemaRef,
+    kind: Kind,
+}
+
+enum Kind {
+    /// A Delta table of the warehouse, pinned at its version, with its directory.
+    Delta { table: DeltaTable, root: PathBuf },
+    /// Rows and nothing else (the built-in samples).
+    Rows,
+}
+
+impl Source {
+    /// Open `name` at its newest snapshot.
+    pub(super) async fn open(session: &Session, name: &TableName) -> Result<Source> {
+        if name.catalog == SAMPLES {
+            let provider = session
+                .ctx
+                .catalog(SAMPLES)
+                .and_then(|c| c.schema(&name.schema))
+                .ok_or_else(|| session.warehouse.missing_table_error(name))?
+                .table(&name.table)
+                .await?
+                .ok_or_else(|| session.warehouse.missing_table_error(name))?;
+            return Ok(Source {
+                name: name.clone(),
+                schema: provider.schema(),
+                provider,
+                kind: Kind::Rows,
+            });
+        }
+        let root = session.warehouse.table_path(name)?;
+        if !session.warehouse.table_exists(name) {
+            if root.exists() {
+                return Err(Error::Invalid(format!(
+                    "{name} is not a Delta table (no {} at {})",
+                    crate::catalog::log::DIR,
+                    root.display()
+                )));
+            }
+            return Err(session.warehouse.missing_table_error(name));
+        }
+        let table = session.warehouse.open(name).await?;
+        let provider = crate::catalog::copy_source_provider(&table).await?;
+        Ok(Source {
+            name: name.clone(),
+            schema: provider.schema(),
+            provider,
+            kind: Kind::Delta { table, root },
+        })
+    }
+
+    /// All its rows, as of the pinned snapshot.
+    pub(super) fn scan(&self, session: &Session) -> Result<DataFrame> {
+        Ok(session.ctx.read_table(self.provider.clone())?)
+    }
+
+    /// The Delta table, if the source is one.
+    pub(super) fn delta(&self) -> Option<&DeltaTable> {
+        match &self.kind {
+            Kind::Delta { table, .. } => Some(table),
+            Kind::Rows => None,
+        }
+    }
+
+    /// The table's directory (Delta sources).
+    pub(super) fn root(&self) -> Option<&Path> {
+        match &self.kind {
+            Kind::Delta { root, .. } => Some(root),
+            Kind::Rows => None,
+        }
+    }
+
+    /// The pinned version (Delta sources).
+    pub(super) fn version(&self) -> Option<i64> {
+        self.delta()?.version().map(|v| v as i64)
+    }
+
+    /// The Delta table id (its metadata action's `id`): a table dropped and created again
+    /// starts its versions over under a new id.
+    pub(super) fn id(&self) -> Option<String> {
+        Some(self.delta()?.snapshot().ok()?.metadata().id().to_string())
+    }
+
+    /// The snapshot's files with their statistics for watermark `wm` (Delta sources), parsed
+    /// once for every decision of the plan.
+    pub(super) fn files(&self, wm: &str, wm_type: &DataType) -> Result<Option<Vec<SourceFile>>> {
+        self.delta()
+            .map(|t| whole_file::source_files(t, wm, wm_type))
+            .transpose()
+    }
+
+    /// Whether statistics can plan the copy file by file: an unpartitioned Delta table without
+    /// column mapping, with a watermark type whose statistics are exact enough.
+    pub(super) fn plans_by_file(&self, wm_type: &DataType) -> Result<bool> {
+        Ok(match self.delta() {
+            Some(t) => {
+                whole_file::supports(wm_type)
+                    && t.snapshot()?.metadata().partition_columns().is_empty()
+                    && whole_file::unmapped(t)
+            }
+            None => false,
+        })
+    }
+
+    /// The schema its Parquet files hold (Delta sources).
+    pub(super) fn stored_schema(&self) -> Result<Option<SchemaRef>> {
+        self.delta()
+            .map(crate::statements::table::arrow_schema)
+            .transpose()
+    }
+
+    /// The rows of some of its files (by path as the log names them), of the pinned snapshot.
+    pub(super) async fn files_df(
+        &self,
+        session: &Session,
+        paths: Vec<String>,
+    ) -> Result<DataFrame> {
+        let t = self
+            .delta()
+            .ok_or_else(|| Error::Other(format!("{} has no files", self.name)))?;
+        let provider = t
+            .table_provider()
+            .with_file_paths(paths.iter().map(|p| url_path(p)))
+            .with_session(crate::catalog::copy_scan_settings())
+            .await?;
+        let provider = crate::catalog::exact_reads(t, provider)?;
+        Ok(session.ctx.read_table(provider)?)
+    }
+}
+
+/// A file's path as the log writes it: a relative URL, each segment percent-encoded (delta-rs
+/// joins a selected path to the table's URL, so `a b%c.parquet`, as Spark names files, must
+/// arrive as `a%20b%25c.parquet`).
+fn url_path(decoded: &str) -> String {
+    let mut url = url::Url::parse("file:///").expect("a valid URL");
+    if let Ok(mut segments) = url.path_segments_mut() {
+        segments.clear().extend(decoded.split('/'));
+    }
+    url.path().trim_start_matches('/').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn selected_paths_are_percent_encoded_as_in_the_log() {
+        assert_eq!(super::url_path("a b%c.parquet"), "a%20b%25c.parquet");
+        assert_eq!(super::url_path("p=x/part-0.parquet"), "p=x/part-0.parquet");
+        assert_eq!(super::url_path("p=a%2Fb/f.parquet"), "p=a%252Fb/f.parquet");
+    }
+}

@@ -1,0 +1,344 @@
+//! Step 3 of a copy: write the planned rows, one function per [`Strategy`]. tidemark's own
+//! writers (whole files, plain appends) return new files for the commit step to commit;
+//! delta-rs' writer and MERGE commit themselves, with the run's commit properties.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::Column;
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::{Expr as DfExpr, ExprFunctionExt, col, lit};
+use deltalake::DeltaTable;
+use deltalake::kernel::Add;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::protocol::SaveMode;
+use futures::TryStreamExt;
+
+use super::plan::{CopyPlan, Strategy, wm_col};
+use super::resolve::Resolved;
+use super::uncommitted::Uncommitted;
+use super::whole_file::{self, DecodeSettings, FilePlan};
+use crate::engine::Session;
+use crate::engine::progress::CopyProgress;
+use crate::engine::types::{empty_strings_as_null_df, empty_strings_as_null_in};
+use crate::error::{Error, Result};
+use crate::statements::AbortOnDrop;
+use crate::statements::table::{storable, with_target_columns};
+
+/// What a writer leaves for the commit step.
+pub(super) enum Written {
+    /// New files of the target, not committed yet.
+    Files(Vec<Add>),
+    /// Committed already (delta-rs' writer and MERGE commit as they write).
+    Committed(DeltaTable),
+}
+
+/// Where and how a copy writes.
+pub(super) struct Destination<'a> {
+    /// The target, its object store noting the files written (see [`Uncommitted`]).
+    pub table: DeltaTable,
+    pub uncommitted: &'a Uncommitted,
+    pub props: &'a CommitProperties,
+    pub progress: &'a CopyProgress,
+}
+
+/// Write `plan`'s rows into `to`.
+pub(super) async fn write(
+    session: &Session,
+    r: &Resolved,
+    plan: &CopyPlan,
+    to: &Destination<'_>,
+) -> Result<Written> {
+    // Empty strings in the target's STRING partition columns are stored as NULL (see
+    // `catalog::string_partition_columns`).
+    let partitions = crate::catalog::string_partition_columns(&to.table)?;
+    let window = plan
+        .window
+        .iter()
+        .map(|b| empty_strings_as_null_in(b, &partitions))
+        .collect::<Result<Vec<_>>>()?;
+    let rows = || empty_strings_as_null_df(storable(plan.rows_df.clone())?, &partitions);
+    Ok(match &plan.strategy {
+        Strategy::NothingNew => Written::Files(vec![]),
+        Strategy::WholeFiles(files) => {
+            Written::Files(whole_files(session, r, plan, files, &window, to).await?)
+        }
+        Strategy::Append => {
+            let settings = decode_settings(session, r, &to.table);
+            let adds = write_partitioned(&to.table, Some(rows()?), &window, settings, to.progress);
+            Written::Files(adds.await?)
+        }
+        Strategy::CheckedAppend { merge_schema } => {
+            let mut input = storable(plan.rows_df.clone())?;
+            if !window.is_empty() {
+                input = input.union(session.ctx.read_batches(window)?)?;
+            }
+            let input = with_target_columns(session, input, &to.table).await?;
+            let input = empty_strings_as_null_df(input, &partitions)?;
+            Written::Committed(checked_append(session, r, input, *merge_schema, to).await?)
+        }
+        Strategy::Upsert => Written::Committed(upsert(session, r, rows()?, to).await?),
+    })
+}
+
+/// Link the whole files into the target, decode the straddling ones: the files to commit.
+async fn whole_files(
+    session: &Session,
+    r: &Resolved,
+    plan: &CopyPlan,
+    files: &FilePlan,
+    window: &[RecordBatch],
+    to: &Destination<'_>,
+) -> Result<Vec<Add>> {
+    let (Some(source), Some(source_root)) = (r.source.delta(), r.source.root()) else {
+        return Err(Error::Other(format!(
+            "{} has no files to copy whole",
+            r.names.source
+        )));
+    };
+    let mut adds = whole_file::link_files(
+        source_root,
+        &r.names.target_dir,
+        &files.whole,
+        session.settings.hard_links,
+        &crate::catalog::inexact_stats_columns(source)?,
+    )?;
+    for add in &adds {
+        to.uncommitted.note(&add.path);
+    }
+    to.progress.inc(files.whole_rows() as u64);
+    let decoded = if files.decode.is_empty() {
+        None
+    } else {
+        let paths: Vec<String> = files.decode.iter().map(|f| f.add.path.clone()).collect();
+        let rows = r.source.files_df(session, paths).await?;
+        Some(rows.filter(plan.above.clone())?)
+    };
+    adds.extend(write_partitioned(&to.table, decoded, window, None, to.progress).await?);
+    Ok(adds)
+}
+
+/// How decoded rows are read and encoded for a Delta source (samples a source file).
+fn decode_settings(session: &Session, r: &Resolved, target: &DeltaTable) -> Option<DecodeSettings> {
+    let (source, root) = (r.source.delta()?, r.source.root()?);
+    Some(whole_file::decode_settings(
+        source,
+        target,
+        root,
+        session.settings.delta_encoding,
+    ))
+}
+
+/// Append through delta-rs' writer, which checks constraints and computes columns.
+async fn checked_append(
+    session: &Session,
+    r: &Resolved,
+    input: DataFrame,
+    merge_schema: bool,
+    to: &Destination<'_>,
+) -> Result<DeltaTable> {
+    // delta-rs runs this write: count its rows as they pass.
+    let input = crate::engine::functions::counted(input, to.progress.counter())?;
+    let settings = decode_settings(session, r, &to.table);
+    let state = session.ctx.state();
+    let state = match &settings {
+        Some(s) => datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+            .with_config(state.config().clone().with_batch_size(s.batch_rows))
+            .build(),
+        None => state,
+    };
+    let mut write = to
+        .table
+        .clone()
+        .write(vec![])
+        .with_input_plan(input.into_unoptimized_plan())
+        .with_session_state(Arc::new(state))
+        .with_save_mode(SaveMode::Append)
+        .with_table_name(r.names.target.table.clone())
+        .with_commit_properties(to.props.clone());
+    if merge_schema {
+        write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
+    }
+    if let Some(s) = settings {
+        write = write.with_writer_properties(s.writer);
+    }
+    Ok(write.await?)
+}
+
+/// MERGE the latest source row of each key into the target.
+async fn upsert(
+    session: &Session,
+    r: &Resolved,
+    rows: DataFrame,
+    to: &Destination<'_>,
+) -> Result<DeltaTable> {
+    let t = to.table.clone();
+    let rewritable = crate::statements::rewrite::applies(&t)?;
+    crate::catalog::refuse_logged_empty_partitions(
+        &t,
+        &r.names.target.to_string(),
+        "MERGE",
+        rewritable,
+    )?;
+    let input = latest_per_key(rows, &r.merge_keys, &r.wm)?;
+    // Matched rows take the source's columns; inserted rows also the target's own, as their
+    // DEFAULT or NULL.
+    let updated = crate::statements::column_names(input.schema().fields());
+    let input = with_target_columns(session, input, &t).await?;
+    let inserted = crate::statements::column_names(input.schema().fields());
+    let on = r
+        .merge_keys
+        .iter()
+        .map(|k| col(Column::new(Some("target"), k)).eq(col(Column::new(Some("source"), k))))
+        .reduce(DfExpr::and)
+        .expect("at least one key");
+    // Tests hold a MERGE ON copy here while another writer commits.
+    fail::fail_point!("copy::before_merge");
+    let (t, _) = t
+        .merge(input, on)
+        .with_source_alias("source")
+        .with_target_alias("target")
+        .with_session_state(Arc::new(session.ctx.state()))
+        // As UPDATE and DELETE: never over another commit; a conflict reruns the whole copy
+        // on the new state (`concurrency::a_merge_copy_never_*`).
+        .with_commit_properties(to.props.clone().with_max_retries(0))
+        .when_matched_update(|mut u| {
+            for c in &updated {
+                u = u.update(c.as_str(), col(Column::new(Some("source"), c)));
+            }
+            u
+        })?
+        .when_not_matched_insert(|mut i| {
+            for c in &inserted {
+                i = i.set(c.as_str(), col(Column::new(Some("source"), c)));
+            }
+            i
+        })?
+        .await?;
+    Ok(t)
+}
+
+/// Per key, the source row with the highest watermark.
+fn latest_per_key(df: DataFrame, keys: &[String], wm: &str) -> Result<DataFrame> {
+    use datafusion::functions_window::expr_fn::row_number;
+    let cols: Vec<DfExpr> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| col(Column::from_name(f.name())))
+        .collect();
+    let rn = row_number()
+        .partition_by(keys.iter().map(|k| col(Column::from_name(k))).collect())
+        .order_by(vec![wm_col(wm).sort(false, false)])
+        .build()?
+        .alias("__tidemark_rn");
+    let numbered = df.select(
+        cols.iter()
+            .cloned()
+            .chain(std::iter::once(rn))
+            .collect::<Vec<_>>(),
+    )?;
+    Ok(numbered
+        .filter(col("__tidemark_rn").eq(lit(1u64)))?
+        .select(cols)?)
+}
+
+/// Write a query's rows (and extra batches) as new files of `target`, one writer per partition
+/// of the plan so that decoding and encoding use every core. Returns the files, uncommitted.
+async fn write_partitioned(
+    target: &DeltaTable,
+    rows: Option<DataFrame>,
+    extra: &[RecordBatch],
+    settings: Option<DecodeSettings>,
+    progress: &CopyProgress,
+) -> Result<Vec<Add>> {
+    let writer = || -> Result<deltalake::writer::RecordBatchWriter> {
+        let w = deltalake::writer::RecordBatchWriter::for_table(target)?;
+        Ok(match &settings {
+            Some(s) => w.with_writer_properties(s.writer.clone()),
+            None => w,
+        })
+    };
+    let batch_rows = settings.as_ref().map(|s| s.batch_rows);
+    write_with(writer, rows, extra, batch_rows, progress).await
+}
+
+/// [`write_partitioned`] with the writers `writer` makes (all for the same schema).
+pub(crate) async fn write_with(
+    writer: impl Fn() -> Result<deltalake::writer::RecordBatchWriter>,
+    rows: Option<DataFrame>,
+    extra: &[RecordBatch],
+    batch_rows: Option<usize>,
+    progress: &CopyProgress,
+) -> Result<Vec<Add>> {
+    use deltalake::writer::DeltaWriter;
+    // Each batch as the target stores it: its columns by name (any case), in its types, NULL
+    // for a target column the source lacks.
+    let schema = writer()?.arrow_schema();
+    let conform = move |batch: RecordBatch| -> Result<RecordBatch> {
+        let given = batch.schema();
+        let cols = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let found = given
+                    .fields()
+                    .iter()
+                    .position(|g| g.name().eq_ignore_ascii_case(f.name()));
+                Ok(match found {
+                    Some(i) => crate::engine::types::cast_strict(batch.column(i), f.data_type())
+                        .map_err(|e| {
+                            Error::Type(format!("column '{}' cannot be written: {e}", f.name()))
+                        })?,
+                    None => {
+                        datafusion::arrow::array::new_null_array(f.data_type(), batch.num_rows())
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(RecordBatch::try_new(schema.clone(), cols)?)
+    };
+    let streams = match rows {
+        Some(df) => {
+            let mut task = df.task_ctx();
+            if let Some(n) = batch_rows {
+                let config = task.session_config().clone().with_batch_size(n);
+                task = task.with_session_config(config);
+            }
+            let plan = df.create_physical_plan().await?;
+            datafusion::physical_plan::execute_stream_partitioned(plan, Arc::new(task))?
+        }
+        None => vec![],
+    };
+    let mut tasks = vec![];
+    for mut stream in streams {
+        let (mut w, conform, count) = (writer()?, conform.clone(), progress.counter());
+        tasks.push(AbortOnDrop(tokio::spawn(async move {
+            let mut wrote = false;
+            while let Some(batch) = stream.try_next().await? {
+                if batch.num_rows() > 0 {
+                    crate::statements::rewrite::stop_on_violation(&batch)?;
+                    count(batch.num_rows() as u64);
+                    w.write(conform(batch)?).await?;
+                    wrote = true;
+                }
+            }
+            Ok::<_, Error>(if wrote { w.flush().await? } else { vec![] })
+        })));
+    }
+    let mut adds = vec![];
+    if !extra.is_empty() {
+        let mut w = writer()?;
+        for batch in extra {
+            w.write(conform(batch.clone())?).await?;
+        }
+        adds.extend(w.flush().await?);
+    }
+    for task in tasks {
+        let written = task
+            .await
+            .map_err(|e| Error::Other(format!("writing the copy: {e}")))??;
+        adds.extend(written);
+    }
+    Ok(adds)
+}

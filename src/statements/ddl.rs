@@ -610,7 +610,7 @@ pub async fn add_columns(
     }
     // On the state it read only: a commit in between (an append, an OPTIMIZE) is a conflict,
     // and the rewrite runs again on the new state.
-    super::retry::on_conflict(|| {
+    super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let (table, fields, arrow_fields, values) = (&table, &fields, &arrow_fields, &values);
         async move {
             let t = session.warehouse.open(table).await?;

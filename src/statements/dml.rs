@@ -331,7 +331,7 @@ fn single_table(
 pub async fn update(session: &Session, update: Update) -> Result<Output> {
     super::clauses::update(&update)?;
     let table = session.table_name(single_table(&update.table)?)?;
-    let n = super::retry::on_conflict(|| {
+    let n = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let update = update.clone();
         let table = table.clone();
         async move {
@@ -414,7 +414,7 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
         ));
     }
     let table = session.table_name(single_table(target)?)?;
-    let n = super::retry::on_conflict(|| {
+    let n = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let selection = delete.selection.clone();
         let table = table.clone();
         async move {
@@ -524,7 +524,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
             )));
         }
     };
-    let metrics = super::retry::on_conflict(|| {
+    let metrics = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let merge = merge.clone();
         let table = table.clone();
         let source_query = source_query.clone();

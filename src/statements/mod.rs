@@ -15,6 +15,7 @@ pub mod show;
 pub(crate) mod table;
 pub mod upkeep;
 pub mod variables;
+pub(crate) mod writer;
 
 use std::sync::Arc;
 

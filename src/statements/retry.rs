@@ -7,25 +7,35 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// How many times work that lost a race is run again.
-pub(crate) const RETRIES: u32 = 30;
+/// How many times work that lost a race is run again: a small write (a control row, a
+/// history row) often; a copy or a DML statement, which redoes all its work, fewer times.
+pub(crate) const SMALL_WRITE: u32 = 30;
+pub(crate) const WHOLE_STATEMENT: u32 = 10;
 
 /// The retries of one piece of work.
-#[derive(Default)]
 pub(crate) struct Retry {
     tries: u32,
+    limit: u32,
 }
 
 impl Retry {
+    /// At most `limit` retries.
+    pub(crate) fn up_to(limit: u32) -> Self {
+        Retry { tries: 0, limit }
+    }
+
     /// After a failed attempt: Ok (after a pause) when it is to run again, else the error to
     /// give up with.
     pub(crate) async fn again(&mut self, e: Error) -> Result<()> {
         if !e.is_conflict() {
             return Err(e);
         }
-        if self.tries >= RETRIES {
-            return Err(Error::Conflict(format!(
-                "{e} (gave up after {RETRIES} retries)"
+        if self.tries >= self.limit {
+            // Final: not a conflict any more, so that work around this one (a copy around
+            // its control-row update) does not run it all again.
+            return Err(Error::Other(format!(
+                "{e} (gave up after {} retries)",
+                self.limit
             )));
         }
         self.tries += 1;
@@ -34,14 +44,14 @@ impl Retry {
     }
 }
 
-/// Run `attempt` until it succeeds, fails with anything but a conflict, or has lost
-/// [`RETRIES`] races more.
-pub(crate) async fn on_conflict<T, F, Fut>(mut attempt: F) -> Result<T>
+/// Run `attempt` until it succeeds, fails with anything but a conflict, or has lost `limit`
+/// races more.
+pub(crate) async fn on_conflict<T, F, Fut>(limit: u32, mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let mut retry = Retry::default();
+    let mut retry = Retry::up_to(limit);
     loop {
         match attempt().await {
             Err(e) => retry.again(e).await?,

@@ -25,16 +25,13 @@ use deltalake::kernel::Action;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::protocol::DeltaOperation;
 
+use super::writer::VIOLATION_COLUMN;
 use crate::engine::Session;
 use crate::engine::progress::CopyProgress;
 use crate::error::{Error, Result};
 
 /// The synthetic column naming each row's file in the matching scan.
 const FILE_COLUMN: &str = "__tidemark_file";
-
-/// The column rewritten rows carry: which rule a row breaks, or NULL. The writer stops on
-/// the first one (see `copy::write_with`).
-pub const VIOLATION_COLUMN: &str = "__tidemark_violation";
 
 /// What a rewrite does to the rows that match.
 pub enum Change {
@@ -145,7 +142,7 @@ pub async fn rewrite(
     let rows = with_violations(session, t, rows, &set)?;
     let progress = CopyProgress::start(None, "", 0);
     let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(t)?);
-    let adds = super::copy::write_with(writer, Some(rows), &[], None, &progress).await?;
+    let adds = super::writer::write_with(writer, Some(rows), &[], None, &progress).await?;
     let metrics = serde_json::json!({
         match change { Change::Delete => "num_deleted_rows", Change::Update(_) => "num_updated_rows" }: changed,
         "num_added_files": adds.len(),
@@ -288,26 +285,6 @@ fn with_violations(
     Ok(rows.with_column(VIOLATION_COLUMN, which)?)
 }
 
-/// An error naming the rule the first violating row of `batch` breaks (see
-/// [`VIOLATION_COLUMN`]); Ok for a batch without the column.
-pub fn stop_on_violation(batch: &datafusion::arrow::array::RecordBatch) -> Result<()> {
-    let Ok(i) = batch.schema().index_of(VIOLATION_COLUMN) else {
-        return Ok(());
-    };
-    let column = datafusion::arrow::compute::cast(
-        batch.column(i),
-        &datafusion::arrow::datatypes::DataType::Utf8,
-    )?;
-    let rules = column.as_string::<i32>();
-    match (0..rules.len()).find(|&r| rules.is_valid(r)) {
-        Some(r) => Err(Error::Invalid(format!(
-            "{}; nothing was written",
-            rules.value(r)
-        ))),
-        None => Ok(()),
-    }
-}
-
 fn decoded(path: &str) -> String {
     percent_encoding::percent_decode_str(path)
         .decode_utf8_lossy()
@@ -387,7 +364,7 @@ pub async fn add_columns_with_values(
         )?)
     };
     let progress = CopyProgress::start(None, "", 0);
-    let adds = super::copy::write_with(writer, Some(rows), &[], None, &progress).await?;
+    let adds = super::writer::write_with(writer, Some(rows), &[], None, &progress).await?;
     let indexed = stats_columns(&config, &schema, &partitions);
     let mut actions: Vec<Action> = vec![Action::Metadata(metadata)];
     let removes: Vec<Action> = snapshot

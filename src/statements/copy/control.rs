@@ -324,7 +324,7 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         .map(|(c, _)| c.clone())
         .reduce(|a, b| a.or(b))
         .expect("a batch has one advance or more");
-    crate::statements::retry::on_conflict(|| async {
+    crate::statements::retry::on_conflict(crate::statements::retry::SMALL_WRITE, || async {
         let t = session.warehouse.open_for_write(table).await?;
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
         // Through tidemark's own rewrite where it applies (plain string types in the new

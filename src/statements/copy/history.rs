@@ -182,7 +182,7 @@ async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
     let mut kept = slot.lock().await;
     // Two first writers racing to create the table, or another writer that changed the
     // table's metadata, are conflicts: open it again and append next time.
-    let mut retry = crate::statements::retry::Retry::default();
+    let mut retry = crate::statements::retry::Retry::up_to(crate::statements::retry::SMALL_WRITE);
     loop {
         match append_batch(session, &mut kept, &batch).await {
             Ok(()) => return Ok(()),
@@ -214,9 +214,17 @@ async fn append_batch(
                 }
                 open_appendable(warehouse).await
             };
-            opened
-                .await
-                .map_err(|e| Error::Conflict(format!("opening {}: {e}", table_name())))?
+            opened.await.map_err(|e| {
+                let log = crate::catalog::log::dir(
+                    &warehouse.table_path(&table_name()).unwrap_or_default(),
+                );
+                if crate::catalog::log::newest_version(&log).is_none_or(|(v, _)| v == 0) {
+                    // No commit yet, or only the creating one: another process creating it.
+                    Error::Conflict(format!("opening {}: {e}", table_name()))
+                } else {
+                    e
+                }
+            })?
         }
     };
     let mut writer = RecordBatchWriter::for_blind_appends(&appendable.table)?;

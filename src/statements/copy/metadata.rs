@@ -76,32 +76,58 @@ impl Mark {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(super) struct RunMetadata {
+    #[serde(deserialize_with = "lenient")]
     pub app_id: String,
     /// This pair's run number: the version of the commit's `txn` action.
+    #[serde(deserialize_with = "lenient")]
     pub run: i64,
+    #[serde(deserialize_with = "lenient")]
     pub run_id: String,
+    #[serde(deserialize_with = "lenient")]
     pub source: String,
+    #[serde(deserialize_with = "lenient")]
     pub source_version: Option<i64>,
     /// The source's Delta table id (a table dropped and created again starts its versions
     /// over).
+    #[serde(deserialize_with = "lenient")]
     pub source_id: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub watermark_column: String,
     /// The start point the run copied from.
+    #[serde(deserialize_with = "lenient")]
     pub previous_mark: Option<Mark>,
     /// What the control row held when the run started: a later run that finds the control row
     /// still there knows this commit's mark was never recorded in it.
+    #[serde(deserialize_with = "lenient")]
     pub control_mark: Option<Mark>,
+    #[serde(deserialize_with = "lenient")]
     pub new_mark: Option<Mark>,
     /// The source files that may hold rows at the new mark: the next run need not look for
     /// ties at the mark unless another file may hold some.
+    #[serde(deserialize_with = "lenient")]
     pub mark_files: Option<Vec<String>>,
+    #[serde(deserialize_with = "lenient")]
     pub rows: i64,
     /// Source rows with a NULL watermark at `source_version` (a run that finds the source there
     /// again reports them without reading it).
+    #[serde(deserialize_with = "lenient")]
     pub null_rows: Option<i64>,
     /// What was read: source files linked whole, and files decoded and filtered.
+    #[serde(deserialize_with = "lenient")]
     pub whole_files: Option<usize>,
+    #[serde(deserialize_with = "lenient")]
     pub decoded_files: Option<usize>,
+}
+
+/// A field read leniently: a value of another type reads as the field's default, so that one
+/// odd field never hides the rest of the entry (a lost mark would copy rows again).
+fn lenient<'de, D, T>(d: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).unwrap_or_default())
 }
 
 impl RunMetadata {
@@ -224,7 +250,7 @@ mod tests {
         assert_eq!(Mark::of(&ScalarValue::Int64(None)), None);
         // A commit's entry as earlier versions wrote it.
         let info = serde_json::json!({"tidemark": {"app_id": "a", "run": 3, "new_mark": {"int": 9},
-            "control_mark": null, "null_rows": 0, "future_key": [1]}});
+            "control_mark": null, "null_rows": 0, "future_key": [1], "source_version": "odd"}});
         let meta = RunMetadata::from_entry(&info["tidemark"]).unwrap();
         assert_eq!(
             (meta.run, meta.new_mark, meta.control_mark),

@@ -34,7 +34,6 @@ use std::time::Instant;
 use control::ControlRow;
 use history::RunRecord;
 pub use metadata::app_id;
-pub(crate) use write::write_with;
 
 use crate::engine::progress::CopyProgress;
 use crate::engine::types::display_exact;
@@ -90,7 +89,7 @@ pub async fn run_with_row(
         record: record.clone(),
         _live: super::Live::new(),
     };
-    let mut retry = super::retry::Retry::default();
+    let mut retry = super::retry::Retry::up_to(super::retry::WHOLE_STATEMENT);
     let result = loop {
         // Per attempt: an attempt that lost the race for its commit did not commit.
         record.commit_started.store(false, Ordering::SeqCst);

@@ -137,8 +137,10 @@ pub(super) async fn resolve(
         Some(t) => metadata::last_run(t, &app, &wm_type).await?,
         None => (0, None),
     };
+    // Under SINCE the control row plays no part in where the run starts.
     let control_mark = control_row
         .as_ref()
+        .filter(|_| c.since.is_none())
         .map(|row| {
             control::convert(
                 &row.mark,

@@ -12,7 +12,6 @@ use deltalake::DeltaTable;
 use deltalake::kernel::Add;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::SaveMode;
-use futures::TryStreamExt;
 
 use super::plan::{CopyPlan, Strategy, wm_col};
 use super::resolve::Resolved;
@@ -22,7 +21,6 @@ use crate::engine::Session;
 use crate::engine::progress::CopyProgress;
 use crate::engine::types::{empty_strings_as_null_df, empty_strings_as_null_in};
 use crate::error::{Error, Result};
-use crate::statements::AbortOnDrop;
 use crate::statements::table::{storable, with_target_columns};
 
 /// What a writer leaves for the commit step.
@@ -260,85 +258,5 @@ async fn write_partitioned(
         })
     };
     let batch_rows = settings.as_ref().map(|s| s.batch_rows);
-    write_with(writer, rows, extra, batch_rows, progress).await
-}
-
-/// [`write_partitioned`] with the writers `writer` makes (all for the same schema).
-pub(crate) async fn write_with(
-    writer: impl Fn() -> Result<deltalake::writer::RecordBatchWriter>,
-    rows: Option<DataFrame>,
-    extra: &[RecordBatch],
-    batch_rows: Option<usize>,
-    progress: &CopyProgress,
-) -> Result<Vec<Add>> {
-    use deltalake::writer::DeltaWriter;
-    // Each batch as the target stores it: its columns by name (any case), in its types, NULL
-    // for a target column the source lacks.
-    let schema = writer()?.arrow_schema();
-    let conform = move |batch: RecordBatch| -> Result<RecordBatch> {
-        let given = batch.schema();
-        let cols = schema
-            .fields()
-            .iter()
-            .map(|f| {
-                let found = given
-                    .fields()
-                    .iter()
-                    .position(|g| g.name().eq_ignore_ascii_case(f.name()));
-                Ok(match found {
-                    Some(i) => crate::engine::types::cast_strict(batch.column(i), f.data_type())
-                        .map_err(|e| {
-                            Error::Type(format!("column '{}' cannot be written: {e}", f.name()))
-                        })?,
-                    None => {
-                        datafusion::arrow::array::new_null_array(f.data_type(), batch.num_rows())
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(RecordBatch::try_new(schema.clone(), cols)?)
-    };
-    let streams = match rows {
-        Some(df) => {
-            let mut task = df.task_ctx();
-            if let Some(n) = batch_rows {
-                let config = task.session_config().clone().with_batch_size(n);
-                task = task.with_session_config(config);
-            }
-            let plan = df.create_physical_plan().await?;
-            datafusion::physical_plan::execute_stream_partitioned(plan, Arc::new(task))?
-        }
-        None => vec![],
-    };
-    let mut tasks = vec![];
-    for mut stream in streams {
-        let (mut w, conform, count) = (writer()?, conform.clone(), progress.counter());
-        tasks.push(AbortOnDrop(tokio::spawn(async move {
-            let mut wrote = false;
-            while let Some(batch) = stream.try_next().await? {
-                if batch.num_rows() > 0 {
-                    crate::statements::rewrite::stop_on_violation(&batch)?;
-                    count(batch.num_rows() as u64);
-                    w.write(conform(batch)?).await?;
-                    wrote = true;
-                }
-            }
-            Ok::<_, Error>(if wrote { w.flush().await? } else { vec![] })
-        })));
-    }
-    let mut adds = vec![];
-    if !extra.is_empty() {
-        let mut w = writer()?;
-        for batch in extra {
-            w.write(conform(batch.clone())?).await?;
-        }
-        adds.extend(w.flush().await?);
-    }
-    for task in tasks {
-        let written = task
-            .await
-            .map_err(|e| Error::Other(format!("writing the copy: {e}")))??;
-        adds.extend(written);
-    }
-    Ok(adds)
+    crate::statements::writer::write_with(writer, rows, extra, batch_rows, progress).await
 }

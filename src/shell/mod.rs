@@ -280,26 +280,16 @@ impl Shell {
                     Err(e) => fail(self, e),
                 };
             }
-            Command::Expanded(set) => {
-                self.print.expanded = set.unwrap_or(match self.print.expanded {
-                    print::Expanded::Off => print::Expanded::On,
-                    _ => print::Expanded::Off,
-                });
-                if !self.print.quiet {
-                    let state = match self.print.expanded {
-                        print::Expanded::Off => "off",
-                        print::Expanded::On => "on",
-                        print::Expanded::Auto => "used automatically",
-                    };
-                    eprintln!("Expanded display is {state}.");
-                }
+            c @ (Command::Expanded(_)
+            | Command::NullDisplay(_)
+            | Command::Format(_)
+            | Command::Timing(_)
+            | Command::MaxRows(_)) => {
+                self.set_display(c);
                 return Ok(());
             }
-            Command::NullDisplay(text) => {
-                if !self.print.quiet {
-                    eprintln!("Null display is \"{text}\".");
-                }
-                self.print.null = text;
+            Command::Variables => {
+                self.print_variables();
                 return Ok(());
             }
             Command::Describe(None) => "SHOW TABLES".to_string(),
@@ -324,13 +314,39 @@ impl Shell {
                     Err(e) => fail(self, e),
                 };
             }
+        };
+        // The listing commands are SQL statements; run them as such.
+        self.run_piece(&Piece::Sql(sql), pos, origin).await
+    }
+
+    /// `\x`, `\pset null`, `\format`, `\timing`, `\maxrows`: how results are shown.
+    fn set_display(&mut self, cmd: Command) {
+        match cmd {
+            Command::Expanded(set) => {
+                self.print.expanded = set.unwrap_or(match self.print.expanded {
+                    print::Expanded::Off => print::Expanded::On,
+                    _ => print::Expanded::Off,
+                });
+                if !self.print.quiet {
+                    let state = match self.print.expanded {
+                        print::Expanded::Off => "off",
+                        print::Expanded::On => "on",
+                        print::Expanded::Auto => "used automatically",
+                    };
+                    eprintln!("Expanded display is {state}.");
+                }
+            }
+            Command::NullDisplay(text) => {
+                if !self.print.quiet {
+                    eprintln!("Null display is \"{text}\".");
+                }
+                self.print.null = text;
+            }
             Command::Format(None) => {
                 println!("{}", self.print.format);
-                return Ok(());
             }
             Command::Format(Some(f)) => {
                 self.print.format = f;
-                return Ok(());
             }
             Command::Timing(v) => {
                 self.print.timing = v.unwrap_or(!self.print.timing);
@@ -344,30 +360,28 @@ impl Shell {
                         if self.print.timing { "on" } else { "off" }
                     );
                 }
-                return Ok(());
             }
             Command::MaxRows(n) => {
                 self.print.max_rows = if n == 0 { None } else { Some(n) };
                 self.print.terminal_cap = false;
-                return Ok(());
             }
-            Command::Variables => {
-                let mut lines = vec![];
-                for (name, v) in self.session.vars.iter() {
-                    lines.push(format!(
-                        "{name} {} = {}",
-                        crate::engine::types::type_name(&v.data_type),
-                        crate::engine::types::display_exact(&v.value)
-                    ));
-                }
-                for l in lines {
-                    println!("{l}");
-                }
-                return Ok(());
-            }
-        };
-        // The listing commands are SQL statements; run them as such.
-        self.run_piece(&Piece::Sql(sql), pos, origin).await
+            _ => {}
+        }
+    }
+
+    /// The session variables with their types and values.
+    fn print_variables(&self) {
+        let mut lines = vec![];
+        for (name, v) in self.session.vars.iter() {
+            lines.push(format!(
+                "{name} {} = {}",
+                crate::engine::types::type_name(&v.data_type),
+                crate::engine::types::display_exact(&v.value)
+            ));
+        }
+        for l in lines {
+            println!("{l}");
+        }
     }
 
     /// `\e`: the last statement edited in `$VISUAL`/`$EDITOR` (else `vi`); `None` when the

@@ -4,6 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod alter;
+pub use alter::*;
+
 use datafusion::arrow::datatypes::Field;
 use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, CreateTable, CreateTableOptions, Expr, HiveDistributionStyle,
@@ -12,9 +15,7 @@ use datafusion::sql::sqlparser::ast::{
 use deltalake::kernel::StructField;
 use deltalake::protocol::SaveMode;
 
-use super::table::{
-    COMMENT_KEY, DEFAULT_KEY, arrow_schema, keep_stats_exact, normalize_for_storage,
-};
+use super::table::{COMMENT_KEY, DEFAULT_KEY, keep_stats_exact, normalize_for_storage};
 use crate::catalog::{SAMPLES, SYSTEM, TableName, quote_ident};
 use crate::engine::types::{arrow_to_delta, sql_to_arrow};
 use crate::engine::{Output, Session, name_parts};
@@ -543,208 +544,4 @@ async fn added_rows(t: &deltalake::DeltaTable) -> Result<u64> {
         .and_then(|m| m.get("num_added_rows"))
         .and_then(|n| n.as_u64())
         .unwrap_or(0))
-}
-
-/// `ALTER TABLE t ADD COLUMN[S] (...)`: existing rows read the DEFAULT, as in PostgreSQL.
-pub async fn add_columns(
-    session: &Session,
-    name: &ObjectName,
-    columns: Vec<ColumnDef>,
-) -> Result<Output> {
-    let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
-    let existing: Vec<String> = t
-        .snapshot()?
-        .schema()
-        .fields()
-        .map(|f| f.name().to_lowercase())
-        .collect();
-    let mut fields = Vec::new();
-    let mut defaults = Vec::new();
-    let mut typed_new = Vec::new();
-    for col in &columns {
-        let (field, meta) = column_field(col)?;
-        typed_new.push((field.name().clone(), field.data_type().clone()));
-        if existing.contains(field.name()) {
-            return Err(Error::AlreadyExists(format!(
-                "column '{}' already exists in {table}",
-                field.name()
-            )));
-        }
-        if !field.is_nullable() && !meta.contains_key(DEFAULT_KEY) {
-            return Err(Error::Invalid(format!(
-                "cannot add NOT NULL column '{}' without a DEFAULT: existing rows would have no value",
-                field.name()
-            )));
-        }
-        if let Some(d) = meta.get(DEFAULT_KEY) {
-            defaults.push((field.name().clone(), d.clone(), field.data_type().clone()));
-        }
-        // Delta adds columns as nullable; NOT NULL with a default is enforced on insert.
-        let nullable = Field::new(field.name(), field.data_type().clone(), true);
-        fields.push(delta_field(&nullable, &meta)?);
-    }
-    let t = keep_new_columns_stats_exact(t, &typed_new).await?;
-    if defaults.is_empty() || t.snapshot()?.log_data().num_files() == 0 {
-        t.add_columns().with_fields(fields).await?;
-        return Ok(Output::empty());
-    }
-    // Existing rows get the DEFAULT in the same commit that adds the columns.
-    let mut values = vec![];
-    let mut arrow_fields = vec![];
-    for (col, _) in &typed_new {
-        let dt = typed_new
-            .iter()
-            .find(|(c, _)| c == col)
-            .map(|(_, d)| d.clone());
-        let dt = dt.unwrap_or(datafusion::arrow::datatypes::DataType::Null);
-        let value = match defaults.iter().find(|(c, _, _)| c == col) {
-            Some((_, default, dt)) => super::table::default_expr(session, default, dt).await?,
-            None => datafusion::logical_expr::Expr::Literal(
-                datafusion::common::ScalarValue::try_from(&dt)?,
-                None,
-            ),
-        };
-        arrow_fields.push(Field::new(col, dt, true));
-        values.push((col.clone(), value));
-    }
-    // On the state it read only: a commit in between (an append, an OPTIMIZE) is a conflict,
-    // and the rewrite runs again on the new state.
-    super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
-        let (table, fields, arrow_fields, values) = (&table, &fields, &arrow_fields, &values);
-        async move {
-            let t = session.warehouse.open(table).await?;
-            super::rewrite::add_columns_with_values(
-                session,
-                &t,
-                fields.clone(),
-                arrow_fields.clone(),
-                values.clone(),
-            )
-            .await
-        }
-    })
-    .await?;
-    Ok(Output::empty())
-}
-
-/// Before wide DECIMAL columns are added to a table that still collects statistics on every
-/// column, list its present columns in `delta.dataSkippingStatsColumns` (see
-/// `types::exact_stats_property`), so the new decimals never get inexact statistics. Its own
-/// commit, made first: a crash before the columns are added leaves only a harmless property.
-async fn keep_new_columns_stats_exact(
-    t: deltalake::DeltaTable,
-    new: &[(String, datafusion::arrow::datatypes::DataType)],
-) -> Result<deltalake::DeltaTable> {
-    let snapshot = t.snapshot()?;
-    let metadata = snapshot.metadata();
-    let configured = metadata
-        .configuration()
-        .keys()
-        .any(|k| k.starts_with("delta.dataSkipping"));
-    if configured || crate::engine::types::exact_stats_property(new, &[]).is_none() {
-        return Ok(t);
-    }
-    let mut all: Vec<(String, datafusion::arrow::datatypes::DataType)> = arrow_schema(&t)?
-        .fields()
-        .iter()
-        .map(|f| (f.name().clone(), f.data_type().clone()))
-        .collect();
-    all.extend(new.iter().cloned());
-    let partitions = metadata.partition_columns().to_vec();
-    let Some((k, v)) = crate::engine::types::exact_stats_property(&all, &partitions) else {
-        return Ok(t);
-    };
-    Ok(t.set_tbl_properties()
-        .with_properties([(k, v)].into_iter().collect())
-        .await?)
-}
-
-/// `ALTER TABLE t SET TBLPROPERTIES (...)`.
-pub async fn set_properties(
-    session: &Session,
-    name: &ObjectName,
-    properties: Vec<(String, String)>,
-) -> Result<Output> {
-    let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
-    t.set_tbl_properties()
-        .with_properties(properties.into_iter().collect())
-        .await?;
-    Ok(Output::empty())
-}
-
-/// `ALTER TABLE t ADD CONSTRAINT name CHECK (condition)`: every existing row must pass, and
-/// every later write is checked (Delta's `delta.constraints.<name>`).
-pub async fn add_constraint(
-    session: &Session,
-    name: &ObjectName,
-    constraint: &str,
-    check: &Expr,
-) -> Result<Output> {
-    let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
-    let key = format!("delta.constraints.{}", constraint.to_lowercase());
-    if let Some(existing) = t.snapshot()?.metadata().configuration().get(&key) {
-        return Err(Error::AlreadyExists(format!(
-            "{table} already has constraint {constraint} CHECK ({existing}): drop it first (ALTER TABLE {table} DROP CONSTRAINT {constraint})"
-        )));
-    }
-    t.add_constraint()
-        .with_constraint(constraint.to_lowercase(), check_text(check))
-        .await
-        .map_err(|e| {
-            Error::from(e).context(format!("cannot add constraint {constraint} to {table}"))
-        })?;
-    Ok(Output::empty())
-}
-
-/// A CHECK condition as delta-rs parses it (generic SQL, case-sensitive names): strings in
-/// single quotes (tidemark's dialect reads `"x"` as a string, delta-rs as a column) and
-/// column names lower-cased, as tidemark stores them.
-fn check_text(check: &Expr) -> String {
-    use datafusion::sql::sqlparser::ast::{Ident, Value, visit_expressions_mut};
-    let name = |i: &mut Ident| {
-        i.value = i.value.to_lowercase();
-        let plain = i
-            .value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !i.value.starts_with(|c: char| c.is_ascii_digit());
-        i.quote_style = if plain { None } else { Some('"') };
-    };
-    let mut check = check.clone();
-    let _ = visit_expressions_mut(&mut check, |e| {
-        match e {
-            Expr::Value(v) => {
-                if let Value::DoubleQuotedString(s) = &v.value {
-                    v.value = Value::SingleQuotedString(s.clone());
-                }
-            }
-            Expr::Identifier(i) => name(i),
-            Expr::CompoundIdentifier(parts) => parts.iter_mut().for_each(name),
-            _ => {}
-        }
-        std::ops::ControlFlow::<()>::Continue(())
-    });
-    check.to_string()
-}
-
-/// `ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name`.
-pub async fn drop_constraint(
-    session: &Session,
-    name: &ObjectName,
-    constraint: &str,
-    if_exists: bool,
-) -> Result<Output> {
-    let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
-    t.drop_constraints()
-        .with_constraint(constraint.to_lowercase())
-        .with_raise_if_not_exists(!if_exists)
-        .await
-        .map_err(|e| {
-            Error::from(e).context(format!("cannot drop constraint {constraint} of {table}"))
-        })?;
-    Ok(Output::empty())
 }

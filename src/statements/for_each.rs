@@ -318,7 +318,61 @@ fn stored_name(raw: &str) -> Result<ObjectName> {
 /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
 pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> Result<Output> {
     let ctl = session.table_name(&c.control)?;
-    let all = control::read_all(session, &ctl).await?;
+    let Selected {
+        batches,
+        known,
+        paused,
+        has_active,
+    } = selected(session, &c, &ctl).await?;
+    let rows = rows_of(&batches)?;
+    let n = c.concurrency.unwrap_or(4) as usize;
+    let progress = LoopProgress::start(session.settings.progress.as_ref(), rows.len() as u64);
+    let quiet = quiet_settings(session);
+    let mut indexed: Vec<(usize, IterationResult)> =
+        futures::stream::iter(rows.into_iter().zip(known).enumerate())
+            .map(|(i, (row, known_row))| {
+                let mut s = session.clone();
+                s.settings = quiet.clone();
+                let line = progress.clone();
+                let ctl_name = c.control.clone();
+                let dry_run = c.dry_run;
+                let paused = has_active && paused[i];
+                // A task per copy: copies run on every core, not interleaved on one.
+                let task = AbortOnDrop(tokio::spawn(async move {
+                    let r =
+                        copy_row(&s, i, &row, known_row, ctl_name, dry_run, paused, &line).await;
+                    (i, r)
+                }));
+                async move {
+                    task.await
+                        .unwrap_or_else(|e| (i, IterationResult::stopped("copy", e)))
+                }
+            })
+            .buffer_unordered(n.max(1))
+            .collect()
+            .await;
+    progress.finish();
+    indexed.sort_by_key(|(i, _)| *i);
+    let results: Vec<IterationResult> = indexed.into_iter().map(|(_, r)| r).collect();
+    finish(result_table(&batches, &results)?, &results)
+}
+
+/// The control rows a one-statement job copies (WHERE applied), each with its row as read
+/// (None for a pair named by several rows) and whether it is paused (`active = false`).
+struct Selected {
+    /// `source_table`, `target_table` and `watermark_column` of each row.
+    batches: Vec<datafusion::arrow::array::RecordBatch>,
+    known: Vec<Option<ControlRow>>,
+    paused: Vec<bool>,
+    has_active: bool,
+}
+
+async fn selected(
+    session: &Session,
+    c: &CopyUsingControl,
+    ctl: &crate::catalog::TableName,
+) -> Result<Selected> {
+    let all = control::read_all(session, ctl).await?;
     let counts = control::pair_counts(session, &all);
     let mut df = session.ctx.read_batches(all)?;
     if let Some(mut pred) = c.filter.clone() {
@@ -364,7 +418,7 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                     .as_ref()
                     .is_some_and(|a| a.is_valid(r) && !a.value(r)),
             );
-            let row = control::row_at(&ctl, b, r).ok().flatten().filter(|row| {
+            let row = control::row_at(ctl, b, r).ok().flatten().filter(|row| {
                 control::pair_of(session, &row.source_value, row.target_value.as_deref())
                     .is_some_and(|pair| counts.get(&pair) == Some(&1))
             });
@@ -381,114 +435,103 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
             b.project(&idx)
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let rows = rows_of(&batches)?;
-    let n = c.concurrency.unwrap_or(4) as usize;
-    let progress = LoopProgress::start(session.settings.progress.as_ref(), rows.len() as u64);
-    let quiet = quiet_settings(session);
-    let mut indexed: Vec<(usize, IterationResult)> =
-        futures::stream::iter(rows.into_iter().zip(known).enumerate())
-            .map(|(i, (row, known_row))| {
-                let mut s = session.clone();
-                s.settings = quiet.clone();
-                let line = progress.clone();
-                let ctl_name = c.control.clone();
-                let dry_run = c.dry_run;
-                let paused = has_active && paused[i];
-                // A task per copy: copies run on every core, not interleaved on one.
-                let task = AbortOnDrop(tokio::spawn(async move {
-                    let started = chrono::Utc::now().timestamp_micros();
-                    let clock = Instant::now();
-                    if paused {
-                        let skipped = IterationResult {
-                            started_at_us: started,
-                            duration_ms: 0,
-                            rows_to_copy: None,
-                            marks: None,
-                            rows_affected: 0,
-                            error: None,
-                            status: "skipped".into(),
-                        };
-                        return (i, skipped);
-                    }
-                    let text = |name: &str| {
-                        row.iter()
-                            .find(|(c, _)| c == name)
-                            .and_then(|(_, v)| match v {
-                                ScalarValue::Utf8(s)
-                                | ScalarValue::Utf8View(s)
-                                | ScalarValue::LargeUtf8(s) => s.clone(),
-                                _ => None,
-                            })
-                    };
-                    let src = text("source_table").unwrap_or_default();
-                    let _line = line.iteration(format!(
-                        "{src} -> {}",
-                        text("target_table").unwrap_or_default()
-                    ));
-                    let result = async {
-                        let source = stored_name(&src).map_err(|e| {
-                            e.context(format!("control row {} (source_table '{src}')", i + 1))
-                        })?;
-                        let tgt = text("target_table").ok_or_else(|| {
-                            Error::Invalid(format!(
-                                "control row {} (source_table '{src}') has no target_table",
-                                i + 1
-                            ))
-                        })?;
-                        let target = stored_name(&tgt).map_err(|e| {
-                            e.context(format!("control row {} (target_table '{tgt}')", i + 1))
-                        })?;
-                        let copy = CopyIncremental {
-                            source,
-                            target,
-                            watermark: None,
-                            since: None,
-                            control: Some(ctl_name),
-                            merge_on: vec![],
-                            lookback: None,
-                            dry_run,
-                        };
-                        super::copy::run_with_row(&s, &copy, known_row).await
-                    }
-                    .await;
-                    let r = match result {
-                        Ok(rep) => IterationResult {
-                            started_at_us: started,
-                            duration_ms: clock.elapsed().as_millis() as i64,
-                            // A dry run affects nothing: its would-be count is in `rows_to_copy`.
-                            rows_affected: if dry_run { 0 } else { rep.record.rows_copied },
-                            rows_to_copy: dry_run.then_some(rep.record.rows_copied),
-                            marks: Some((
-                                rep.record.previous_mark.clone(),
-                                rep.record.new_mark.clone(),
-                            )),
-                            error: None,
-                            status: rep.record.status.clone(),
-                        },
-                        Err(e) => IterationResult {
-                            started_at_us: started,
-                            duration_ms: clock.elapsed().as_millis() as i64,
-                            rows_to_copy: None,
-                            marks: None,
-                            rows_affected: 0,
-                            error: Some(e.to_string()),
-                            status: "failed".into(),
-                        },
-                    };
-                    (i, r)
-                }));
-                async move {
-                    task.await
-                        .unwrap_or_else(|e| (i, IterationResult::stopped("copy", e)))
+    Ok(Selected {
+        batches,
+        known,
+        paused,
+        has_active,
+    })
+}
+
+/// One control row's copy, as the job's result reports it.
+#[allow(clippy::too_many_arguments)]
+async fn copy_row(
+    s: &Session,
+    i: usize,
+    row: &[(String, ScalarValue)],
+    known_row: Option<ControlRow>,
+    ctl_name: datafusion::sql::sqlparser::ast::ObjectName,
+    dry_run: bool,
+    paused: bool,
+    line: &LoopProgress,
+) -> IterationResult {
+    let started = chrono::Utc::now().timestamp_micros();
+    let clock = Instant::now();
+    if paused {
+        let skipped = IterationResult {
+            started_at_us: started,
+            duration_ms: 0,
+            rows_to_copy: None,
+            marks: None,
+            rows_affected: 0,
+            error: None,
+            status: "skipped".into(),
+        };
+        return skipped;
+    }
+    let text = |name: &str| {
+        row.iter()
+            .find(|(c, _)| c == name)
+            .and_then(|(_, v)| match v {
+                ScalarValue::Utf8(s) | ScalarValue::Utf8View(s) | ScalarValue::LargeUtf8(s) => {
+                    s.clone()
                 }
+                _ => None,
             })
-            .buffer_unordered(n.max(1))
-            .collect()
-            .await;
-    progress.finish();
-    indexed.sort_by_key(|(i, _)| *i);
-    let results: Vec<IterationResult> = indexed.into_iter().map(|(_, r)| r).collect();
-    finish(result_table(&batches, &results)?, &results)
+    };
+    let src = text("source_table").unwrap_or_default();
+    let _line = line.iteration(format!(
+        "{src} -> {}",
+        text("target_table").unwrap_or_default()
+    ));
+    let result = async {
+        let source = stored_name(&src)
+            .map_err(|e| e.context(format!("control row {} (source_table '{src}')", i + 1)))?;
+        let tgt = text("target_table").ok_or_else(|| {
+            Error::Invalid(format!(
+                "control row {} (source_table '{src}') has no target_table",
+                i + 1
+            ))
+        })?;
+        let target = stored_name(&tgt)
+            .map_err(|e| e.context(format!("control row {} (target_table '{tgt}')", i + 1)))?;
+        let copy = CopyIncremental {
+            source,
+            target,
+            watermark: None,
+            since: None,
+            control: Some(ctl_name),
+            merge_on: vec![],
+            lookback: None,
+            dry_run,
+        };
+        super::copy::run_with_row(s, &copy, known_row).await
+    }
+    .await;
+    match result {
+        Ok(rep) => IterationResult {
+            started_at_us: started,
+            duration_ms: clock.elapsed().as_millis() as i64,
+            // A dry run affects nothing: its would-be count is in `rows_to_copy`.
+            rows_affected: if dry_run { 0 } else { rep.record.rows_copied },
+            rows_to_copy: dry_run.then_some(rep.record.rows_copied),
+            marks: Some((
+                rep.record.previous_mark.clone(),
+                rep.record.new_mark.clone(),
+            )),
+            error: None,
+            status: rep.record.status.clone(),
+        },
+        Err(e) => IterationResult {
+            started_at_us: started,
+            duration_ms: clock.elapsed().as_millis() as i64,
+            rows_to_copy: None,
+            marks: None,
+            rows_affected: 0,
+            error: Some(e.to_string()),
+            status: "failed".into(),
+        },
+    }
 }
 
 /// What a running iteration's progress line says it works on: `source -> target` for a

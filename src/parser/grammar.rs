@@ -1,0 +1,660 @@
+//! The grammar of tidemark's own statements (and of its own readings of standard ones), on
+//! sqlparser's parser: USE, SHOW, DESCRIBE, OPTIMIZE, VACUUM, CREATE/DROP CATALOG, the ALTER
+//! TABLE forms it runs itself, session variables, COPY INCREMENTAL and FOR loops.
+
+use super::*;
+use crate::error::{Error, Result};
+use datafusion::sql::sqlparser::ast::{Ident, ObjectName, ObjectNamePart};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+/// Error at the parser's next token.
+pub(super) fn error_here(p: &Parser, message: impl Into<String>) -> Error {
+    let t = p.peek_token();
+    Error::parse(
+        format!("syntax error: {}, found: {}", message.into(), t.token),
+        t.span.start.line as usize,
+        t.span.start.column as usize,
+    )
+}
+
+/// Consume an unquoted word (any word, keyword or not) if it is next.
+pub(super) fn parse_word(p: &mut Parser, w: &str) -> bool {
+    if is_word(&p.peek_token().token, w) {
+        p.next_token();
+        true
+    } else {
+        false
+    }
+}
+
+pub(super) fn parse_words(p: &mut Parser, words: &[&str]) -> bool {
+    let all = words
+        .iter()
+        .enumerate()
+        .all(|(i, w)| is_word(&p.peek_nth_token(i).token, w));
+    if all {
+        for _ in words {
+            p.next_token();
+        }
+    }
+    all
+}
+
+pub(super) fn expect_word(p: &mut Parser, w: &str) -> Result<()> {
+    if parse_word(p, w) {
+        Ok(())
+    } else {
+        Err(error_here(p, format!("expected {w}")))
+    }
+}
+
+pub(super) fn pe(e: ParserError) -> Error {
+    crate::error::parser_error(&e)
+}
+
+pub(super) fn object_name(p: &mut Parser) -> Result<ObjectName> {
+    p.parse_object_name(false).map_err(pe)
+}
+
+/// A variable name: `x`, `session.x` or `system.session.x`.
+pub(super) fn variable_name(p: &mut Parser) -> Result<String> {
+    let name = object_name(p)?;
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(Ident { value, .. }) => value.to_lowercase(),
+            other => other.to_string(),
+        })
+        .collect();
+    match parts.as_slice() {
+        [n] => Ok(n.clone()),
+        [s, n] if s == "session" => Ok(n.clone()),
+        [a, s, n] if a == "system" && s == "session" => Ok(n.clone()),
+        _ => Err(Error::class(
+            "INVALID_VARIABLE_NAME",
+            format!(
+                "'{name}' is not a session variable name (use name, session.name or system.session.name)"
+            ),
+        )),
+    }
+}
+
+/// One statement: tidemark's own (or its own reading of a standard one), else sqlparser's.
+pub(super) fn parse_statement(p: &mut Parser) -> Result<Statement> {
+    for own in [
+        session_statement,
+        maintenance_statement,
+        ddl_statement,
+        variable_statement,
+        copy_statement,
+    ] {
+        if let Some(stmt) = own(p)? {
+            return Ok(stmt);
+        }
+    }
+    Ok(Statement::Sql(Box::new(p.parse_statement().map_err(pe)?)))
+}
+
+/// `USE`, `SHOW CATALOGS|SCHEMAS|TABLES`, `DESCRIBE [HISTORY]`.
+pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
+    let w0 = p.peek_token().token;
+    if is_word(&w0, "USE") {
+        p.next_token();
+        let kind = if parse_word(p, "CATALOG") {
+            UseKind::Catalog
+        } else if parse_word(p, "SCHEMA") || parse_word(p, "DATABASE") {
+            UseKind::Schema
+        } else {
+            UseKind::Plain
+        };
+        return Ok(Some(Statement::Use {
+            kind,
+            name: object_name(p)?,
+        }));
+    }
+    if is_word(&w0, "SHOW") {
+        let what = if is_word(&p.peek_nth_token(1).token, "CATALOGS") {
+            ShowWhat::Catalogs
+        } else if is_word(&p.peek_nth_token(1).token, "SCHEMAS")
+            || is_word(&p.peek_nth_token(1).token, "DATABASES")
+        {
+            ShowWhat::Schemas
+        } else if is_word(&p.peek_nth_token(1).token, "TABLES") {
+            ShowWhat::Tables
+        } else {
+            return Ok(Some(Statement::Sql(Box::new(
+                p.parse_statement().map_err(pe)?,
+            ))));
+        };
+        p.next_token();
+        p.next_token();
+        let within = if parse_word(p, "IN") || parse_word(p, "FROM") {
+            Some(object_name(p)?)
+        } else {
+            None
+        };
+        return Ok(Some(Statement::Show { what, within }));
+    }
+    if is_word(&w0, "DESCRIBE") || is_word(&w0, "DESC") {
+        p.next_token();
+        let history = parse_word(p, "HISTORY");
+        if !history {
+            parse_word(p, "TABLE");
+        }
+        return Ok(Some(Statement::Describe {
+            table: object_name(p)?,
+            history,
+        }));
+    }
+    Ok(None)
+}
+
+/// `OPTIMIZE` and `VACUUM`.
+pub(super) fn maintenance_statement(p: &mut Parser) -> Result<Option<Statement>> {
+    let w0 = p.peek_token().token;
+    if is_word(&w0, "OPTIMIZE") {
+        p.next_token();
+        parse_word(p, "TABLE");
+        return Ok(Some(Statement::Optimize {
+            table: object_name(p)?,
+        }));
+    }
+    if is_word(&w0, "VACUUM") {
+        p.next_token();
+        parse_word(p, "TABLE");
+        let table = object_name(p)?;
+        let mut retain_hours = None;
+        if parse_word(p, "RETAIN") {
+            let t = p.next_token();
+            let n: f64 = match &t.token {
+                Token::Number(n, _) => n
+                    .parse()
+                    .map_err(|_| error_here(p, "expected a number of hours"))?,
+                _ => return Err(error_here(p, "expected a number of hours after RETAIN")),
+            };
+            expect_word(p, "HOURS")?;
+            retain_hours = Some(n);
+        }
+        let dry_run = parse_words(p, &["DRY", "RUN"]);
+        return Ok(Some(Statement::Vacuum {
+            table,
+            retain_hours,
+            dry_run,
+        }));
+    }
+    Ok(None)
+}
+
+/// `CREATE|DROP CATALOG` and the `ALTER TABLE` forms tidemark runs itself (others go to
+/// sqlparser).
+pub(super) fn ddl_statement(p: &mut Parser) -> Result<Option<Statement>> {
+    let w0 = p.peek_token().token;
+    if parse_words(p, &["CREATE", "CATALOG"]) {
+        let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+        return Ok(Some(Statement::CreateCatalog {
+            name: object_name(p)?,
+            if_not_exists,
+        }));
+    }
+    if parse_words(p, &["DROP", "CATALOG"]) {
+        let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = object_name(p)?;
+        let cascade = parse_word(p, "CASCADE");
+        if !cascade {
+            parse_word(p, "RESTRICT");
+        }
+        return Ok(Some(Statement::DropCatalog {
+            name,
+            if_exists,
+            cascade,
+        }));
+    }
+    if is_word(&w0, "ALTER") && is_word(&p.peek_nth_token(1).token, "TABLE") {
+        let start = p.index();
+        p.next_token();
+        p.next_token();
+        let table = object_name(p)?;
+        if parse_words(p, &["ADD", "CONSTRAINT"]) {
+            let name = p.parse_identifier().map_err(pe)?;
+            if !parse_word(p, "CHECK") {
+                return Err(pe(ParserError::ParserError(format!(
+                    "expected CHECK (condition) after ADD CONSTRAINT {name}, found {}",
+                    p.peek_token()
+                ))));
+            }
+            p.expect_token(&Token::LParen).map_err(pe)?;
+            let check = p.parse_expr().map_err(pe)?;
+            p.expect_token(&Token::RParen).map_err(pe)?;
+            return Ok(Some(Statement::AddConstraint { table, name, check }));
+        }
+        if parse_words(p, &["DROP", "CONSTRAINT"]) {
+            let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = p.parse_identifier().map_err(pe)?;
+            return Ok(Some(Statement::DropConstraint {
+                table,
+                name,
+                if_exists,
+            }));
+        }
+        if parse_word(p, "ADD") {
+            if !parse_word(p, "COLUMNS") {
+                parse_word(p, "COLUMN");
+            }
+            let paren = p.consume_token(&Token::LParen);
+            let columns = p
+                .parse_comma_separated(|p| p.parse_column_def())
+                .map_err(pe)?;
+            if paren {
+                p.expect_token(&Token::RParen).map_err(pe)?;
+            }
+            return Ok(Some(Statement::AddColumns { table, columns }));
+        }
+        if parse_words(p, &["SET", "TBLPROPERTIES"]) {
+            return Ok(Some(Statement::SetProperties {
+                table,
+                properties: parse_properties(p)?,
+            }));
+        }
+        // Anything else: let sqlparser parse it (the engine reports what is unsupported).
+        while p.index() > start {
+            p.prev_token();
+        }
+    }
+    Ok(None)
+}
+
+/// `DECLARE`, `SET VAR` and `DROP TEMPORARY VARIABLE`.
+pub(super) fn variable_statement(p: &mut Parser) -> Result<Option<Statement>> {
+    let w0 = p.peek_token().token;
+    if is_word(&w0, "DECLARE") {
+        p.next_token();
+        let or_replace = p.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
+        if !parse_word(p, "VARIABLE") {
+            parse_word(p, "VAR");
+        }
+        let name = variable_name(p)?;
+        let next = p.peek_token().token;
+        let data_type = if next == Token::EOF || next == Token::Eq || is_word(&next, "DEFAULT") {
+            None
+        } else {
+            Some(p.parse_data_type().map_err(pe)?)
+        };
+        let default = if parse_word(p, "DEFAULT") || p.consume_token(&Token::Eq) {
+            Some(p.parse_expr().map_err(pe)?)
+        } else {
+            None
+        };
+        return Ok(Some(Statement::Declare {
+            or_replace,
+            name,
+            data_type,
+            default,
+        }));
+    }
+    if is_word(&w0, "SET")
+        && (is_word(&p.peek_nth_token(1).token, "VAR")
+            || is_word(&p.peek_nth_token(1).token, "VARIABLE"))
+    {
+        p.next_token();
+        p.next_token();
+        if p.consume_token(&Token::LParen) {
+            let names = comma_separated(p, variable_name)?;
+            p.expect_token(&Token::RParen).map_err(pe)?;
+            p.expect_token(&Token::Eq).map_err(pe)?;
+            p.expect_token(&Token::LParen).map_err(pe)?;
+            let query = p.parse_query().map_err(pe)?;
+            p.expect_token(&Token::RParen).map_err(pe)?;
+            return Ok(Some(Statement::SetVariablesFromQuery { names, query }));
+        }
+        let assignments = comma_separated(p, |p| {
+            let name = variable_name(p)?;
+            p.expect_token(&Token::Eq).map_err(pe)?;
+            if parse_word(p, "DEFAULT") {
+                Ok((name, None))
+            } else {
+                Ok((name, Some(p.parse_expr().map_err(pe)?)))
+            }
+        })?;
+        return Ok(Some(Statement::SetVariables { assignments }));
+    }
+    if parse_words(p, &["DROP", "TEMPORARY", "VARIABLE"])
+        || parse_words(p, &["DROP", "TEMPORARY", "VAR"])
+    {
+        let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        return Ok(Some(Statement::DropVariable {
+            name: variable_name(p)?,
+            if_exists,
+        }));
+    }
+    Ok(None)
+}
+
+/// `COPY INCREMENTAL`, and a hint for a misspelled `INCREMENTAL`.
+pub(super) fn copy_statement(p: &mut Parser) -> Result<Option<Statement>> {
+    if parse_words(p, &["COPY", "INCREMENTAL"]) {
+        return parse_copy(p).map(Some);
+    }
+    if is_word(&p.peek_token().token, "COPY")
+        && let Token::Word(w) = &p.peek_nth_token(1).token
+        && w.quote_style.is_none()
+        && is_near_miss(&w.value, "INCREMENTAL")
+    {
+        p.next_token();
+        return Err(error_here(p, "expected INCREMENTAL after COPY"));
+    }
+    Ok(None)
+}
+
+pub(super) fn comma_separated<T>(
+    p: &mut Parser,
+    mut f: impl FnMut(&mut Parser) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut out = vec![f(p)?];
+    while p.consume_token(&Token::Comma) {
+        out.push(f(p)?);
+    }
+    Ok(out)
+}
+
+/// `('k' = 'v', ...)`.
+pub(super) fn parse_properties(p: &mut Parser) -> Result<Vec<(String, String)>> {
+    p.expect_token(&Token::LParen).map_err(pe)?;
+    let props = comma_separated(p, |p| {
+        let key = property_text(p)?;
+        let _ = p.consume_token(&Token::Eq);
+        let value = property_text(p)?;
+        Ok((key, value))
+    })?;
+    p.expect_token(&Token::RParen).map_err(pe)?;
+    Ok(props)
+}
+
+pub(super) fn property_text(p: &mut Parser) -> Result<String> {
+    let t = p.next_token();
+    match t.token {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Ok(s),
+        Token::Number(n, _) => Ok(n),
+        Token::Word(w) => {
+            // dotted keys like delta.appendOnly
+            let mut s = w.value;
+            while p.consume_token(&Token::Period) {
+                match p.next_token().token {
+                    Token::Word(w) => {
+                        s.push('.');
+                        s.push_str(&w.value);
+                    }
+                    _ => return Err(error_here(p, "expected a property name")),
+                }
+            }
+            Ok(s)
+        }
+        _ => {
+            p.prev_token();
+            Err(error_here(p, "expected a property key or value"))
+        }
+    }
+}
+
+/// `COPY INCREMENTAL ...` after the two leading words.
+pub(super) fn parse_copy(p: &mut Parser) -> Result<Statement> {
+    if parse_words(p, &["USING", "CONTROL", "TABLE"]) {
+        let control = object_name(p)?;
+        let mut c = CopyUsingControl {
+            control,
+            filter: None,
+            concurrency: None,
+            dry_run: false,
+        };
+        loop {
+            if c.filter.is_none() && p.parse_keyword(Keyword::WHERE) {
+                c.filter = Some(p.parse_expr().map_err(pe)?);
+            } else if c.concurrency.is_none() && parse_word(p, "CONCURRENCY") {
+                c.concurrency = Some(positive(p)?);
+            } else if !c.dry_run && parse_words(p, &["DRY", "RUN"]) {
+                c.dry_run = true;
+            } else {
+                break;
+            }
+        }
+        return Ok(Statement::CopyUsingControl(Box::new(c)));
+    }
+    parse_word(p, "FROM");
+    let source = object_name(p)?;
+    expect_word(p, "INTO")?;
+    let target = object_name(p)?;
+    let mut c = CopyIncremental {
+        source,
+        target,
+        watermark: None,
+        since: None,
+        control: None,
+        merge_on: vec![],
+        lookback: None,
+        dry_run: false,
+    };
+    loop {
+        if c.watermark.is_none() && parse_word(p, "WATERMARK") {
+            c.watermark = Some(object_name(p)?);
+        } else if c.since.is_none() && parse_word(p, "SINCE") {
+            c.since = Some(p.parse_expr().map_err(pe)?);
+        } else if c.control.is_none() && parse_words(p, &["CONTROL", "TABLE"]) {
+            c.control = Some(object_name(p)?);
+        } else if c.merge_on.is_empty() && parse_words(p, &["MERGE", "ON"]) {
+            p.expect_token(&Token::LParen).map_err(pe)?;
+            c.merge_on = comma_separated(p, object_name)?;
+            p.expect_token(&Token::RParen).map_err(pe)?;
+        } else if c.lookback.is_none() && parse_word(p, "LOOKBACK") {
+            c.lookback = Some(p.parse_expr().map_err(pe)?);
+        } else if !c.dry_run && parse_words(p, &["DRY", "RUN"]) {
+            c.dry_run = true;
+        } else {
+            break;
+        }
+    }
+    Ok(Statement::CopyIncremental(Box::new(c)))
+}
+
+pub(super) fn positive(p: &mut Parser) -> Result<u64> {
+    let t = p.peek_token();
+    match p.parse_literal_uint() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(Error::parse(
+            format!(
+                "syntax error: expected a positive integer, found: {}",
+                t.token
+            ),
+            t.span.start.line as usize,
+            t.span.start.column as usize,
+        )),
+    }
+}
+
+/// `FOR EACH v IN (q) [CONCURRENCY n] DO ... END FOR` and `FOR [v AS] q DO ... END FOR`.
+/// `FOR [EACH] [var [AS]] query [CONCURRENCY n] DO body END FOR`: its head parsed now, its
+/// body split into statements checked for syntax (names resolve per iteration).
+pub(super) fn parse_for(
+    sql: &str,
+    tokens: Vec<TokenWithSpan>,
+    resolver: &dyn IdentifierResolver,
+) -> Result<Statement> {
+    let (do_idx, end_idx) = loop_bounds(&tokens)?;
+    let (var, query, concurrency, parallel) = loop_head(tokens[..do_idx].to_vec(), resolver)?;
+    let body = loop_body(sql, &tokens, do_idx, end_idx)?;
+    Ok(Statement::ForEach(Box::new(ForEach {
+        var,
+        query,
+        concurrency,
+        parallel,
+        body,
+    })))
+}
+
+/// The positions of the DO that opens a loop's body and of its final END.
+pub(super) fn loop_bounds(tokens: &[TokenWithSpan]) -> Result<(usize, usize)> {
+    // Find the DO that opens the body: the first unquoted DO outside parentheses.
+    let mut depth = 0i64;
+    let mut do_idx = None;
+    for (i, t) in tokens.iter().enumerate() {
+        match &t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            tok if depth == 0 && is_word(tok, "DO") => {
+                do_idx = Some(i);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let Some(do_idx) = do_idx else {
+        return Err(Error::parse("syntax error: FOR loop without DO", 1, 1));
+    };
+    // The body ends at the final END FOR.
+    let tail: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_) | Token::EOF))
+        .collect();
+    let n = tail.len();
+    if n < 2
+        || !is_word(&tokens[tail[n - 2]].token, "END")
+        || !is_word(&tokens[tail[n - 1]].token, "FOR")
+    {
+        let last = tail
+            .last()
+            .map(|&i| tokens[i].span.end)
+            .unwrap_or(datafusion::sql::sqlparser::tokenizer::Location { line: 1, column: 1 });
+        return Err(Error::parse(
+            "syntax error: FOR loop body must end with END FOR",
+            last.line as usize,
+            last.column as usize,
+        ));
+    }
+    let end_idx = tail[n - 2];
+    Ok((do_idx, end_idx))
+}
+
+/// A loop head: its variable, query, CONCURRENCY and whether it is FOR EACH (parallel).
+type LoopHead = (
+    Option<String>,
+    Box<datafusion::sql::sqlparser::ast::Query>,
+    Option<u64>,
+    bool,
+);
+
+/// Parse the tokens before DO.
+pub(super) fn loop_head(
+    tokens: Vec<TokenWithSpan>,
+    resolver: &dyn IdentifierResolver,
+) -> Result<LoopHead> {
+    let mut head = tokens;
+    head.push(TokenWithSpan::wrap(Token::EOF));
+    let head = substitute_identifiers(head, resolver)?;
+    let mut p = Parser::new(&DIALECT).with_tokens_with_locations(head);
+    expect_word(&mut p, "FOR")?;
+    let parts = if parse_word(&mut p, "EACH") {
+        let var = p.parse_identifier().map_err(pe)?.value.to_lowercase();
+        p.expect_keyword(Keyword::IN).map_err(pe)?;
+        p.expect_token(&Token::LParen).map_err(pe)?;
+        let query = p.parse_query().map_err(pe)?;
+        p.expect_token(&Token::RParen).map_err(pe)?;
+        let concurrency = if parse_word(&mut p, "CONCURRENCY") {
+            Some(positive(&mut p)?)
+        } else {
+            None
+        };
+        (Some(var), query, concurrency, true)
+    } else {
+        let is_as = matches!(p.peek_nth_token(1).token, Token::Word(ref w) if w.value.eq_ignore_ascii_case("AS"));
+        let var = if is_as {
+            let v = p.parse_identifier().map_err(pe)?.value.to_lowercase();
+            p.next_token();
+            Some(v)
+        } else {
+            None
+        };
+        (var, p.parse_query().map_err(pe)?, None, false)
+    };
+    if p.peek_token().token != Token::EOF {
+        return Err(error_here(&p, "expected DO"));
+    }
+    Ok(parts)
+}
+
+/// The statements between DO and END FOR, with their positions in `sql`.
+pub(super) fn loop_body(
+    sql: &str,
+    tokens: &[TokenWithSpan],
+    do_idx: usize,
+    end_idx: usize,
+) -> Result<Vec<BodyStatement>> {
+    // Body text between DO and END FOR, split into statements with their positions.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let offset = |loc: datafusion::sql::sqlparser::tokenizer::Location| -> usize {
+        let ls = line_starts
+            .get(loc.line.saturating_sub(1) as usize)
+            .copied()
+            .unwrap_or(0);
+        let line = &sql[ls..];
+        ls + line
+            .char_indices()
+            .nth(loc.column.saturating_sub(1) as usize)
+            .map(|(i, _)| i)
+            .unwrap_or(line.len())
+    };
+    let body_start = offset(tokens[do_idx].span.end);
+    let body_end = offset(tokens[end_idx].span.start);
+    let body_text = &sql[body_start..body_end];
+    let base = tokens[do_idx].span.end;
+    let split = splitter::split(body_text);
+    let mut body = Vec::new();
+    let mut pieces: Vec<splitter::Located> = split.pieces;
+    if !split.rest.trim().is_empty() {
+        pieces.push(splitter::Located {
+            piece: splitter::Piece::Sql(split.rest.trim().to_string()),
+            pos: split.rest_pos,
+        });
+    }
+    for located in pieces {
+        let (line, col) = if located.pos.line == 1 {
+            (
+                base.line as usize,
+                base.column as usize + located.pos.col - 1,
+            )
+        } else {
+            (base.line as usize + located.pos.line - 1, located.pos.col)
+        };
+        let splitter::Piece::Sql(text) = located.piece else {
+            return Err(Error::parse(
+                "meta-commands are not allowed inside a FOR body",
+                line,
+                col,
+            ));
+        };
+        // Check the syntax now; names are resolved per iteration.
+        if let Err(e) = parse(&text, &SyntaxOnly) {
+            let (l, c) = e.position().unwrap_or((1, 1));
+            let (l, c) = if l == 1 {
+                (line, col + c - 1)
+            } else {
+                (line + l - 1, c)
+            };
+            return Err(Error::parse(e.to_string(), l, c));
+        }
+        body.push(BodyStatement {
+            sql: text,
+            line,
+            col,
+        });
+    }
+    if body.is_empty() {
+        return Err(Error::parse(
+            "syntax error: FOR loop body is empty",
+            base.line as usize,
+            base.column as usize,
+        ));
+    }
+    Ok(body)
+}

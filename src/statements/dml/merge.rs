@@ -1,0 +1,356 @@
+//! MERGE INTO: a source joined to a warehouse table, its WHEN clauses (with Databricks'
+//! `UPDATE SET *` and `INSERT *`) turned into delta-rs' merge builder, in one commit.
+
+use super::super::counts;
+use super::super::table::default_value;
+use super::*;
+use crate::engine::{Output, Session};
+use crate::error::{Error, Result};
+use crate::parser::MERGE_STAR;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::sql::sqlparser::ast::{
+    Assignment, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SetExpr, TableFactor,
+};
+use deltalake::DeltaTable;
+
+/// `MERGE INTO t USING s ON ... WHEN ...`.
+pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
+    super::super::clauses::merge(&merge)?;
+    let TableFactor::Table { name, alias, .. } = &merge.table else {
+        return Err(Error::Invalid("MERGE INTO needs a table".into()));
+    };
+    let table = session.table_name(name)?;
+    let target_alias = alias
+        .as_ref()
+        .map(|a| a.name.value.clone())
+        .unwrap_or_else(|| table.table.clone());
+    let (source_query, source_alias) = merge_source(&merge)?;
+    let metrics = super::super::retry::on_conflict(super::super::retry::WHOLE_STATEMENT, || {
+        let merge = merge.clone();
+        let table = table.clone();
+        let source_query = source_query.clone();
+        let source_alias = source_alias.clone();
+        let target_alias = target_alias.clone();
+        async move {
+            let t = open_writable(session, &table).await?;
+            crate::catalog::refuse_logged_empty_partitions(
+                &t,
+                &table.to_string(),
+                "MERGE",
+                super::super::rewrite::applies(&t)?,
+            )?;
+            let target_schema = super::super::table::arrow_schema(&t)?;
+            let target_cols = super::super::column_names(target_schema.fields());
+            let defaults = insert_defaults(session, &t, &target_schema).await?;
+            let empty_as_null = crate::catalog::string_partition_columns(&t)?;
+            let (source, _bound) =
+                super::super::query::query_dataframe(session, source_query).await?;
+            let source = crate::engine::progress::counted_rows(source)?;
+            let source_cols = super::super::column_names(source.schema().fields());
+            let mut scope = target_cols.clone();
+            scope.extend(source_cols.iter().cloned());
+            let mut on = *merge.on;
+            let _b = session.bind(&mut on, &scope).await?;
+            let mut builder = t
+                .merge(source, on.to_string())
+                .with_source_alias(source_alias.clone())
+                .with_target_alias(target_alias.clone())
+                .with_session_state(without_view_types(session))
+                .with_commit_properties(
+                    super::super::upkeep::commit_properties().with_max_retries(0),
+                );
+            let clauses = Clauses {
+                target_cols: &target_cols,
+                source_cols: &source_cols,
+                source_alias: &source_alias,
+                defaults: &defaults,
+                empty_as_null: &empty_as_null,
+            };
+            for mut clause in merge.clauses {
+                let _b = session.bind(&mut clause, &scope).await?;
+                builder = clauses.add(builder, clause)?;
+            }
+            let (t, m) = builder.await.map_err(Error::from)?;
+            super::super::upkeep::after_commit(&t).await;
+            Ok(m)
+        }
+    })
+    .await
+    .map_err(|e| e.context(format!("cannot merge into {table}")))?;
+    let affected = metrics.num_target_rows_inserted
+        + metrics.num_target_rows_updated
+        + metrics.num_target_rows_deleted;
+    Ok(counts(&[
+        ("num_affected_rows", affected as i64),
+        ("num_updated_rows", metrics.num_target_rows_updated as i64),
+        ("num_deleted_rows", metrics.num_target_rows_deleted as i64),
+        ("num_inserted_rows", metrics.num_target_rows_inserted as i64),
+    ]))
+}
+
+/// The MERGE source as a query, and the name it goes by in the statement.
+fn merge_source(merge: &Merge) -> Result<(Query, String)> {
+    Ok(match &merge.source {
+        TableFactor::Table { name, alias, .. } => {
+            let alias = alias
+                .as_ref()
+                .map(|a| a.name.value.clone())
+                .unwrap_or_else(|| {
+                    crate::engine::name_parts(name)
+                        .ok()
+                        .and_then(|p| p.last().cloned())
+                        .unwrap_or("source".into())
+                });
+            // `SELECT * FROM <the source>`, built as a tree: the name is never pasted as text.
+            let mut query =
+                *datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+                    .try_with_sql("SELECT * FROM source")?
+                    .parse_query()?;
+            // The whole table reference (time travel, a sample ...) but its alias, which
+            // names the source in the MERGE instead.
+            let mut relation = merge.source.clone();
+            if let TableFactor::Table { alias, .. } = &mut relation {
+                *alias = None;
+            }
+            if let SetExpr::Select(select) = query.body.as_mut() {
+                select.from[0].relation = relation;
+            }
+            (query, alias)
+        }
+        TableFactor::Derived {
+            subquery, alias, ..
+        } => (
+            (**subquery).clone(),
+            alias
+                .as_ref()
+                .map(|a| a.name.value.clone())
+                .unwrap_or("source".into()),
+        ),
+        other => {
+            return Err(Error::Invalid(format!(
+                "MERGE source {other} is not supported"
+            )));
+        }
+    })
+}
+
+/// What a MERGE's clauses are built with.
+struct Clauses<'a> {
+    target_cols: &'a [String],
+    source_cols: &'a [String],
+    source_alias: &'a str,
+    /// Each DEFAULT column's value, for columns an INSERT leaves out.
+    defaults: &'a [(String, String)],
+    /// STRING partition columns, which store an empty string as NULL.
+    empty_as_null: &'a [String],
+}
+
+impl Clauses<'_> {
+    /// `builder` with one WHEN clause more.
+    fn add(
+        &self,
+        builder: deltalake::operations::merge::MergeBuilder,
+        clause: datafusion::sql::sqlparser::ast::MergeClause,
+    ) -> Result<deltalake::operations::merge::MergeBuilder> {
+        let pred = clause.predicate.map(|p| p.to_string());
+        Ok(match (clause.clause_kind, clause.action) {
+            (MergeClauseKind::Matched, MergeAction::Update(u)) => {
+                let sets = self.null_if_empty(merge_assignments(
+                    &u.assignments,
+                    self.target_cols,
+                    self.source_cols,
+                    self.source_alias,
+                )?);
+                builder.when_matched_update(|mut b| {
+                    if let Some(p) = pred {
+                        b = b.predicate(p);
+                    }
+                    for (c, e) in sets {
+                        b = b.update(c, e);
+                    }
+                    b
+                })?
+            }
+            (MergeClauseKind::Matched, MergeAction::Delete { .. }) => {
+                builder.when_matched_delete(|mut b| {
+                    if let Some(p) = pred {
+                        b = b.predicate(p);
+                    }
+                    b
+                })?
+            }
+            (
+                MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget,
+                MergeAction::Insert(i),
+            ) => {
+                let mut sets = merge_insert(
+                    &i.columns,
+                    &i.kind,
+                    self.target_cols,
+                    self.source_cols,
+                    self.source_alias,
+                )?;
+                // Columns the INSERT leaves out take their DEFAULT, as in INSERT.
+                for (c, d) in self.defaults {
+                    if !sets.iter().any(|(s, _)| s == c) {
+                        sets.push((c.clone(), d.clone()));
+                    }
+                }
+                let sets = self.null_if_empty(sets);
+                builder.when_not_matched_insert(|mut b| {
+                    if let Some(p) = pred {
+                        b = b.predicate(p);
+                    }
+                    for (c, e) in sets {
+                        b = b.set(c, e);
+                    }
+                    b
+                })?
+            }
+            (MergeClauseKind::NotMatchedBySource, MergeAction::Update(u)) => {
+                let sets = self.null_if_empty(merge_assignments(
+                    &u.assignments,
+                    self.target_cols,
+                    self.source_cols,
+                    self.source_alias,
+                )?);
+                builder.when_not_matched_by_source_update(|mut b| {
+                    if let Some(p) = pred {
+                        b = b.predicate(p);
+                    }
+                    for (c, e) in sets {
+                        b = b.update(c, e);
+                    }
+                    b
+                })?
+            }
+            (MergeClauseKind::NotMatchedBySource, MergeAction::Delete { .. }) => builder
+                .when_not_matched_by_source_delete(|mut b| {
+                    if let Some(p) = pred {
+                        b = b.predicate(p);
+                    }
+                    b
+                })?,
+            (kind, action) => {
+                return Err(Error::Invalid(format!(
+                    "WHEN {kind} THEN {action} is not a valid MERGE clause"
+                )));
+            }
+        })
+    }
+
+    fn null_if_empty(&self, sets: Vec<(String, String)>) -> Vec<(String, String)> {
+        sets.into_iter()
+            .map(|(c, e)| {
+                if self.empty_as_null.contains(&c) {
+                    let wrapped = format!("nullif({e}, '')");
+                    (c, wrapped)
+                } else {
+                    (c, e)
+                }
+            })
+            .collect()
+    }
+}
+
+/// Each DEFAULT column's value as an SQL literal, evaluated once per statement.
+pub(super) async fn insert_defaults(
+    session: &Session,
+    t: &DeltaTable,
+    schema: &Schema,
+) -> Result<Vec<(String, String)>> {
+    let mut out = vec![];
+    for (col, sql) in column_defaults(t)? {
+        let Ok(field) = schema.field_with_name(&col) else {
+            continue;
+        };
+        let value = default_value(session, &sql, field.data_type()).await?;
+        out.push((col, crate::engine::types::scalar_to_sql(&value).to_string()));
+    }
+    Ok(out)
+}
+
+pub(super) fn source_column(
+    col: &str,
+    source_cols: &[String],
+    source_alias: &str,
+) -> Result<String> {
+    if !source_cols.iter().any(|c| c.eq_ignore_ascii_case(col)) {
+        return Err(Error::NotFound(format!(
+            "MERGE ... * needs column '{col}' in the source{}",
+            crate::catalog::suggest(col, source_cols)
+        )));
+    }
+    Ok(format!(
+        "{}.{}",
+        crate::catalog::quote_ident(source_alias),
+        crate::catalog::quote_ident(col)
+    ))
+}
+
+/// `UPDATE SET a = e, ...` or `UPDATE SET *` as (column, SQL expression) pairs.
+pub(super) fn merge_assignments(
+    assignments: &[Assignment],
+    target_cols: &[String],
+    source_cols: &[String],
+    source_alias: &str,
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for a in assignments {
+        let col = assignment_column(a)?;
+        if col == MERGE_STAR {
+            for c in target_cols {
+                out.push((c.clone(), source_column(c, source_cols, source_alias)?));
+            }
+        } else {
+            out.push((col, a.value.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+/// `INSERT (cols) VALUES (exprs)` or `INSERT *` as (column, SQL expression) pairs.
+pub(super) fn merge_insert(
+    columns: &[datafusion::sql::sqlparser::ast::ObjectName],
+    kind: &MergeInsertKind,
+    target_cols: &[String],
+    source_cols: &[String],
+    source_alias: &str,
+) -> Result<Vec<(String, String)>> {
+    let MergeInsertKind::Values(values) = kind else {
+        return Err(Error::Invalid(
+            "INSERT ROW is not supported; use INSERT * or INSERT (cols) VALUES (...)".into(),
+        ));
+    };
+    let names: Vec<String> = columns
+        .iter()
+        .map(|c| c.to_string().trim_matches('`').to_lowercase())
+        .collect();
+    if names.len() == 1 && names[0] == MERGE_STAR {
+        return target_cols
+            .iter()
+            .map(|c| Ok((c.clone(), source_column(c, source_cols, source_alias)?)))
+            .collect();
+    }
+    let [row] = values.rows.as_slice() else {
+        return Err(Error::Invalid(
+            "MERGE INSERT takes exactly one VALUES row".into(),
+        ));
+    };
+    let names = if names.is_empty() {
+        target_cols.to_vec()
+    } else {
+        names
+    };
+    if names.len() != row.len() {
+        return Err(Error::Invalid(format!(
+            "MERGE INSERT lists {} columns but {} values",
+            names.len(),
+            row.len()
+        )));
+    }
+    Ok(names
+        .into_iter()
+        .zip(row.iter().map(|e| e.to_string()))
+        .collect())
+}

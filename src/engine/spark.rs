@@ -182,19 +182,8 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         return Ok(None);
     }
     let name = f.name.to_string().to_lowercase();
-    let exprs: Vec<&Expr> = match &f.args {
-        FunctionArguments::None => vec![],
-        FunctionArguments::List(l) if l.clauses.is_empty() && l.duplicate_treatment.is_none() => {
-            let mut out = vec![];
-            for a in &l.args {
-                match a {
-                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => out.push(e),
-                    _ => return Ok(None),
-                }
-            }
-            out
-        }
-        _ => return Ok(None),
+    let Some(exprs) = plain_args(&f.args) else {
+        return Ok(None);
     };
     let args: Vec<String> = exprs.iter().map(|e| format!("({e})")).collect();
     let scalar = f.over.is_none() && f.filter.is_none() && f.within_group.is_empty();
@@ -224,22 +213,7 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             format!("add_months(CAST({d} AS DATE), CAST({n} AS INT))")
         }
         ("last_day", [d]) if scalar => format!("last_day(CAST({d} AS DATE))"),
-        // Spark's decode compares NULL-safely: decode(NULL, NULL, 'a') is 'a'.
-        ("decode", [e, rest @ ..]) if scalar && rest.len() >= 2 => {
-            let mut sql = String::from("CASE");
-            for pair in rest.chunks(2) {
-                if let [search, result] = pair {
-                    sql.push_str(&format!(
-                        " WHEN {e} IS NOT DISTINCT FROM {search} THEN {result}"
-                    ));
-                }
-            }
-            if rest.len() % 2 == 1 {
-                sql.push_str(&format!(" ELSE {}", rest[rest.len() - 1]));
-            }
-            sql.push_str(" END");
-            sql
-        }
+        ("decode", [e, rest @ ..]) if scalar && rest.len() >= 2 => decode(e, rest),
         ("to_date", [s]) if scalar => format!("CAST({s} AS DATE)"),
         ("to_date", [s, _]) if scalar => format!(
             "CAST(to_timestamp_micros({s}, {}) AS DATE)",
@@ -296,6 +270,40 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         _ => return Ok(None),
     };
     Ok(Some(Expr::Nested(Box::new(parse_expr(&sql)?))))
+}
+
+/// A call's arguments when all are plain expressions (no names, no `*`, no clauses).
+fn plain_args(args: &FunctionArguments) -> Option<Vec<&Expr>> {
+    match args {
+        FunctionArguments::None => Some(vec![]),
+        FunctionArguments::List(l) if l.clauses.is_empty() && l.duplicate_treatment.is_none() => l
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Spark's `decode(e, search, result, ..., [default])`, which compares NULL-safely:
+/// `decode(NULL, NULL, 'a')` is 'a'.
+fn decode(e: &str, rest: &[String]) -> String {
+    let mut sql = String::from("CASE");
+    for pair in rest.chunks(2) {
+        if let [search, result] = pair {
+            sql.push_str(&format!(
+                " WHEN {e} IS NOT DISTINCT FROM {search} THEN {result}"
+            ));
+        }
+    }
+    if rest.len() % 2 == 1 {
+        sql.push_str(&format!(" ELSE {}", rest[rest.len() - 1]));
+    }
+    sql.push_str(" END");
+    sql
 }
 
 /// Seconds since 1970 of timestamp `ts`, as a DOUBLE with its fraction (DataFusion's epoch;

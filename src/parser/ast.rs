@@ -363,6 +363,21 @@ impl fmt::Display for Statement {
                 }
                 Ok(())
             }
+            Statement::Declare { .. }
+            | Statement::SetVariables { .. }
+            | Statement::SetVariablesFromQuery { .. }
+            | Statement::DropVariable { .. } => self.fmt_variable_statement(f),
+            Statement::CopyIncremental(c) => write!(f, "{c}"),
+            Statement::CopyUsingControl(c) => write!(f, "{c}"),
+            Statement::ForEach(l) => write!(f, "{l}"),
+        }
+    }
+}
+
+impl Statement {
+    /// DECLARE, SET VAR and DROP TEMPORARY VARIABLE as SQL.
+    fn fmt_variable_statement(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Statement::Declare {
                 or_replace,
                 name,
@@ -402,9 +417,7 @@ impl fmt::Display for Statement {
                     if *if_exists { "IF EXISTS " } else { "" }
                 )
             }
-            Statement::CopyIncremental(c) => write!(f, "{c}"),
-            Statement::CopyUsingControl(c) => write!(f, "{c}"),
-            Statement::ForEach(l) => write!(f, "{l}"),
+            other => unreachable!("not a variable statement: {other:?}"),
         }
     }
 }

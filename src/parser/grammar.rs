@@ -473,8 +473,8 @@ pub(super) fn positive(p: &mut Parser) -> Result<u64> {
 }
 
 /// `FOR EACH v IN (q) [CONCURRENCY n] DO ... END FOR` and `FOR [v AS] q DO ... END FOR`.
-/// `FOR [EACH] [var [AS]] query [CONCURRENCY n] DO body END FOR`: its head parsed now, its
-/// body split into statements checked for syntax (names resolve per iteration).
+/// The head is parsed now; the body is split into statements checked for syntax (names
+/// resolve per iteration).
 pub(super) fn parse_for(
     sql: &str,
     tokens: Vec<TokenWithSpan>,

@@ -14,10 +14,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use command::Command;
-use print::{Format, PrintOptions, Printer, print_batches};
+mod stream;
+use stream::*;
 
-use crate::engine::{Output, Reply, Session};
+use command::Command;
+use print::{Format, PrintOptions, print_batches};
+
+use crate::engine::{Output, Session};
 use crate::error::Error;
 use crate::parser::splitter::{self, Piece, Pos};
 
@@ -545,117 +548,6 @@ impl Shell {
             }
         }
         self.failed = false;
-    }
-}
-
-/// Why a statement printed no (whole) result.
-enum Failure {
-    /// The statement failed (or was cancelled).
-    Statement(Error),
-    /// Its result could not be written.
-    Output(std::io::Error),
-}
-
-/// Where results go: stdout, or the file of `\o FILE`. Buffered; flushed per batch. The
-/// statement's progress line goes away before the first byte of its result is written.
-struct Sink<'a>(
-    std::io::BufWriter<Box<dyn Write + 'a>>,
-    Option<indicatif::ProgressBar>,
-);
-
-impl<'a> Sink<'a> {
-    fn new(file: &'a mut Option<std::fs::File>, bar: Option<indicatif::ProgressBar>) -> Self {
-        let target: Box<dyn Write + 'a> = match file {
-            Some(f) => Box::new(f),
-            None => Box::new(std::io::stdout()),
-        };
-        Sink(std::io::BufWriter::with_capacity(1 << 16, target), bar)
-    }
-}
-
-impl Write for Sink<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Some(bar) = self.1.take() {
-            bar.finish_and_clear();
-        }
-        self.0.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-}
-
-/// Run one statement and print its result as it comes: a query's batches are written as the
-/// engine produces them, so memory stays flat in the row count. A closed pipe (`| head`)
-/// ends the printing quietly and stops the query.
-async fn run_and_print(
-    session: &mut Session,
-    output: &mut Option<std::fs::File>,
-    sql: &str,
-    print: &PrintOptions,
-    started: Instant,
-    spinner: Option<indicatif::ProgressBar>,
-) -> Result<(), Failure> {
-    use futures::StreamExt;
-    let reply = crate::statements::run_streaming(session, sql)
-        .await
-        .map_err(Failure::Statement)?;
-    let mut sink = Sink::new(output, spinner.clone());
-    let printed = match reply {
-        Reply::Done(out) => print_batches(
-            &mut sink,
-            &out.schema,
-            &out.batches,
-            print,
-            Some(started.elapsed()),
-        ),
-        Reply::Rows(mut rows) => {
-            let mut printer = Printer::new(&mut sink, rows.schema.clone(), print);
-            loop {
-                match rows.stream.next().await {
-                    None => break printer.finish(Some(started.elapsed())),
-                    Some(Err(e)) => return Err(Failure::Statement(e.into())),
-                    Some(Ok(batch)) => {
-                        if let Err(e) = printer.batch(&batch) {
-                            break Err(e);
-                        }
-                        if let Some(bar) = &spinner {
-                            bar.set_position(printer.rows() as u64);
-                        }
-                    }
-                }
-            }
-        }
-    };
-    reader_gone_is_fine(printed.and_then(|()| sink.flush())).map_err(Failure::Output)
-}
-
-/// A closed pipe is no failure: `| head` is an ordinary reader.
-fn reader_gone_is_fine(printed: std::io::Result<()>) -> std::io::Result<()> {
-    match printed {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-async fn interrupted() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return std::future::pending().await,
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
-use tidemark::shell::print::Format;
-use tidemark::shell::{self, Shell, Stop};
+use tidemark::shell::{self, Format, Shell, Stop};
 use tidemark::{Session, Settings};
 
 /// An SQL shell over a Delta Lake warehouse, with exactly-once incremental copies.
@@ -156,8 +155,8 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
         hard_links: !args.no_hard_links,
         delta_encoding: !args.plain_encodings,
         progress: (interactive_out && !args.quiet).then(|| {
-            std::sync::Arc::new(tidemark::shell::progress::Terminal)
-                as std::sync::Arc<dyn tidemark::engine::progress::View>
+            std::sync::Arc::new(tidemark::shell::Terminal)
+                as std::sync::Arc<dyn tidemark::ProgressView>
         }),
     };
     let warehouse = match warehouse_dir(&args.warehouse) {

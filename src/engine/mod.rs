@@ -6,6 +6,7 @@ pub mod bind;
 pub mod functions;
 pub mod headers;
 pub mod progress;
+mod sample;
 pub mod spark;
 pub mod types;
 pub mod variables;
@@ -79,13 +80,13 @@ impl Default for Settings {
 /// and current schema over the same engine (what a loop iteration gets).
 #[derive(Clone)]
 pub struct Session {
-    pub ctx: SessionContext,
-    pub warehouse: Arc<Warehouse>,
-    pub catalogs: Arc<WarehouseCatalogs>,
-    pub vars: Variables,
-    pub catalog: String,
-    pub schema: String,
-    pub settings: Arc<Settings>,
+    ctx: SessionContext,
+    warehouse: Arc<Warehouse>,
+    catalogs: Arc<WarehouseCatalogs>,
+    vars: Variables,
+    catalog: String,
+    schema: String,
+    settings: Arc<Settings>,
 }
 
 impl Session {
@@ -141,6 +142,51 @@ impl Session {
             schema: "default".into(),
             settings: Arc::new(settings),
         }
+    }
+
+    /// The DataFusion context queries are planned and run in.
+    pub fn ctx(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The warehouse this session works on.
+    pub fn warehouse(&self) -> &Arc<Warehouse> {
+        &self.warehouse
+    }
+
+    /// The session's variables (`DECLARE`, `SET VAR`, the current FOR EACH row).
+    pub fn vars(&self) -> &Variables {
+        &self.vars
+    }
+
+    pub(crate) fn vars_mut(&mut self) -> &mut Variables {
+        &mut self.vars
+    }
+
+    /// The current catalog (`USE CATALOG`).
+    pub fn current_catalog(&self) -> &str {
+        &self.catalog
+    }
+
+    /// The current schema (`USE`).
+    pub fn current_schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// What `USE` does: unqualified names resolve in `catalog`.`schema` from now on.
+    pub(crate) fn set_current(&mut self, catalog: String, schema: String) {
+        self.catalog = catalog;
+        self.schema = schema;
+    }
+
+    /// The command-line settings (whole-file copies, progress bars, ...).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// This session with other settings (a loop's quiet iterations).
+    pub(crate) fn set_settings(&mut self, settings: Arc<Settings>) {
+        self.settings = settings;
     }
 
     /// Parse one statement, resolving `IDENTIFIER()` with this session's variables.

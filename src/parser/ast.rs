@@ -4,7 +4,7 @@
 use std::fmt;
 
 use datafusion::sql::sqlparser::ast::{
-    DataType, Expr, ObjectName, Query, Statement as SqlStatement,
+    DataType, Expr, Ident, ObjectName, Query, Statement as SqlStatement,
 };
 
 /// One parsed statement: standard SQL handed to the engine, or one of tidemark's own.
@@ -23,6 +23,10 @@ pub enum Statement {
     },
     /// `DESCRIBE [TABLE] t` or `DESCRIBE HISTORY t`.
     Describe { table: ObjectName, history: bool },
+    /// A statement on one existing table: `ALTER TABLE ... RENAME TO | ALTER COLUMN`,
+    /// `TRUNCATE`, `RESTORE`, `COMMENT ON`, `SHOW CREATE TABLE | TBLPROPERTIES | COLUMNS`,
+    /// `DESCRIBE DETAIL`.
+    OnTable(Box<OnTable>),
     /// `CREATE CATALOG [IF NOT EXISTS] c`.
     CreateCatalog {
         name: ObjectName,
@@ -114,6 +118,7 @@ impl Statement {
             | Statement::SetProperties { .. }
             | Statement::Optimize { .. } => true,
             Statement::Vacuum { dry_run, .. } => !dry_run,
+            Statement::OnTable(t) => t.action.writes(),
             Statement::CopyIncremental(c) => !c.dry_run,
             Statement::CopyUsingControl(c) => !c.dry_run,
             Statement::Use { .. }
@@ -124,6 +129,133 @@ impl Statement {
             | Statement::SetVariablesFromQuery { .. }
             | Statement::DropVariable { .. }
             | Statement::ForEach(_) => false,
+        }
+    }
+}
+
+/// A statement on one existing table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnTable {
+    pub table: ObjectName,
+    pub action: TableAction,
+}
+
+/// What a statement on one table does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableAction {
+    /// `ALTER TABLE t RENAME TO u`.
+    RenameTo(ObjectName),
+    /// `ALTER TABLE t ALTER COLUMN c ...`, `COMMENT ON COLUMN t.c IS ...`.
+    AlterColumn { column: Ident, change: ColumnChange },
+    /// `TRUNCATE TABLE t [PARTITION (c = v, ...)]`.
+    Truncate { partition: Vec<(Ident, Expr)> },
+    /// `RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF e`.
+    Restore(AsOf),
+    /// `COMMENT ON TABLE t IS 'text' | NULL`.
+    Comment(Option<String>),
+    /// `SHOW CREATE TABLE t`.
+    ShowCreate,
+    /// `SHOW TBLPROPERTIES t [(key)]`.
+    ShowProperties { key: Option<String> },
+    /// `SHOW COLUMNS IN t`.
+    ShowColumns,
+    /// `DESCRIBE DETAIL t`.
+    DescribeDetail,
+}
+
+impl TableAction {
+    /// Whether the action commits to the table (or moves it).
+    pub fn writes(&self) -> bool {
+        match self {
+            TableAction::RenameTo(_)
+            | TableAction::AlterColumn { .. }
+            | TableAction::Truncate { .. }
+            | TableAction::Restore(_)
+            | TableAction::Comment(_) => true,
+            TableAction::ShowCreate
+            | TableAction::ShowProperties { .. }
+            | TableAction::ShowColumns
+            | TableAction::DescribeDetail => false,
+        }
+    }
+}
+
+/// `ALTER COLUMN`'s changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnChange {
+    SetDefault(Box<Expr>),
+    DropDefault,
+    SetNotNull,
+    DropNotNull,
+    /// `COMMENT 'text'`; None (from `COMMENT ON COLUMN ... IS NULL`) removes it.
+    Comment(Option<String>),
+}
+
+/// The version `RESTORE` goes back to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AsOf {
+    Version(u64),
+    Timestamp(Box<Expr>),
+}
+
+/// `s` as an SQL string literal.
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+impl fmt::Display for OnTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.table;
+        match &self.action {
+            TableAction::RenameTo(to) => write!(f, "ALTER TABLE {t} RENAME TO {to}"),
+            TableAction::AlterColumn {
+                column,
+                change: ColumnChange::Comment(None),
+            } => write!(f, "COMMENT ON COLUMN {t}.{column} IS NULL"),
+            TableAction::AlterColumn { column, change } => {
+                write!(f, "ALTER TABLE {t} ALTER COLUMN {column} ")?;
+                match change {
+                    ColumnChange::SetDefault(e) => write!(f, "SET DEFAULT {e}"),
+                    ColumnChange::DropDefault => write!(f, "DROP DEFAULT"),
+                    ColumnChange::SetNotNull => write!(f, "SET NOT NULL"),
+                    ColumnChange::DropNotNull => write!(f, "DROP NOT NULL"),
+                    ColumnChange::Comment(c) => {
+                        write!(f, "COMMENT {}", quoted(c.as_deref().unwrap_or_default()))
+                    }
+                }
+            }
+            TableAction::Truncate { partition } => {
+                write!(f, "TRUNCATE TABLE {t}")?;
+                if !partition.is_empty() {
+                    let parts: Vec<String> = partition
+                        .iter()
+                        .map(|(c, v)| format!("{c} = {v}"))
+                        .collect();
+                    write!(f, " PARTITION ({})", parts.join(", "))?;
+                }
+                Ok(())
+            }
+            TableAction::Restore(AsOf::Version(v)) => {
+                write!(f, "RESTORE TABLE {t} TO VERSION AS OF {v}")
+            }
+            TableAction::Restore(AsOf::Timestamp(e)) => {
+                write!(f, "RESTORE TABLE {t} TO TIMESTAMP AS OF {e}")
+            }
+            TableAction::Comment(c) => write!(
+                f,
+                "COMMENT ON TABLE {t} IS {}",
+                c.as_deref().map_or("NULL".into(), quoted)
+            ),
+            TableAction::ShowCreate => write!(f, "SHOW CREATE TABLE {t}"),
+            TableAction::ShowProperties { key } => {
+                write!(f, "SHOW TBLPROPERTIES {t}")?;
+                if let Some(k) = key {
+                    write!(f, " ({})", quoted(k))?;
+                }
+                Ok(())
+            }
+            TableAction::ShowColumns => write!(f, "SHOW COLUMNS IN {t}"),
+            TableAction::DescribeDetail => write!(f, "DESCRIBE DETAIL {t}"),
         }
     }
 }
@@ -348,6 +480,7 @@ impl fmt::Display for Statement {
                     props.join(", ")
                 )
             }
+            Statement::OnTable(t) => write!(f, "{t}"),
             Statement::Optimize { table } => write!(f, "OPTIMIZE {table}"),
             Statement::Vacuum {
                 table,

@@ -1,6 +1,8 @@
 //! The grammar of tidemark's own statements (and of its own readings of standard ones), on
-//! sqlparser's parser: USE, SHOW, DESCRIBE, OPTIMIZE, VACUUM, CREATE/DROP CATALOG, the ALTER
-//! TABLE forms it runs itself, session variables, COPY INCREMENTAL and FOR loops.
+//! sqlparser's parser: USE, SHOW, DESCRIBE, OPTIMIZE, VACUUM, CREATE/DROP CATALOG, session
+//! variables, COPY INCREMENTAL and FOR loops; statements on one table in `grammar/table.rs`.
+
+mod table;
 
 use super::*;
 use crate::error::{Error, Result};
@@ -85,6 +87,7 @@ pub(super) fn variable_name(p: &mut Parser) -> Result<String> {
 /// One statement: tidemark's own (or its own reading of a standard one), else sqlparser's.
 pub(super) fn parse_statement(p: &mut Parser) -> Result<Statement> {
     for own in [
+        table::table_statement,
         session_statement,
         maintenance_statement,
         ddl_statement,
@@ -144,6 +147,17 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
         if !history {
             parse_word(p, "TABLE");
         }
+        let w = p.peek_token().token;
+        if (is_word(&w, "EXTENDED") || is_word(&w, "FORMATTED"))
+            && !matches!(p.peek_nth_token(1).token, Token::EOF | Token::SemiColon)
+        {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "DESCRIBE {w} is not supported: DESCRIBE t lists the columns, DESCRIBE DETAIL t the table's details"
+                ),
+            ));
+        }
         return Ok(Some(Statement::Describe {
             table: object_name(p)?,
             history,
@@ -188,10 +202,8 @@ pub(super) fn maintenance_statement(p: &mut Parser) -> Result<Option<Statement>>
     Ok(None)
 }
 
-/// `CREATE|DROP CATALOG` and the `ALTER TABLE` forms tidemark runs itself (others go to
-/// sqlparser).
+/// `CREATE|DROP CATALOG`.
 pub(super) fn ddl_statement(p: &mut Parser) -> Result<Option<Statement>> {
-    let w0 = p.peek_token().token;
     if parse_words(p, &["CREATE", "CATALOG"]) {
         let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
         return Ok(Some(Statement::CreateCatalog {
@@ -211,57 +223,6 @@ pub(super) fn ddl_statement(p: &mut Parser) -> Result<Option<Statement>> {
             if_exists,
             cascade,
         }));
-    }
-    if is_word(&w0, "ALTER") && is_word(&p.peek_nth_token(1).token, "TABLE") {
-        let start = p.index();
-        p.next_token();
-        p.next_token();
-        let table = object_name(p)?;
-        if parse_words(p, &["ADD", "CONSTRAINT"]) {
-            let name = p.parse_identifier().map_err(pe)?;
-            if !parse_word(p, "CHECK") {
-                return Err(pe(ParserError::ParserError(format!(
-                    "expected CHECK (condition) after ADD CONSTRAINT {name}, found {}",
-                    p.peek_token()
-                ))));
-            }
-            p.expect_token(&Token::LParen).map_err(pe)?;
-            let check = p.parse_expr().map_err(pe)?;
-            p.expect_token(&Token::RParen).map_err(pe)?;
-            return Ok(Some(Statement::AddConstraint { table, name, check }));
-        }
-        if parse_words(p, &["DROP", "CONSTRAINT"]) {
-            let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
-            let name = p.parse_identifier().map_err(pe)?;
-            return Ok(Some(Statement::DropConstraint {
-                table,
-                name,
-                if_exists,
-            }));
-        }
-        if parse_word(p, "ADD") {
-            if !parse_word(p, "COLUMNS") {
-                parse_word(p, "COLUMN");
-            }
-            let paren = p.consume_token(&Token::LParen);
-            let columns = p
-                .parse_comma_separated(|p| p.parse_column_def())
-                .map_err(pe)?;
-            if paren {
-                p.expect_token(&Token::RParen).map_err(pe)?;
-            }
-            return Ok(Some(Statement::AddColumns { table, columns }));
-        }
-        if parse_words(p, &["SET", "TBLPROPERTIES"]) {
-            return Ok(Some(Statement::SetProperties {
-                table,
-                properties: parse_properties(p)?,
-            }));
-        }
-        // Anything else: let sqlparser parse it (the engine reports what is unsupported).
-        while p.index() > start {
-            p.prev_token();
-        }
     }
     Ok(None)
 }

@@ -131,11 +131,18 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     if first_is(0, "MERGE") {
         tokens = expand_merge_stars(tokens);
     }
+    let mut table_comment = None;
     if first_is(0, "CREATE") {
         tokens = create_table_using(tokens)?;
+        table_comment = take_table_comment(&mut tokens);
     }
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
-    let stmt = parse_statement(&mut p)?;
+    let mut stmt = parse_statement(&mut p)?;
+    if let (Some(c), Statement::Sql(sql)) = (table_comment, &mut stmt)
+        && let datafusion::sql::sqlparser::ast::Statement::CreateTable(create) = sql.as_mut()
+    {
+        create.comment = Some(datafusion::sql::sqlparser::ast::CommentDef::WithoutEq(c));
+    }
     if p.peek_token().token != Token::EOF {
         let t = p.peek_token();
         return Err(Error::parse(
@@ -306,6 +313,47 @@ fn create_table_using(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpa
         }
     }
     Ok(tokens)
+}
+
+/// `CREATE TABLE`'s own `COMMENT 'text'` clause, taken out of the tokens: Databricks takes its
+/// clauses in any order, and sqlparser cannot parse a table COMMENT together with
+/// TBLPROPERTIES. Column comments (inside the column list) and anything after a top-level
+/// `AS`/`SELECT`/`WITH` are left alone.
+fn take_table_comment(tokens: &mut [TokenWithSpan]) -> Option<String> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect();
+    if !significant
+        .iter()
+        .take(6)
+        .any(|&i| is_word(&tokens[i].token, "TABLE"))
+    {
+        return None;
+    }
+    let mut depth = 0i32;
+    for (k, &i) in significant.iter().enumerate() {
+        match &tokens[i].token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            t if depth == 0 && (is_word(t, "AS") || is_word(t, "SELECT") || is_word(t, "WITH")) => {
+                return None;
+            }
+            t if depth == 0 && is_word(t, "COMMENT") => {
+                let &text = significant.get(k + 1)?;
+                let Token::SingleQuotedString(comment) = &tokens[text].token else {
+                    return None;
+                };
+                let comment = comment.clone();
+                for j in [i, text] {
+                    tokens[j].token =
+                        Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
+                }
+                return Some(comment);
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Rewrite Databricks' `UPDATE SET *` and `INSERT *` (which sqlparser lacks) into marker

@@ -115,26 +115,52 @@ DROP CATALOG [ IF EXISTS ] catalog [ CASCADE ]",
     },
     Syntax {
         name: "ALTER TABLE",
-        about: "add columns or constraints, set properties",
+        about: "add columns or constraints, set properties, rename, change a column",
         grammar: "ALTER TABLE table ADD COLUMN[S] ( column type [ DEFAULT expr ] [, ...] )
 ALTER TABLE table ADD CONSTRAINT name CHECK ( condition )
 ALTER TABLE table DROP CONSTRAINT [ IF EXISTS ] name
-ALTER TABLE table SET TBLPROPERTIES ( 'key' = 'value' [, ...] )",
-        example: "ALTER TABLE t ADD CONSTRAINT positive CHECK (id > 0)",
+ALTER TABLE table SET TBLPROPERTIES ( 'key' = 'value' [, ...] )
+ALTER TABLE table RENAME TO [ schema. ]new_name
+ALTER TABLE table { ALTER | CHANGE } [ COLUMN ] column
+    { SET DEFAULT expr | DROP DEFAULT | SET NOT NULL | DROP NOT NULL | COMMENT 'text' }",
+        example: "ALTER TABLE t ALTER COLUMN id SET NOT NULL",
+    },
+    Syntax {
+        name: "TRUNCATE TABLE",
+        about: "remove every row, or a partition's (one commit)",
+        grammar: "TRUNCATE TABLE table [ PARTITION ( column = value [, ...] ) ]",
+        example: "TRUNCATE TABLE t",
+    },
+    Syntax {
+        name: "RESTORE TABLE",
+        about: "make a table read as it did at an older version (one commit)",
+        grammar: "RESTORE [ TABLE ] table [ TO ] { VERSION AS OF n | TIMESTAMP AS OF timestamp }",
+        example: "RESTORE TABLE t TO VERSION AS OF 3",
+    },
+    Syntax {
+        name: "COMMENT ON",
+        about: "set or remove a table's or column's comment",
+        grammar: "COMMENT ON TABLE table IS { 'text' | NULL }
+COMMENT ON COLUMN table.column IS { 'text' | NULL }",
+        example: "COMMENT ON TABLE t IS 'orders, copied nightly'",
     },
     Syntax {
         name: "DESCRIBE",
-        about: "a table's columns, or its commit history",
+        about: "a table's columns, its commit history, or its details",
         grammar: "DESCRIBE [ TABLE ] table
-DESCRIBE HISTORY table",
+DESCRIBE HISTORY table
+DESCRIBE DETAIL table",
         example: "DESCRIBE HISTORY t",
     },
     Syntax {
         name: "SHOW",
-        about: "list catalogs, schemas or tables",
+        about: "list catalogs, schemas, tables, columns or properties; a table's CREATE",
         grammar: "SHOW CATALOGS
 SHOW { SCHEMAS | DATABASES } [ { IN | FROM } catalog ]
-SHOW TABLES [ { IN | FROM } [ catalog. ]schema ]",
+SHOW TABLES [ { IN | FROM } [ catalog. ]schema ]
+SHOW COLUMNS { IN | FROM } table [ { IN | FROM } schema ]
+SHOW TBLPROPERTIES table [ ( key ) ]
+SHOW CREATE TABLE table",
         example: "SHOW TABLES IN main.default",
     },
     Syntax {

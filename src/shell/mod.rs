@@ -2,11 +2,11 @@
 //! input into statements and meta-commands, runs them, prints results, and reports errors as
 //! `origin:line:col: message`. It knows nothing of Delta.
 
-pub mod command;
+pub(crate) mod command;
 mod help;
-pub mod helper;
-pub mod print;
-pub mod progress;
+mod helper;
+pub(crate) mod print;
+mod progress;
 mod report;
 
 use std::io::{IsTerminal, Write};
@@ -17,8 +17,10 @@ use std::time::Instant;
 mod stream;
 use stream::*;
 
-use command::Command;
-use print::{Format, PrintOptions, print_batches};
+pub use command::Command;
+pub use print::Format;
+use print::{PrintOptions, print_batches};
+pub use progress::Terminal;
 
 use crate::engine::{Output, Session};
 use crate::error::Error;
@@ -56,8 +58,8 @@ impl Shell {
     /// A shell over a session.
     pub fn new(session: Session, print: PrintOptions, continue_on_error: bool) -> Self {
         let current = Arc::new(Mutex::new((
-            session.catalog.clone(),
-            session.schema.clone(),
+            session.current_catalog().to_string(),
+            session.current_schema().to_string(),
         )));
         Shell {
             session,
@@ -156,7 +158,7 @@ impl Shell {
     /// loops draw their own progress.
     fn spinner(&self, sql: &str) -> Option<indicatif::ProgressBar> {
         // Drawn only where progress is shown (a terminal).
-        self.session.settings.progress.as_ref()?;
+        self.session.settings().progress.as_ref()?;
         let first: String = sql.split_whitespace().next().unwrap_or("").to_uppercase();
         if matches!(first.as_str(), "COPY" | "FOR") {
             return None;
@@ -211,7 +213,10 @@ impl Shell {
 
     fn sync_current(&self) {
         if let Ok(mut g) = self.current.lock() {
-            *g = (self.session.catalog.clone(), self.session.schema.clone());
+            *g = (
+                self.session.current_catalog().to_string(),
+                self.session.current_schema().to_string(),
+            );
         }
     }
 
@@ -220,7 +225,7 @@ impl Shell {
     fn report(&self, e: &Error, pos: Pos, origin: &str, sql: Option<&str>) {
         eprint!(
             "{}",
-            report::describe(e, pos, origin, sql, self.session.warehouse.root())
+            report::describe(e, pos, origin, sql, self.session.warehouse().root())
         );
     }
 
@@ -375,7 +380,7 @@ impl Shell {
     /// The session variables with their types and values.
     fn print_variables(&self) {
         let mut lines = vec![];
-        for (name, v) in self.session.vars.iter() {
+        for (name, v) in self.session.vars().iter() {
             lines.push(format!(
                 "{name} {} = {}",
                 crate::engine::types::type_name(&v.data_type),
@@ -451,7 +456,7 @@ impl Shell {
                 }
             };
         editor.set_helper(Some(helper::ShellHelper::new(
-            self.session.warehouse.clone(),
+            self.session.warehouse().clone(),
             self.current.clone(),
         )));
         let history = history_path();
@@ -462,7 +467,7 @@ impl Shell {
             println!(
                 "tidemark {} — warehouse {}\nType \\? for help, \\q or Ctrl-D to quit. Statements end with ';'.",
                 env!("CARGO_PKG_VERSION"),
-                self.session.warehouse.root().display()
+                self.session.warehouse().root().display()
             );
         }
         // psql's way: each line is read with a prompt, an unfinished statement gets the
@@ -470,7 +475,11 @@ impl Shell {
         // lines are read in turn, so every statement in them runs, in order).
         let mut pending = String::new();
         loop {
-            let first = format!("{}.{}> ", self.session.catalog, self.session.schema);
+            let first = format!(
+                "{}.{}> ",
+                self.session.current_catalog(),
+                self.session.current_schema()
+            );
             let prompt = if pending.is_empty() {
                 first
             } else {

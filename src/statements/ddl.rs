@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod alter;
+pub(super) mod on_table;
 pub use alter::*;
 
 use datafusion::arrow::datatypes::Field;
@@ -13,6 +14,7 @@ use datafusion::sql::sqlparser::ast::{
     ObjectName, ObjectType, SchemaName, SqlOption,
 };
 use deltalake::kernel::StructField;
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::SaveMode;
 
 use super::table::{COMMENT_KEY, DEFAULT_KEY, keep_stats_exact, normalize_for_storage};
@@ -27,7 +29,9 @@ pub fn use_(session: &mut Session, kind: UseKind, name: &ObjectName) -> Result<O
     let parts: Vec<String> = name_parts(name)?.iter().map(|p| p.to_lowercase()).collect();
     let (catalog, schema) = match (kind, parts.as_slice()) {
         (UseKind::Catalog, [c]) => (c.clone(), "default".to_string()),
-        (UseKind::Schema | UseKind::Plain, [s]) => (session.catalog.clone(), s.clone()),
+        (UseKind::Schema | UseKind::Plain, [s]) => {
+            (session.current_catalog().to_string(), s.clone())
+        }
         (UseKind::Schema | UseKind::Plain, [c, s]) => (c.clone(), s.clone()),
         _ => {
             return Err(Error::Invalid(format!(
@@ -35,18 +39,17 @@ pub fn use_(session: &mut Session, kind: UseKind, name: &ObjectName) -> Result<O
             )));
         }
     };
-    if !session.warehouse.catalog_exists(&catalog) {
+    if !session.warehouse().catalog_exists(&catalog) {
         return Err(session
-            .warehouse
+            .warehouse()
             .missing_table_error(&TableName::new(&catalog, &schema, "_")));
     }
-    if kind != UseKind::Catalog && !session.warehouse.schema_exists(&catalog, &schema) {
+    if kind != UseKind::Catalog && !session.warehouse().schema_exists(&catalog, &schema) {
         return Err(session
-            .warehouse
+            .warehouse()
             .missing_table_error(&TableName::new(&catalog, &schema, "_")));
     }
-    session.catalog = catalog;
-    session.schema = schema;
+    session.set_current(catalog, schema);
     Ok(Output::empty())
 }
 
@@ -67,7 +70,7 @@ pub fn create_catalog(session: &Session, name: &ObjectName, if_not_exists: bool)
     };
     let catalog = catalog.to_lowercase();
     check_writable_catalog(&catalog)?;
-    let path = session.warehouse.catalog_path(&catalog)?;
+    let path = session.warehouse().catalog_path(&catalog)?;
     if path.is_dir() || catalog == SYSTEM {
         if if_not_exists {
             return Ok(Output::empty());
@@ -99,20 +102,20 @@ pub fn drop_catalog(
             "catalog '{catalog}' is built in and cannot be dropped"
         )));
     }
-    let path = session.warehouse.catalog_path(&catalog)?;
+    let path = session.warehouse().catalog_path(&catalog)?;
     if !path.is_dir() {
         if if_exists {
             return Ok(Output::empty());
         }
         return Err(session
-            .warehouse
+            .warehouse()
             .missing_table_error(&TableName::new(&catalog, "_", "_")));
     }
     let has_tables = session
-        .warehouse
+        .warehouse()
         .schemas(&catalog)
         .iter()
-        .any(|s| !session.warehouse.tables(&catalog, s).is_empty());
+        .any(|s| !session.warehouse().tables(&catalog, s).is_empty());
     if has_tables && !cascade {
         return Err(Error::Invalid(format!(
             "catalog '{catalog}' is not empty: use DROP CATALOG {} CASCADE to drop it with its tables",
@@ -127,7 +130,7 @@ pub fn drop_catalog(
 fn schema_of(session: &Session, name: &ObjectName) -> Result<(String, String)> {
     let parts: Vec<String> = name_parts(name)?.iter().map(|p| p.to_lowercase()).collect();
     match parts.as_slice() {
-        [s] => Ok((session.catalog.clone(), s.clone())),
+        [s] => Ok((session.current_catalog().to_string(), s.clone())),
         [c, s] => Ok((c.clone(), s.clone())),
         _ => Err(Error::Invalid(format!(
             "a schema name is schema or catalog.schema, found '{name}'"
@@ -144,12 +147,12 @@ pub fn create_schema(session: &Session, name: &SchemaName, if_not_exists: bool) 
     };
     let (catalog, schema) = schema_of(session, name)?;
     check_writable_catalog(&catalog)?;
-    if !session.warehouse.catalog_exists(&catalog) {
+    if !session.warehouse().catalog_exists(&catalog) {
         return Err(session
-            .warehouse
+            .warehouse()
             .missing_table_error(&TableName::new(&catalog, &schema, "_")));
     }
-    let path = session.warehouse.schema_path(&catalog, &schema)?;
+    let path = session.warehouse().schema_path(&catalog, &schema)?;
     if path.is_dir() {
         if if_not_exists {
             return Ok(Output::empty());
@@ -175,26 +178,26 @@ pub fn drop(
             ObjectType::Table => {
                 let table = session.table_name(name)?;
                 crate::catalog::check_writable_table(&table, false)?;
-                if !session.warehouse.table_exists(&table) {
+                if !session.warehouse().table_exists(&table) {
                     if if_exists {
                         continue;
                     }
-                    return Err(session.warehouse.missing_table_error(&table));
+                    return Err(session.warehouse().missing_table_error(&table));
                 }
-                std::fs::remove_dir_all(session.warehouse.table_path(&table)?)?;
+                std::fs::remove_dir_all(session.warehouse().table_path(&table)?)?;
             }
             ObjectType::Schema | ObjectType::Database => {
                 let (catalog, schema) = schema_of(session, name)?;
                 check_writable_catalog(&catalog)?;
-                if !session.warehouse.schema_exists(&catalog, &schema) {
+                if !session.warehouse().schema_exists(&catalog, &schema) {
                     if if_exists {
                         continue;
                     }
                     return Err(session
-                        .warehouse
+                        .warehouse()
                         .missing_table_error(&TableName::new(&catalog, &schema, "_")));
                 }
-                let tables = session.warehouse.tables(&catalog, &schema);
+                let tables = session.warehouse().tables(&catalog, &schema);
                 if !tables.is_empty() && !cascade {
                     return Err(Error::Invalid(format!(
                         "schema '{catalog}.{schema}' has {} table(s): use DROP SCHEMA {}.{} CASCADE to drop them too",
@@ -203,7 +206,7 @@ pub fn drop(
                         quote_ident(&schema)
                     )));
                 }
-                std::fs::remove_dir_all(session.warehouse.schema_path(&catalog, &schema)?)?;
+                std::fs::remove_dir_all(session.warehouse().schema_path(&catalog, &schema)?)?;
             }
             other => return Err(Error::Invalid(format!("DROP {other} is not supported"))),
         }
@@ -280,12 +283,12 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     let table = session.table_name(&create.name)?;
     crate::catalog::check_writable_table(&table, false)?;
     if !session
-        .warehouse
+        .warehouse()
         .schema_exists(&table.catalog, &table.schema)
     {
-        return Err(session.warehouse.missing_table_error(&table));
+        return Err(session.warehouse().missing_table_error(&table));
     }
-    let exists = session.warehouse.table_exists(&table);
+    let exists = session.warehouse().table_exists(&table);
     if exists && !create.or_replace {
         if create.if_not_exists {
             return Ok(Output::empty());
@@ -317,8 +320,10 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     };
     let mut configuration: HashMap<String, Option<String>> =
         properties.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    check_constraint_properties(&table, &mut configuration, create.query.is_some())?;
 
     if let Some(query) = create.query {
+        let comment = create.comment.as_ref().map(comment_text);
         return create_table_as(
             session,
             &table,
@@ -326,6 +331,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             exists,
             partition_columns,
             configuration,
+            comment,
         )
         .await;
     }
@@ -362,7 +368,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     }
     keep_stats_exact(&mut configuration, &typed, &partition_columns);
     let mut builder = session
-        .warehouse
+        .warehouse()
         .create_builder(&table)
         .await?
         .with_columns(fields)
@@ -382,6 +388,49 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         .await
         .map_err(|e| Error::from(e).context(format!("cannot create {table}")))?;
     Ok(Output::empty())
+}
+
+/// CHECK constraints given as `delta.constraints.<name>` properties (as SHOW CREATE TABLE
+/// prints them): each must parse as a condition, and the table gets the protocol that makes
+/// every writer check them (writer version 3). A CREATE TABLE AS would have to check its rows
+/// first: refused, with the way to do it.
+fn check_constraint_properties(
+    table: &TableName,
+    configuration: &mut HashMap<String, Option<String>>,
+    with_query: bool,
+) -> Result<()> {
+    let checks: Vec<(String, String)> = configuration
+        .iter()
+        .filter(|(k, _)| k.starts_with("delta.constraints."))
+        .map(|(k, v)| (k.clone(), v.clone().unwrap_or_default()))
+        .collect();
+    if checks.is_empty() {
+        return Ok(());
+    }
+    if with_query {
+        return Err(Error::Invalid(format!(
+            "CREATE TABLE {table} AS with CHECK constraints ('{}'): create the table with its columns, then INSERT INTO {table} SELECT ...",
+            checks[0].0
+        )));
+    }
+    for (k, check) in &checks {
+        datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+            .try_with_sql(check)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "table property '{k}' = '{check}' is not a condition: {e}"
+                ))
+            })?;
+    }
+    let writer = configuration
+        .get("delta.minWriterVersion")
+        .and_then(|v| v.as_deref())
+        .and_then(|v| v.parse::<i32>().ok());
+    if writer.is_none_or(|v| v < 3) {
+        configuration.insert("delta.minWriterVersion".into(), Some("3".into()));
+    }
+    Ok(())
 }
 
 fn comment_text(c: &datafusion::sql::sqlparser::ast::CommentDef) -> String {
@@ -414,6 +463,7 @@ async fn create_table_as(
     exists: bool,
     partition_columns: Vec<String>,
     configuration: HashMap<String, Option<String>>,
+    comment: Option<String>,
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
     let df = crate::engine::progress::counted_rows(df)?;
@@ -443,14 +493,14 @@ async fn create_table_as(
     // version it replaces (an unloaded handle wrote no `remove` actions, and the old rows
     // stayed visible).
     let handle = if exists {
-        let t = session.warehouse.open(table).await?;
+        let t = session.warehouse().open(table).await?;
         replaceable_as(&t, table, &partition_columns, &configuration)?;
         t
     } else {
-        std::fs::create_dir_all(session.warehouse.table_path(table)?)?;
-        session.warehouse.handle(table).await?
+        std::fs::create_dir_all(session.warehouse().table_path(table)?)?;
+        session.warehouse().handle(table).await?
     };
-    let state = session.ctx.state();
+    let state = session.ctx().state();
     let mut write = handle
         .write(vec![])
         .with_input_plan(df.into_unoptimized_plan())
@@ -468,7 +518,10 @@ async fn create_table_as(
     if !partition_columns.is_empty() {
         write = write.with_partition_columns(partition_columns);
     }
-    let written = write
+    if let Some(c) = comment {
+        write = write.with_description(c);
+    }
+    let written = super::upkeep::commit(write, CommitProperties::default())
         .await
         .map_err(|e| Error::from(e).context(format!("cannot create {table}")))?;
     let n = added_rows(&written).await? as i64;

@@ -18,6 +18,7 @@ use datafusion::sql::sqlparser::ast::{
     TableFactor, TableObject, Update,
 };
 use deltalake::DeltaTable;
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::SaveMode;
 
 use super::counts;
@@ -31,7 +32,7 @@ use crate::error::{Error, Result};
 /// Open a table for writing (never the samples catalog).
 async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTable> {
     crate::catalog::check_writable_table(table, false)?;
-    session.warehouse.open_for_write(table).await
+    session.warehouse().open_for_write(table).await
 }
 
 /// Column defaults stored in the table's schema metadata.
@@ -165,15 +166,14 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         SaveMode::Append
     };
     if n > 0 || insert.overwrite {
-        let state = session.ctx.state();
-        let t = t
+        let state = session.ctx().state();
+        let write = t
             .write(out)
             .with_save_mode(mode)
-            .with_session_state(Arc::new(state))
-            .with_commit_properties(super::upkeep::commit_properties())
+            .with_session_state(Arc::new(state));
+        super::upkeep::commit(write, CommitProperties::default())
             .await
             .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;
-        super::upkeep::after_commit(&t).await;
     }
     Ok(counts(&[
         ("num_affected_rows", n as i64),
@@ -225,7 +225,7 @@ async fn values_batches(
             r.len()
         )));
     }
-    let state = session.ctx.state();
+    let state = session.ctx().state();
     let empty = DFSchema::empty();
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(width);
     let mut fields = Vec::with_capacity(width);
@@ -292,7 +292,7 @@ async fn values_batches(
 fn logical_expr(session: &Session, expr: Expr, schema: &DFSchema) -> Result<DfExpr> {
     use datafusion::optimizer::simplify_expressions::ExprSimplifier;
     let planned = session
-        .ctx
+        .ctx()
         .state()
         .create_logical_expr_from_sql_expr(ExprWithAlias { expr, alias: None }, schema)?;
     let schema = Arc::new(schema.clone());
@@ -382,16 +382,16 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             )?;
             let mut builder = t
                 .update()
-                .with_session_state(Arc::new(session.ctx.state()))
-                .with_commit_properties(super::upkeep::commit_properties().with_max_retries(0));
+                .with_session_state(Arc::new(session.ctx().state()));
             for (col, e) in sets {
                 builder = builder.with_update(col, e);
             }
             if let Some(p) = predicate {
                 builder = builder.with_predicate(p);
             }
-            let (t, metrics) = builder.await.map_err(Error::from)?;
-            super::upkeep::after_commit(&t).await;
+            let (_, metrics) = super::upkeep::commit(builder, never_over_another())
+                .await
+                .map_err(Error::from)?;
             Ok(metrics.num_updated_rows as i64)
         }
     })
@@ -415,8 +415,19 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
         ));
     }
     let table = session.table_name(single_table(target)?)?;
-    let n = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
-        let selection = delete.selection.clone();
+    let n = delete_where(session, &table, delete.selection).await?;
+    Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))
+}
+
+/// Delete the rows of `table` where `selection` holds (all of them without one), in one
+/// commit on the state read (a conflict runs it again). Returns the rows deleted.
+pub(crate) async fn delete_where(
+    session: &Session,
+    table: &TableName,
+    selection: Option<Expr>,
+) -> Result<i64> {
+    super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
+        let selection = selection.clone();
         let table = table.clone();
         async move {
             let t = open_writable(session, &table).await?;
@@ -443,26 +454,25 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
             )?;
             let mut builder = t
                 .delete()
-                .with_session_state(Arc::new(session.ctx.state()))
-                .with_commit_properties(super::upkeep::commit_properties().with_max_retries(0));
+                .with_session_state(Arc::new(session.ctx().state()));
             if let Some(p) = predicate {
                 builder = builder.with_predicate(p);
             }
-            let (t, metrics) = builder.await.map_err(Error::from)?;
-            super::upkeep::after_commit(&t).await;
+            let (_, metrics) = super::upkeep::commit(builder, never_over_another())
+                .await
+                .map_err(Error::from)?;
             Ok(metrics.num_deleted_rows.unwrap_or(0) as i64)
         }
     })
     .await
-    .map_err(|e| e.context(format!("cannot delete from {table}")))?;
-    Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))
+    .map_err(|e| e.context(format!("cannot delete from {table}")))
 }
 
 /// The session's state, reading strings as the `Utf8` arrays the table stores rather than as
 /// string views: delta-rs' MERGE writes the types its scan of the target yields into the new
 /// files' Arrow schema, and Python's `deltalake` cannot filter string views there.
 fn without_view_types(session: &Session) -> Arc<datafusion::execution::SessionState> {
-    let mut state = session.ctx.state();
+    let mut state = session.ctx().state();
     state
         .config_mut()
         .options_mut()
@@ -470,4 +480,11 @@ fn without_view_types(session: &Session) -> Arc<datafusion::execution::SessionSt
         .parquet
         .schema_force_view_types = false;
     Arc::new(state)
+}
+
+/// Commit properties of UPDATE, DELETE and MERGE: never committed over another writer's
+/// commit (delta-rs' conflict check lets some through); a conflict reruns the whole statement
+/// on the new state ([`super::retry`]).
+pub(crate) fn never_over_another() -> CommitProperties {
+    CommitProperties::default().with_max_retries(0)
 }

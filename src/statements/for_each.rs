@@ -223,12 +223,12 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
     if !f.parallel {
         // Scripting form: in the session itself, so SET VAR persists across iterations.
         for row in rows {
-            session.vars.push_row(LoopRow {
+            session.vars_mut().push_row(LoopRow {
                 name: f.var.clone(),
                 columns: row,
             });
             let r = run_body(session, &f.body).await;
-            session.vars.pop_row();
+            session.vars_mut().pop_row();
             let failed = r.error.clone();
             results.push(r);
             if let Some(e) = failed {
@@ -246,13 +246,13 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
     }
     let n = f.concurrency.unwrap_or(1) as usize;
     let body = Arc::new(f.body);
-    let progress = LoopProgress::start(session.settings.progress.as_ref(), rows.len() as u64);
+    let progress = LoopProgress::start(session.settings().progress.as_ref(), rows.len() as u64);
     let quiet = quiet_settings(session);
     let mut indexed: Vec<(usize, IterationResult)> =
         futures::stream::iter(rows.into_iter().enumerate())
             .map(|(i, row)| {
                 let mut s = session.clone();
-                s.settings = quiet.clone();
+                s.set_settings(quiet.clone());
                 let body = body.clone();
                 let name = f.var.clone();
                 let line = progress.clone();
@@ -260,7 +260,7 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
                 let label = iteration_label(i, &row);
                 let task = AbortOnDrop(tokio::spawn(async move {
                     let _line = line.iteration(label);
-                    s.vars.push_row(LoopRow { name, columns: row });
+                    s.vars_mut().push_row(LoopRow { name, columns: row });
                     run_body(&mut s, &body).await
                 }));
                 async move {
@@ -283,7 +283,7 @@ pub async fn execute(session: &mut Session, f: ForEach) -> Result<Output> {
 fn quiet_settings(session: &Session) -> Arc<crate::engine::Settings> {
     Arc::new(crate::engine::Settings {
         progress: None,
-        ..(*session.settings).clone()
+        ..(*session.settings()).clone()
     })
 }
 
@@ -326,13 +326,13 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     } = selected(session, &c, &ctl).await?;
     let rows = rows_of(&batches)?;
     let n = c.concurrency.unwrap_or(4) as usize;
-    let progress = LoopProgress::start(session.settings.progress.as_ref(), rows.len() as u64);
+    let progress = LoopProgress::start(session.settings().progress.as_ref(), rows.len() as u64);
     let quiet = quiet_settings(session);
     let mut indexed: Vec<(usize, IterationResult)> =
         futures::stream::iter(rows.into_iter().zip(known).enumerate())
             .map(|(i, (row, known_row))| {
                 let mut s = session.clone();
-                s.settings = quiet.clone();
+                s.set_settings(quiet.clone());
                 let line = progress.clone();
                 let ctl_name = c.control.clone();
                 let dry_run = c.dry_run;
@@ -374,12 +374,12 @@ async fn selected(
 ) -> Result<Selected> {
     let all = control::read_all(session, ctl).await?;
     let counts = control::pair_counts(session, &all);
-    let mut df = session.ctx.read_batches(all)?;
+    let mut df = session.ctx().read_batches(all)?;
     if let Some(mut pred) = c.filter.clone() {
         let columns = super::column_names(df.schema().fields());
         let _b = session.bind(&mut pred, &columns).await?;
         let schema = DFSchema::try_from(df.schema().as_arrow().clone())?;
-        let e = session.ctx.state().create_logical_expr_from_sql_expr(
+        let e = session.ctx().state().create_logical_expr_from_sql_expr(
             ExprWithAlias {
                 expr: pred,
                 alias: None,

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::ObjectName;
+use deltalake::kernel::transaction::CommitProperties;
 
 use super::counts;
 
@@ -13,10 +14,11 @@ use crate::error::{Error, Result};
 pub async fn optimize(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
     crate::catalog::check_writable_table(&table, false)?;
-    let t = session.warehouse.open_for_write(&table).await?;
-    let (_, metrics) = t
+    let t = session.warehouse().open_for_write(&table).await?;
+    let optimize = t
         .optimize()
-        .with_session_state(Arc::new(session.ctx.state()))
+        .with_session_state(Arc::new(session.ctx().state()));
+    let (_, metrics) = super::upkeep::commit(optimize, CommitProperties::default())
         .await
         .map_err(|e| Error::from(e).context(format!("cannot optimize {table}")))?;
     Ok(counts(&[
@@ -35,9 +37,9 @@ pub async fn vacuum(
     let table = session.table_name(name)?;
     crate::catalog::check_writable_table(&table, false)?;
     let t = if dry_run {
-        session.warehouse.open(&table).await?
+        session.warehouse().open(&table).await?
     } else {
-        session.warehouse.open_for_write(&table).await?
+        session.warehouse().open_for_write(&table).await?
     };
     let mut builder = t.vacuum().with_dry_run(dry_run);
     if let Some(h) = retain_hours {

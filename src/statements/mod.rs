@@ -49,12 +49,13 @@ pub async fn run_streaming(session: &mut Session, sql: &str) -> Result<Reply> {
 /// Run one parsed statement.
 pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
     if stmt.writes_tables() {
-        session.warehouse.check_writable(None)?;
+        session.warehouse().check_writable(None)?;
     }
     match stmt {
         Statement::Sql(s) => execute_sql(session, *s).await,
         Statement::Use { kind, name } => ddl::use_(session, kind, &name),
         Statement::Show { what, within } => show::show(session, what, within.as_ref()),
+        Statement::OnTable(t) => ddl::on_table::execute(session, *t).await,
         Statement::Describe { table, history } => {
             if history {
                 show::describe_history(session, &table).await

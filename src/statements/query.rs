@@ -37,11 +37,11 @@ pub async fn dataframe(
     stmt: &mut Sql,
 ) -> Result<datafusion::dataframe::DataFrame> {
     let _bound = session.bind(stmt, &[]).await?;
-    let state = session.ctx.state();
+    let state = session.ctx().state();
     let plan = state
         .statement_to_plan(DFStatement::Statement(Box::new(stmt.clone())))
         .await?;
-    Ok(session.ctx.execute_logical_plan(plan).await?)
+    Ok(session.ctx().execute_logical_plan(plan).await?)
 }
 
 /// Plan a query into a DataFrame; the returned guard keeps time-travel snapshots alive.
@@ -51,9 +51,9 @@ pub async fn query_dataframe(
 ) -> Result<(datafusion::dataframe::DataFrame, crate::engine::bind::Bound)> {
     let mut stmt = Sql::Query(Box::new(query));
     let bound = session.bind(&mut stmt, &[]).await?;
-    let state = session.ctx.state();
+    let state = session.ctx().state();
     let plan = state
         .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
         .await?;
-    Ok((session.ctx.execute_logical_plan(plan).await?, bound))
+    Ok((session.ctx().execute_logical_plan(plan).await?, bound))
 }

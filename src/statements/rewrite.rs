@@ -22,7 +22,7 @@ use datafusion::logical_expr::Expr as DfExpr;
 use datafusion::prelude::{col, lit, when};
 use deltalake::DeltaTable;
 use deltalake::kernel::Action;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::DeltaOperation;
 
 use super::writer::VIOLATION_COLUMN;
@@ -113,7 +113,7 @@ pub async fn rewrite(
         .with_session(crate::catalog::copy_scan_settings())
         .await?;
     let rows = session
-        .ctx
+        .ctx()
         .read_table(crate::catalog::exact_reads(t, provider)?)?;
     let rows = match &change {
         Change::Delete => rows.filter(datafusion::prelude::not(hit))?,
@@ -160,13 +160,8 @@ pub async fn rewrite(
     };
     // Tests hold a rewrite here while another writer commits.
     fail::fail_point!("rewrite::before_commit");
-    let finalized = CommitBuilder::from(no_commit_between(metrics))
-        .with_actions(actions)
-        .build(Some(snapshot), t.log_store(), operation)
-        .await?;
-    let mut t = t.clone();
-    t.state = Some(finalized.snapshot());
-    super::upkeep::after_commit(&t).await;
+    let props = no_commit_between(metrics);
+    let t = super::upkeep::commit_actions(t, actions, operation, props).await?;
     Ok((Some(t), changed))
 }
 
@@ -189,7 +184,7 @@ async fn matching_files(
         .with_session(crate::catalog::copy_scan_settings())
         .await?;
     let provider = crate::catalog::exact_reads(t, provider)?;
-    let mut df = session.ctx.read_table(provider)?;
+    let mut df = session.ctx().read_table(provider)?;
     if let Some(p) = predicate {
         df = df.filter(p.clone())?;
     }
@@ -226,9 +221,7 @@ async fn matching_files(
 /// again on the new state), rather than being let through by delta-rs' conflict checker,
 /// which does not see an OPTIMIZE's removes, nor any added file when there is no predicate.
 fn no_commit_between(metrics: serde_json::Value) -> CommitProperties {
-    super::upkeep::commit_properties()
-        .with_max_retries(0)
-        .with_metadata([("operationMetrics".to_string(), metrics)])
+    super::dml::never_over_another().with_metadata([("operationMetrics".to_string(), metrics)])
 }
 
 /// `rows` with [`VIOLATION_COLUMN`]: for a row that breaks a rule, which rule (a NOT NULL
@@ -266,7 +259,7 @@ fn with_violations(
     constraints.sort();
     for (name, sql) in constraints {
         let check = session
-            .ctx
+            .ctx()
             .state()
             .create_logical_expr(&sql, rows.schema())?;
         rules.push((
@@ -344,7 +337,7 @@ pub async fn add_columns_with_values(
     let arrow = Arc::new(datafusion::arrow::datatypes::Schema::new(arrow));
 
     let provider = crate::catalog::copy_source_provider(t).await?;
-    let rows = session.ctx.read_table(provider)?;
+    let rows = session.ctx().read_table(provider)?;
     let mut exprs: Vec<DfExpr> = rows
         .schema()
         .fields()
@@ -383,18 +376,9 @@ pub async fn add_columns_with_values(
         actions.push(Action::Add(add));
     }
     actions.extend(removes);
-    let finalized = CommitBuilder::from(no_commit_between(metrics))
-        .with_actions(actions)
-        .build(
-            Some(snapshot),
-            t.log_store(),
-            DeltaOperation::AddColumn { fields },
-        )
-        .await?;
-    let mut t = t.clone();
-    t.state = Some(finalized.snapshot());
-    super::upkeep::after_commit(&t).await;
-    Ok(t)
+    let operation = DeltaOperation::AddColumn { fields };
+    let props = no_commit_between(metrics);
+    Ok(super::upkeep::commit_actions(t, actions, operation, props).await?)
 }
 
 /// The columns whose statistics the table's settings ask writers for (the writer used for a

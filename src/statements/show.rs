@@ -1,4 +1,8 @@
 //! SHOW CATALOGS|SCHEMAS|TABLES, DESCRIBE and DESCRIBE HISTORY: the warehouse read as tables.
+//! One table's SHOW CREATE TABLE, TBLPROPERTIES, COLUMNS and DESCRIBE DETAIL are in
+//! `show/table.rs`.
+
+pub(super) mod table;
 
 use std::sync::Arc;
 
@@ -32,14 +36,14 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
         Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
         None => vec![],
     };
-    let wh = &session.warehouse;
+    let wh = &session.warehouse();
     match what {
         ShowWhat::Catalogs => Ok(strings("catalog", wh.catalogs())),
         ShowWhat::Schemas => {
             let catalog = parts
                 .first()
                 .cloned()
-                .unwrap_or_else(|| session.catalog.clone());
+                .unwrap_or_else(|| session.current_catalog().to_string());
             if !wh.catalog_exists(&catalog) {
                 return Err(wh.missing_table_error(&TableName::new(&catalog, "_", "_")));
             }
@@ -47,8 +51,11 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
         }
         ShowWhat::Tables => {
             let (catalog, schema) = match parts.as_slice() {
-                [] => (session.catalog.clone(), session.schema.clone()),
-                [s] => (session.catalog.clone(), s.clone()),
+                [] => (
+                    session.current_catalog().to_string(),
+                    session.current_schema().to_string(),
+                ),
+                [s] => (session.current_catalog().to_string(), s.clone()),
                 [c, s] => (c.clone(), s.clone()),
                 _ => {
                     return Err(Error::Invalid(
@@ -87,7 +94,7 @@ pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
     let rows: Vec<ColumnRow> = if table.catalog == SAMPLES {
         let (schema, _) = samples::sample_batches(&table.table)
-            .ok_or_else(|| session.warehouse.missing_table_error(&table))?;
+            .ok_or_else(|| session.warehouse().missing_table_error(&table))?;
         schema
             .fields()
             .iter()
@@ -102,7 +109,7 @@ pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
             })
             .collect()
     } else {
-        let t = session.warehouse.open(&table).await?;
+        let t = session.warehouse().open(&table).await?;
         let arrow = super::table::arrow_schema(&t)?;
         let kernel = t.snapshot()?.schema();
         arrow
@@ -160,7 +167,7 @@ pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
 /// `DESCRIBE HISTORY t`: one row per commit, newest first.
 pub async fn describe_history(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open(&table).await?;
+    let t = session.warehouse().open(&table).await?;
     let latest = t.version().unwrap_or(0) as i64;
     let infos: Vec<deltalake::kernel::CommitInfo> = t.history(None).try_collect().await?;
     let n = infos.len();

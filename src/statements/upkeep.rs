@@ -1,37 +1,124 @@
-//! Upkeep of the small tables tidemark commits to on every run (control tables, the run
-//! history): they gain a commit per run, and a Delta table's cost to open grows with the
-//! commits since its last checkpoint and with its number of files. tidemark checkpoints them
-//! often and compacts the history itself, so that opening them after 10,000 runs costs what it
-//! costs after 10.
+//! Every commit tidemark makes to a Delta table goes through [`commit`] (one of delta-rs'
+//! operations) or [`commit_actions`] (actions tidemark wrote itself), and with it the table's
+//! upkeep. Small tables gain a commit per run (control tables, the run history, a target fed
+//! small increments), and a Delta table's cost to open grows with the commits since its last
+//! checkpoint and with its number of files: tidemark checkpoints small tables often, cleans
+//! up expired log files in batches, and compacts the history itself, so that opening them
+//! after 10,000 runs costs what it costs after 10.
 
-use deltalake::DeltaTable;
+use std::future::IntoFuture;
+
 use deltalake::checkpoints;
-use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::Action;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::operations;
+use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
+use deltalake::{DeltaResult, DeltaTable};
 
 /// A checkpoint every this many commits (Delta's default is 100; replaying a JSON commit costs
 /// about a millisecond, so 100 commits would double the cost of a small run).
-pub const CHECKPOINT_EVERY: u64 = 10;
+pub(crate) const CHECKPOINT_EVERY: u64 = 10;
 
 /// Compact the history once it holds this many files (each run appends one; a checkpoint
 /// carries every file's entry, so their number is what opening the table costs).
-pub const COMPACT_AT_FILES: usize = 32;
+const COMPACT_AT_FILES: usize = 32;
 
 /// Tables with at most this many files get the frequent checkpoints (a checkpoint rewrites
 /// every file's entry: on a big table Delta's interval of 100 is the better trade).
-pub const SMALL_TABLE_FILES: usize = 1000;
+const SMALL_TABLE_FILES: usize = 1000;
 
-/// Commit properties for tidemark's writes. delta-rs would otherwise clean up expired log
-/// files after every commit, listing (and stat-ing) the whole `_delta_log` each time: 70 ms
-/// once a table holds 11,000 commit files. [`after_commit`] does it every few commits instead.
-pub fn commit_properties() -> CommitProperties {
-    CommitProperties::default().with_cleanup_expired_logs(Some(false))
+/// One of delta-rs' operations that commits (WRITE, UPDATE, DELETE, MERGE, ALTER, OPTIMIZE).
+pub(crate) trait Operation: IntoFuture<Output = DeltaResult<Self::Done>> + Sized {
+    /// What the operation returns: the table at its new version, with or without metrics.
+    type Done: AtVersion;
+    fn with_properties(self, props: CommitProperties) -> Self;
+}
+
+/// A committed table, as an operation returns it.
+pub(crate) trait AtVersion {
+    fn table(&self) -> &DeltaTable;
+}
+
+impl AtVersion for DeltaTable {
+    fn table(&self) -> &DeltaTable {
+        self
+    }
+}
+
+impl<M> AtVersion for (DeltaTable, M) {
+    fn table(&self) -> &DeltaTable {
+        &self.0
+    }
+}
+
+macro_rules! operations {
+    ($($builder:ty => $done:ty),* $(,)?) => {$(
+        impl Operation for $builder {
+            type Done = $done;
+            fn with_properties(self, props: CommitProperties) -> Self {
+                self.with_commit_properties(props)
+            }
+        }
+    )*};
+}
+
+operations! {
+    operations::write::WriteBuilder => DeltaTable,
+    operations::update::UpdateBuilder => (DeltaTable, operations::update::UpdateMetrics),
+    operations::delete::DeleteBuilder => (DeltaTable, operations::delete::DeleteMetrics),
+    operations::merge::MergeBuilder => (DeltaTable, operations::merge::MergeMetrics),
+    operations::add_column::AddColumnBuilder => DeltaTable,
+    operations::constraints::ConstraintBuilder => DeltaTable,
+    operations::drop_constraints::DropConstraintBuilder => DeltaTable,
+    operations::set_tbl_properties::SetTablePropertiesBuilder => DeltaTable,
+    operations::restore::RestoreBuilder => (DeltaTable, operations::restore::RestoreMetrics),
+}
+
+impl<'a> Operation for operations::optimize::OptimizeBuilder<'a> {
+    type Done = (DeltaTable, operations::optimize::Metrics);
+    fn with_properties(self, props: CommitProperties) -> Self {
+        self.with_commit_properties(props)
+    }
+}
+
+/// Run `op`, committing with `props`, then the table's upkeep.
+pub(crate) async fn commit<O: Operation>(op: O, props: CommitProperties) -> DeltaResult<O::Done> {
+    let done = op.with_properties(tidemarks(props)).await?;
+    after_commit(done.table()).await;
+    Ok(done)
+}
+
+/// Commit `actions` on top of the version of `table` they were written against (a commit
+/// that landed since is checked by delta-rs, or refused when `props` allow no retries), then
+/// the table's upkeep. Returns the table at its new version.
+pub(crate) async fn commit_actions(
+    table: &DeltaTable,
+    actions: Vec<Action>,
+    operation: DeltaOperation,
+    props: CommitProperties,
+) -> DeltaResult<DeltaTable> {
+    let finalized = CommitBuilder::from(tidemarks(props))
+        .with_actions(actions)
+        .build(Some(table.snapshot()?), table.log_store(), operation)
+        .await?;
+    let mut committed = table.clone();
+    committed.state = Some(finalized.snapshot());
+    after_commit(&committed).await;
+    Ok(committed)
+}
+
+/// `props` as tidemark commits them. delta-rs would otherwise clean up expired log files after
+/// every commit, listing (and stat-ing) the whole `_delta_log` each time: 70 ms once a table
+/// holds 11,000 commit files. [`after_commit`] does it in batches instead.
+fn tidemarks(props: CommitProperties) -> CommitProperties {
+    props.with_cleanup_expired_logs(Some(false))
 }
 
 /// After a commit of `table` by tidemark: checkpoint a small table when its version is due,
 /// and remove log files its retention no longer keeps. Best effort: a failed checkpoint leaves
 /// the table as correct as before, only slower to open.
-pub async fn after_commit(table: &DeltaTable) {
+async fn after_commit(table: &DeltaTable) {
     if table
         .version()
         .is_some_and(|v| v > 0 && v.is_multiple_of(CHECKPOINT_EVERY))
@@ -41,7 +128,7 @@ pub async fn after_commit(table: &DeltaTable) {
 }
 
 /// Checkpoint a small table now and remove the log files its retention no longer keeps.
-pub async fn maintain(table: &DeltaTable) {
+pub(crate) async fn maintain(table: &DeltaTable) {
     let small = table
         .snapshot()
         .is_ok_and(|s| s.log_data().num_files() <= SMALL_TABLE_FILES);
@@ -74,12 +161,12 @@ pub async fn maintain(table: &DeltaTable) {
 }
 
 /// A clean-up of the log runs at least this often (in versions), expired commits or not.
-pub const CLEANUP_EVERY: u64 = 1000;
+const CLEANUP_EVERY: u64 = 1000;
 
 /// A clean-up runs once this many commits have expired. Delta's clean-up keeps the commit of
 /// the checkpoint it stops at, usually itself expired: waiting for one expired commit would
 /// list the whole log on every upkeep pass of a table older than its retention.
-pub const CLEANUP_BATCH: u64 = 100;
+const CLEANUP_BATCH: u64 = 100;
 
 /// The local directory of a table in a file-system warehouse.
 fn local_dir(table: &DeltaTable) -> Option<std::path::PathBuf> {
@@ -126,7 +213,7 @@ fn oldest_commit(dir: &std::path::Path, newest: u64) -> Option<u64> {
 }
 
 /// Whether an append-only table of tidemark's has grown enough files to compact.
-pub fn needs_compaction(table: &DeltaTable) -> bool {
+pub(crate) fn needs_compaction(table: &DeltaTable) -> bool {
     table
         .snapshot()
         .is_ok_and(|s| s.log_data().num_files() >= COMPACT_AT_FILES)

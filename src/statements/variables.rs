@@ -40,7 +40,7 @@ pub async fn declare(
     data_type: Option<&SqlType>,
     default: Option<Expr>,
 ) -> Result<Output> {
-    if session.vars.contains(name) && !or_replace {
+    if session.vars().contains(name) && !or_replace {
         return Err(Error::class(
             "VARIABLE_ALREADY_EXISTS",
             format!(
@@ -67,7 +67,7 @@ pub async fn declare(
         Some(v) => cast_to(v, &dt, name)?,
         None => ScalarValue::try_from(&dt)?,
     };
-    session.vars.declare(
+    session.vars_mut().declare(
         name,
         Variable {
             data_type: dt,
@@ -93,7 +93,7 @@ pub async fn set(
             ));
         }
         let var = session
-            .vars
+            .vars()
             .get(name)
             .cloned()
             .ok_or_else(|| unresolved(name))?;
@@ -104,7 +104,7 @@ pub async fn set(
         values.push((name.clone(), cast_to(value, &var.data_type, name)?));
     }
     for (name, value) in values {
-        session.vars.assign(&name, value)?;
+        session.vars_mut().assign(&name, value)?;
     }
     Ok(Output::empty())
 }
@@ -116,7 +116,7 @@ pub async fn set_from_query(
     query: Query,
 ) -> Result<Output> {
     for n in &names {
-        if !session.vars.contains(n) {
+        if !session.vars().contains(n) {
             return Err(unresolved(n));
         }
     }
@@ -142,7 +142,7 @@ pub async fn set_from_query(
     let mut values = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
         let var = session
-            .vars
+            .vars()
             .get(name)
             .cloned()
             .ok_or_else(|| unresolved(name))?;
@@ -153,14 +153,14 @@ pub async fn set_from_query(
         values.push((name.clone(), cast_to(v, &var.data_type, name)?));
     }
     for (name, value) in values {
-        session.vars.assign(&name, value)?;
+        session.vars_mut().assign(&name, value)?;
     }
     Ok(Output::empty())
 }
 
 /// `DROP TEMPORARY VARIABLE [IF EXISTS] name`.
 pub fn drop(session: &mut Session, name: &str, if_exists: bool) -> Result<Output> {
-    if !session.vars.drop_var(name) && !if_exists {
+    if !session.vars_mut().drop_var(name) && !if_exists {
         return Err(unresolved(name));
     }
     Ok(Output::empty())

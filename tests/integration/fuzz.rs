@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tidemark::parser::{self, SyntaxOnly, splitter};
+use tidemark::sql::{self as parser, SyntaxOnly, splitter};
 
 use crate::common::Rng;
 
@@ -139,7 +139,7 @@ fn exercise(input: &str) {
         if let splitter::Piece::Sql(sql) = p {
             let _ = parser::parse(sql, &SyntaxOnly);
         } else if let splitter::Piece::Meta(m) = p {
-            let _ = m.parse::<tidemark::shell::command::Command>();
+            let _ = m.parse::<tidemark::shell::Command>();
         }
     }
 }

@@ -250,9 +250,7 @@ fn diff(actual: &[String], expected: &[String]) -> Option<String> {
 }
 
 async fn query(s: &mut Session, sql: &str) -> Result<(Schema, Vec<RecordBatch>), String> {
-    let out = tidemark::statements::run(s, sql)
-        .await
-        .map_err(|e| e.to_string())?;
+    let out = tidemark::run(s, sql).await.map_err(|e| e.to_string())?;
     Ok((out.schema.as_ref().clone(), out.batches))
 }
 
@@ -345,7 +343,7 @@ async fn check_copies(wh: &Path, src: &str, wm: &str, like: &Schema, out: &mut O
         }
         let version = |s: &Session, t: &str| {
             let log = s
-                .warehouse
+                .warehouse()
                 .root()
                 .join("main/default")
                 .join(t)
@@ -678,7 +676,7 @@ async fn check_table(name: &str, expect: Expect) -> Outcome {
         (Expect::Reads | Expect::ReadsExcept(_), Ok((_, batches))) => {
             let expected_dir = dir.join("expected");
             let exp = s
-                .ctx
+                .ctx()
                 .read_parquet(
                     expected_dir.to_str().unwrap(),
                     ParquetReadOptions::default(),

@@ -4,6 +4,7 @@ mod cli;
 mod common;
 mod concurrency;
 mod copy;
+mod ddl;
 mod differential;
 mod disk;
 mod for_each;

@@ -19,7 +19,7 @@ impl sqllogictest::AsyncDB for Db {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, tidemark::Error> {
-        let out = tidemark::statements::run(&mut self.session, sql).await?;
+        let out = tidemark::run(&mut self.session, sql).await?;
         if out.schema.fields().is_empty() {
             return Ok(DBOutput::StatementComplete(0));
         }

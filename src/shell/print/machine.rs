@@ -21,12 +21,40 @@ pub(super) fn write_csv(
         .with_header(header)
         .with_delimiter(delimiter)
         .build(&mut tracked);
-    let result = writer.write(batch);
+    let result = nested_as_text(batch).and_then(|b| writer.write(&b));
     drop(writer);
     result.map_err(|e| match tracked.1 {
         Some(kind) => io::Error::new(kind, e),
         None => arrow_err(e),
     })
+}
+
+/// CSV has no nested values: lists, structs and maps are written as the table format shows
+/// them (`[a, b]`, `{k: v}`), as one text field.
+fn nested_as_text(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    use arrow::array::{Array, ArrayRef, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::util::display::{ArrayFormatter, FormatOptions};
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| f.data_type().is_nested()) {
+        return Ok(batch.clone());
+    }
+    let mut fields = vec![];
+    let mut columns: Vec<ArrayRef> = vec![];
+    for (f, c) in schema.fields().iter().zip(batch.columns()) {
+        if f.data_type().is_nested() {
+            let text = ArrayFormatter::try_new(c.as_ref(), &FormatOptions::default())?;
+            let values: StringArray = (0..c.len())
+                .map(|i| c.is_valid(i).then(|| text.value(i).to_string()))
+                .collect();
+            columns.push(Arc::new(values));
+            fields.push(Field::new(f.name(), DataType::Utf8, true));
+        } else {
+            columns.push(c.clone());
+            fields.push(f.as_ref().clone());
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
 }
 
 /// Remembers the first I/O error kind, since arrow's CSV writer turns I/O

@@ -1,8 +1,9 @@
 //! Step 4 of a copy: one Delta commit carrying the rows, the `txn` action of this pair's run
 //! and the run's [`RunMetadata`]. Exactly once: before writing, the target's `txn` version
 //! must still be the one the run read. A new target is created (empty) in a commit of its own
-//! first, so that the data commit always meets an existing table and its `txn` check. After
-//! the commit, the table's upkeep (checkpoints, log clean-up) runs here, for every strategy.
+//! first, so that the data commit always meets an existing table and its `txn` check. Every
+//! strategy commits through [`upkeep`], which runs the table's upkeep (checkpoints, log
+//! clean-up) after.
 
 use datafusion::arrow::datatypes::DataType;
 use deltalake::DeltaTable;
@@ -48,7 +49,7 @@ pub(super) fn properties(
         whole_files: files.map(|f| f.whole.len()),
         decoded_files: files.map(|f| f.decode.len()),
     };
-    upkeep::commit_properties()
+    CommitProperties::default()
         .with_application_transaction(Transaction::new(&r.app, run))
         .with_metadata(vec![(META_KEY.to_string(), meta.to_json())])
 }
@@ -77,7 +78,7 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
 /// plan writes.
 pub(super) async fn target(session: &Session, r: &Resolved, plan: &CopyPlan) -> Result<DeltaTable> {
     if let Some(t) = &r.target {
-        session.warehouse.check_table_writable(&r.names.target)?;
+        session.warehouse().check_table_writable(&r.names.target)?;
         return Ok(t.clone());
     }
     let fields = match (&plan.strategy, r.source.delta()) {
@@ -114,14 +115,14 @@ async fn create(session: &Session, r: &Resolved, fields: Vec<StructField>) -> Re
         .collect();
     crate::statements::table::keep_stats_exact(&mut configuration, &typed, &[]);
     session
-        .warehouse
+        .warehouse()
         .create_builder(name)
         .await?
         .with_columns(fields)
         .with_configuration(configuration)
         .await
         .map_err(|e| {
-            if session.warehouse.table_exists(name) {
+            if session.warehouse().table_exists(name) {
                 Error::Conflict(format!("{name} was created by another run"))
             } else {
                 Error::from(e)
@@ -153,8 +154,8 @@ fn without_column_mapping(field: StructField) -> Result<StructField> {
     serde_json::from_value(json).map_err(|e| Error::Other(format!("column {}: {e}", field.name)))
 }
 
-/// Commit what the writer left (files, or nothing: it committed itself), then the table's
-/// upkeep. Returns the target at its new version.
+/// Commit what the writer left (files, or nothing: it committed itself). Returns the target
+/// at its new version.
 pub(super) async fn commit(
     target: &DeltaTable,
     written: Written,
@@ -164,7 +165,6 @@ pub(super) async fn commit(
         Written::Files(adds) => commit_adds(target, adds, props).await?,
         Written::Committed(t) => t,
     };
-    upkeep::after_commit(&committed).await;
     fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
     Ok(committed)
 }
@@ -185,11 +185,5 @@ async fn commit_adds(
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     let (actions, operation) = crate::statements::append_commit(adds);
-    let finalized = deltalake::kernel::transaction::CommitBuilder::from(props)
-        .with_actions(actions)
-        .build(Some(target.snapshot()?), target.log_store(), operation)
-        .await?;
-    let mut t = target.clone();
-    t.state = Some(finalized.snapshot());
-    Ok(t)
+    Ok(upkeep::commit_actions(target, actions, operation, props).await?)
 }

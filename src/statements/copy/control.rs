@@ -8,6 +8,7 @@ use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr as DfExpr, col, lit};
+use deltalake::kernel::transaction::CommitProperties;
 
 use crate::catalog::{TableName, split_qualified};
 use crate::engine::Session;
@@ -32,7 +33,7 @@ pub struct ControlRow {
 /// Resolve a name stored in a control row ("cat.schema.table", "schema.table", back-quotes).
 pub fn resolve_stored_name(session: &Session, raw: &str) -> Result<TableName> {
     let parts = split_qualified(raw)?;
-    TableName::resolve(&parts, &session.catalog, &session.schema)
+    TableName::resolve(&parts, session.current_catalog(), session.current_schema())
 }
 
 fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<String>> {
@@ -53,7 +54,7 @@ fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<Str
 
 /// Read every row of a control table.
 pub async fn read_all(session: &Session, table: &TableName) -> Result<Vec<RecordBatch>> {
-    let t = session.warehouse.open(table).await?;
+    let t = session.warehouse().open(table).await?;
     let provider = crate::catalog::provider_for(&t).await?;
     let schema = provider.schema();
     for required in ["source_table", "last_watermark"] {
@@ -63,7 +64,7 @@ pub async fn read_all(session: &Session, table: &TableName) -> Result<Vec<Record
             )));
         }
     }
-    let batches = session.ctx.read_table(provider)?.collect().await?;
+    let batches = session.ctx().read_table(provider)?.collect().await?;
     Ok(batches)
 }
 
@@ -325,7 +326,7 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         .reduce(|a, b| a.or(b))
         .expect("a batch has one advance or more");
     crate::statements::retry::on_conflict(crate::statements::retry::SMALL_WRITE, || async {
-        let t = session.warehouse.open_for_write(table).await?;
+        let t = session.warehouse().open_for_write(table).await?;
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
         // Through tidemark's own rewrite where it applies (plain string types in the new
         // file), else delta-rs' UPDATE.
@@ -340,14 +341,12 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
             .await
             .map(|_| ())
         } else {
-            let (t, _) = t
+            let update = t
                 .update()
                 .with_predicate(pred.clone())
                 .with_update("last_watermark", value.clone())
-                .with_session_state(Arc::new(session.ctx.state()))
-                .with_commit_properties(crate::statements::upkeep::commit_properties())
-                .await?;
-            crate::statements::upkeep::after_commit(&t).await;
+                .with_session_state(Arc::new(session.ctx().state()));
+            crate::statements::upkeep::commit(update, CommitProperties::default()).await?;
             Ok(())
         }
     })

@@ -150,7 +150,7 @@ pub async fn append(session: &Session, records: &[RunRecord]) -> Result<()> {
 /// Start opening the history table in the background, so that the write at the end of a
 /// run finds it open (the run's own work overlaps the log replay).
 pub fn prefetch(session: &Session) {
-    let warehouse = session.warehouse.clone();
+    let warehouse = session.warehouse().clone();
     tokio::spawn(async move {
         let name = table_name();
         let slot = kept(&warehouse);
@@ -178,7 +178,7 @@ async fn open_appendable(warehouse: &Warehouse) -> Result<Appendable> {
 /// One blind append of a batch of records.
 async fn write(session: &Session, records: Vec<RunRecord>) -> Result<()> {
     let batch = to_batch(&records)?;
-    let slot = kept(&session.warehouse);
+    let slot = kept(session.warehouse());
     let mut kept = slot.lock().await;
     // Two first writers racing to create the table, or another writer that changed the
     // table's metadata, are conflicts: open it again and append next time.
@@ -203,7 +203,7 @@ async fn append_batch(
     kept: &mut Option<Appendable>,
     batch: &RecordBatch,
 ) -> Result<()> {
-    let warehouse = &session.warehouse;
+    let warehouse = &session.warehouse();
     let mut appendable = match kept.take() {
         Some(a) => a,
         None => {
@@ -290,7 +290,7 @@ async fn create(session: &Session) -> Result<DeltaTable> {
         .map(|f| crate::engine::types::arrow_to_delta(f))
         .collect::<Result<Vec<_>>>()?;
     Ok(session
-        .warehouse
+        .warehouse()
         .create_builder(&table_name())
         .await?
         .with_columns(fields)

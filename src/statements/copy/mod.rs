@@ -19,6 +19,7 @@ pub(crate) mod uncommitted;
 pub mod whole_file;
 
 mod commit;
+mod encoding;
 mod metadata;
 mod plan;
 mod record;
@@ -33,7 +34,6 @@ use std::time::Instant;
 
 use control::ControlRow;
 use history::RunRecord;
-pub use metadata::app_id;
 
 use crate::engine::progress::CopyProgress;
 use crate::engine::types::display_exact;
@@ -108,8 +108,8 @@ pub async fn run_with_row(
         Ok(()) => {
             if !c.dry_run {
                 history::append(session, std::slice::from_ref(&record)).await?;
-            } else if session.warehouse.root().is_dir()
-                && session.warehouse.check_writable(None).is_ok()
+            } else if session.warehouse().root().is_dir()
+                && session.warehouse().check_writable(None).is_ok()
             {
                 // Recorded too, when the warehouse can be written (a dry run also serves a
                 // read-only one).
@@ -176,7 +176,7 @@ async fn attempt(
             let target = commit::target(session, &r, &plan).await?;
             commit::check_txn(&r).await?;
             let progress = CopyProgress::start(
-                session.settings.progress.as_ref(),
+                session.settings().progress.as_ref(),
                 &format!("{} -> {}", r.names.source, r.names.target),
                 plan.rows as u64,
             );

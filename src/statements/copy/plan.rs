@@ -230,7 +230,7 @@ async fn missing_in_window(
     };
     let source_columns = crate::statements::column_names(r.source.schema.fields());
     let tdf = session
-        .ctx
+        .ctx()
         .read_table(crate::catalog::provider_for(t).await?)?
         .filter(in_window.clone())?;
     let tcols = crate::statements::column_names(tdf.schema().fields());
@@ -329,7 +329,7 @@ fn strategy(
         )
     };
     if let Some(fp) = stats
-        && session.settings.whole_files
+        && session.settings().whole_files
         && !r.new_columns
         && match &r.target {
             Some(t) => takes_files_whole(t)?,

@@ -36,12 +36,12 @@ impl Names {
         }
         crate::catalog::check_writable_table(&target, true)?;
         if !session
-            .warehouse
+            .warehouse()
             .schema_exists(&target.catalog, &target.schema)
         {
-            return Err(session.warehouse.missing_table_error(&target));
+            return Err(session.warehouse().missing_table_error(&target));
         }
-        let target_dir = session.warehouse.table_path(&target)?;
+        let target_dir = session.warehouse().table_path(&target)?;
         Ok(Names {
             source,
             target,
@@ -98,7 +98,7 @@ pub(super) async fn resolve(
     // The target's log is replayed on another worker while this one reads the source's and
     // the control's.
     let target_task = {
-        let warehouse = session.warehouse.clone();
+        let warehouse = session.warehouse().clone();
         let name = names.target.clone();
         tokio::spawn(async move {
             if warehouse.table_exists(&name) {

@@ -38,13 +38,13 @@ impl Source {
     pub(super) async fn open(session: &Session, name: &TableName) -> Result<Source> {
         if name.catalog == SAMPLES {
             let provider = session
-                .ctx
+                .ctx()
                 .catalog(SAMPLES)
                 .and_then(|c| c.schema(&name.schema))
-                .ok_or_else(|| session.warehouse.missing_table_error(name))?
+                .ok_or_else(|| session.warehouse().missing_table_error(name))?
                 .table(&name.table)
                 .await?
-                .ok_or_else(|| session.warehouse.missing_table_error(name))?;
+                .ok_or_else(|| session.warehouse().missing_table_error(name))?;
             return Ok(Source {
                 name: name.clone(),
                 schema: provider.schema(),
@@ -52,8 +52,8 @@ impl Source {
                 kind: Kind::Rows,
             });
         }
-        let root = session.warehouse.table_path(name)?;
-        if !session.warehouse.table_exists(name) {
+        let root = session.warehouse().table_path(name)?;
+        if !session.warehouse().table_exists(name) {
             if root.exists() {
                 return Err(Error::Invalid(format!(
                     "{name} is not a Delta table (no {} at {})",
@@ -61,9 +61,9 @@ impl Source {
                     root.display()
                 )));
             }
-            return Err(session.warehouse.missing_table_error(name));
+            return Err(session.warehouse().missing_table_error(name));
         }
-        let table = session.warehouse.open(name).await?;
+        let table = session.warehouse().open(name).await?;
         let provider = crate::catalog::copy_source_provider(&table).await?;
         Ok(Source {
             name: name.clone(),
@@ -75,7 +75,7 @@ impl Source {
 
     /// All its rows, as of the pinned snapshot.
     pub(super) fn scan(&self, session: &Session) -> Result<DataFrame> {
-        Ok(session.ctx.read_table(self.provider.clone())?)
+        Ok(session.ctx().read_table(self.provider.clone())?)
     }
 
     /// The Delta table, if the source is one.
@@ -148,7 +148,7 @@ impl Source {
             .with_session(crate::catalog::copy_scan_settings())
             .await?;
         let provider = crate::catalog::exact_reads(t, provider)?;
-        Ok(session.ctx.read_table(provider)?)
+        Ok(session.ctx().read_table(provider)?)
     }
 }
 

@@ -36,7 +36,7 @@ pub(super) async fn check(
     names: &Names,
     control_row: Option<&ControlRow>,
 ) -> Option<Unchanged> {
-    if !session.warehouse.table_exists(&names.source) {
+    if !session.warehouse().table_exists(&names.source) {
         return None;
     }
     let (target_version, meta) = metadata::newest_commit(&names.target_dir)?;
@@ -45,7 +45,7 @@ pub(super) async fn check(
     }
     let source = deltalake::kernel::Snapshot::try_new(
         session
-            .warehouse
+            .warehouse()
             .handle(&names.source)
             .await
             .ok()?

@@ -13,15 +13,17 @@ use deltalake::kernel::Add;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::SaveMode;
 
+use super::encoding::{self, DecodeSettings};
 use super::plan::{CopyPlan, Strategy, wm_col};
 use super::resolve::Resolved;
 use super::uncommitted::Uncommitted;
-use super::whole_file::{self, DecodeSettings, FilePlan};
+use super::whole_file::{self, FilePlan};
 use crate::engine::Session;
 use crate::engine::progress::CopyProgress;
 use crate::engine::types::{empty_strings_as_null_df, empty_strings_as_null_in};
 use crate::error::{Error, Result};
 use crate::statements::table::{storable, with_target_columns};
+use crate::statements::upkeep;
 
 /// What a writer leaves for the commit step.
 pub(super) enum Written {
@@ -69,7 +71,7 @@ pub(super) async fn write(
         Strategy::CheckedAppend { merge_schema } => {
             let mut input = storable(plan.rows_df.clone())?;
             if !window.is_empty() {
-                input = input.union(session.ctx.read_batches(window)?)?;
+                input = input.union(session.ctx().read_batches(window)?)?;
             }
             let input = with_target_columns(session, input, &to.table).await?;
             let input = empty_strings_as_null_df(input, &partitions)?;
@@ -98,7 +100,7 @@ async fn whole_files(
         source_root,
         &r.names.target_dir,
         &files.whole,
-        session.settings.hard_links,
+        session.settings().hard_links,
         &crate::catalog::inexact_stats_columns(source)?,
     )?;
     for add in &adds {
@@ -119,11 +121,11 @@ async fn whole_files(
 /// How decoded rows are read and encoded for a Delta source (samples a source file).
 fn decode_settings(session: &Session, r: &Resolved, target: &DeltaTable) -> Option<DecodeSettings> {
     let (source, root) = (r.source.delta()?, r.source.root()?);
-    Some(whole_file::decode_settings(
+    Some(encoding::decode_settings(
         source,
         target,
         root,
-        session.settings.delta_encoding,
+        session.settings().delta_encoding,
     ))
 }
 
@@ -138,7 +140,7 @@ async fn checked_append(
     // delta-rs runs this write: count its rows as they pass.
     let input = crate::engine::functions::counted(input, to.progress.counter())?;
     let settings = decode_settings(session, r, &to.table);
-    let state = session.ctx.state();
+    let state = session.ctx().state();
     let state = match &settings {
         Some(s) => datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
             .with_config(state.config().clone().with_batch_size(s.batch_rows))
@@ -152,15 +154,14 @@ async fn checked_append(
         .with_input_plan(input.into_unoptimized_plan())
         .with_session_state(Arc::new(state))
         .with_save_mode(SaveMode::Append)
-        .with_table_name(r.names.target.table.clone())
-        .with_commit_properties(to.props.clone());
+        .with_table_name(r.names.target.table.clone());
     if merge_schema {
         write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
     }
     if let Some(s) = settings {
         write = write.with_writer_properties(s.writer);
     }
-    Ok(write.await?)
+    Ok(upkeep::commit(write, to.props.clone()).await?)
 }
 
 /// MERGE the latest source row of each key into the target.
@@ -192,14 +193,11 @@ async fn upsert(
         .expect("at least one key");
     // Tests hold a MERGE ON copy here while another writer commits.
     fail::fail_point!("copy::before_merge");
-    let (t, _) = t
+    let merge = t
         .merge(input, on)
         .with_source_alias("source")
         .with_target_alias("target")
-        .with_session_state(Arc::new(session.ctx.state()))
-        // As UPDATE and DELETE: never over another commit; a conflict reruns the whole copy
-        // on the new state (`concurrency::a_merge_copy_never_*`).
-        .with_commit_properties(to.props.clone().with_max_retries(0))
+        .with_session_state(Arc::new(session.ctx().state()))
         .when_matched_update(|mut u| {
             for c in &updated {
                 u = u.update(c.as_str(), col(Column::new(Some("source"), c)));
@@ -211,8 +209,11 @@ async fn upsert(
                 i = i.set(c.as_str(), col(Column::new(Some("source"), c)));
             }
             i
-        })?
-        .await?;
+        })?;
+    // As UPDATE and DELETE: never over another commit; a conflict reruns the whole copy on the
+    // new state (`concurrency::a_merge_copy_never_*`).
+    let props = to.props.clone().with_max_retries(0);
+    let (t, _) = upkeep::commit(merge, props).await?;
     Ok(t)
 }
 

@@ -2,11 +2,13 @@
 //! constraints added and dropped.
 
 use super::super::table::{DEFAULT_KEY, arrow_schema};
+use super::super::upkeep::commit;
 use super::*;
 use crate::engine::{Output, Session};
 use crate::error::{Error, Result};
 use datafusion::arrow::datatypes::Field;
 use datafusion::sql::sqlparser::ast::{ColumnDef, Expr, ObjectName};
+use deltalake::kernel::transaction::CommitProperties;
 
 /// `ALTER TABLE t ADD COLUMN[S] (...)`: existing rows read the DEFAULT, as in PostgreSQL.
 pub async fn add_columns(
@@ -15,7 +17,7 @@ pub async fn add_columns(
     columns: Vec<ColumnDef>,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
+    let t = session.warehouse().open_for_write(&table).await?;
     let existing: Vec<String> = t
         .snapshot()?
         .schema()
@@ -49,7 +51,11 @@ pub async fn add_columns(
     }
     let t = keep_new_columns_stats_exact(t, &typed_new).await?;
     if defaults.is_empty() || t.snapshot()?.log_data().num_files() == 0 {
-        t.add_columns().with_fields(fields).await?;
+        commit(
+            t.add_columns().with_fields(fields),
+            CommitProperties::default(),
+        )
+        .await?;
         return Ok(Output::empty());
     }
     // Existing rows get the DEFAULT in the same commit that adds the columns.
@@ -78,7 +84,7 @@ pub async fn add_columns(
     super::super::retry::on_conflict(super::super::retry::WHOLE_STATEMENT, || {
         let (table, fields, arrow_fields, values) = (&table, &fields, &arrow_fields, &values);
         async move {
-            let t = session.warehouse.open(table).await?;
+            let t = session.warehouse().open(table).await?;
             super::super::rewrite::add_columns_with_values(
                 session,
                 &t,
@@ -120,9 +126,10 @@ pub(super) async fn keep_new_columns_stats_exact(
     let Some((k, v)) = crate::engine::types::exact_stats_property(&all, &partitions) else {
         return Ok(t);
     };
-    Ok(t.set_tbl_properties()
-        .with_properties([(k, v)].into_iter().collect())
-        .await?)
+    let set = t
+        .set_tbl_properties()
+        .with_properties([(k, v)].into_iter().collect());
+    Ok(commit(set, CommitProperties::default()).await?)
 }
 
 /// `ALTER TABLE t SET TBLPROPERTIES (...)`.
@@ -132,10 +139,24 @@ pub async fn set_properties(
     properties: Vec<(String, String)>,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
-    t.set_tbl_properties()
+    let t = session.warehouse().open_for_write(&table).await?;
+    // Custom keys (owner, team, ...) are allowed, as in Databricks; a `delta.` key must be
+    // one of Delta's (a misspelt one would silently do nothing).
+    if let Some((k, _)) = properties.iter().find(|(k, _)| {
+        k.starts_with("delta.")
+            && k.parse::<deltalake::table::config::TableProperty>()
+                .is_err()
+            && !k.starts_with("delta.constraints.")
+    }) {
+        return Err(Error::Invalid(format!(
+            "cannot set '{k}' on {table}: it is not a Delta table property (custom properties must not start with 'delta.')"
+        )));
+    }
+    let set = t
+        .set_tbl_properties()
         .with_properties(properties.into_iter().collect())
-        .await?;
+        .with_raise_if_not_exists(false);
+    commit(set, CommitProperties::default()).await?;
     Ok(Output::empty())
 }
 
@@ -148,15 +169,17 @@ pub async fn add_constraint(
     check: &Expr,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
+    let t = session.warehouse().open_for_write(&table).await?;
     let key = format!("delta.constraints.{}", constraint.to_lowercase());
     if let Some(existing) = t.snapshot()?.metadata().configuration().get(&key) {
         return Err(Error::AlreadyExists(format!(
             "{table} already has constraint {constraint} CHECK ({existing}): drop it first (ALTER TABLE {table} DROP CONSTRAINT {constraint})"
         )));
     }
-    t.add_constraint()
-        .with_constraint(constraint.to_lowercase(), check_text(check))
+    let add = t
+        .add_constraint()
+        .with_constraint(constraint.to_lowercase(), check_text(check));
+    commit(add, CommitProperties::default())
         .await
         .map_err(|e| {
             Error::from(e).context(format!("cannot add constraint {constraint} to {table}"))
@@ -203,10 +226,12 @@ pub async fn drop_constraint(
     if_exists: bool,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
-    let t = session.warehouse.open_for_write(&table).await?;
-    t.drop_constraints()
+    let t = session.warehouse().open_for_write(&table).await?;
+    let drop = t
+        .drop_constraints()
         .with_constraint(constraint.to_lowercase())
-        .with_raise_if_not_exists(!if_exists)
+        .with_raise_if_not_exists(!if_exists);
+    commit(drop, CommitProperties::default())
         .await
         .map_err(|e| {
             Error::from(e).context(format!("cannot drop constraint {constraint} of {table}"))

@@ -12,6 +12,7 @@ use datafusion::sql::sqlparser::ast::{
     Assignment, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SetExpr, TableFactor,
 };
 use deltalake::DeltaTable;
+use deltalake::operations::merge;
 
 /// `MERGE INTO t USING s ON ... WHEN ...`.
 pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
@@ -55,10 +56,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 .merge(source, on.to_string())
                 .with_source_alias(source_alias.clone())
                 .with_target_alias(target_alias.clone())
-                .with_session_state(without_view_types(session))
-                .with_commit_properties(
-                    super::super::upkeep::commit_properties().with_max_retries(0),
-                );
+                .with_session_state(without_view_types(session));
             let clauses = Clauses {
                 target_cols: &target_cols,
                 source_cols: &source_cols,
@@ -70,8 +68,9 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 let _b = session.bind(&mut clause, &scope).await?;
                 builder = clauses.add(builder, clause)?;
             }
-            let (t, m) = builder.await.map_err(Error::from)?;
-            super::super::upkeep::after_commit(&t).await;
+            let (_, m) = super::super::upkeep::commit(builder, super::never_over_another())
+                .await
+                .map_err(Error::from)?;
             Ok(m)
         }
     })
@@ -149,35 +148,16 @@ impl Clauses<'_> {
     /// `builder` with one WHEN clause more.
     fn add(
         &self,
-        builder: deltalake::operations::merge::MergeBuilder,
+        builder: merge::MergeBuilder,
         clause: datafusion::sql::sqlparser::ast::MergeClause,
-    ) -> Result<deltalake::operations::merge::MergeBuilder> {
+    ) -> Result<merge::MergeBuilder> {
         let pred = clause.predicate.map(|p| p.to_string());
         Ok(match (clause.clause_kind, clause.action) {
             (MergeClauseKind::Matched, MergeAction::Update(u)) => {
-                let sets = self.null_if_empty(merge_assignments(
-                    &u.assignments,
-                    self.target_cols,
-                    self.source_cols,
-                    self.source_alias,
-                )?);
-                builder.when_matched_update(|mut b| {
-                    if let Some(p) = pred {
-                        b = b.predicate(p);
-                    }
-                    for (c, e) in sets {
-                        b = b.update(c, e);
-                    }
-                    b
-                })?
+                builder.when_matched_update(self.update(pred, &u.assignments)?)?
             }
             (MergeClauseKind::Matched, MergeAction::Delete { .. }) => {
-                builder.when_matched_delete(|mut b| {
-                    if let Some(p) = pred {
-                        b = b.predicate(p);
-                    }
-                    b
-                })?
+                builder.when_matched_delete(delete(pred))?
             }
             (
                 MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget,
@@ -208,34 +188,39 @@ impl Clauses<'_> {
                 })?
             }
             (MergeClauseKind::NotMatchedBySource, MergeAction::Update(u)) => {
-                let sets = self.null_if_empty(merge_assignments(
-                    &u.assignments,
-                    self.target_cols,
-                    self.source_cols,
-                    self.source_alias,
-                )?);
-                builder.when_not_matched_by_source_update(|mut b| {
-                    if let Some(p) = pred {
-                        b = b.predicate(p);
-                    }
-                    for (c, e) in sets {
-                        b = b.update(c, e);
-                    }
-                    b
-                })?
+                builder.when_not_matched_by_source_update(self.update(pred, &u.assignments)?)?
             }
-            (MergeClauseKind::NotMatchedBySource, MergeAction::Delete { .. }) => builder
-                .when_not_matched_by_source_delete(|mut b| {
-                    if let Some(p) = pred {
-                        b = b.predicate(p);
-                    }
-                    b
-                })?,
+            (MergeClauseKind::NotMatchedBySource, MergeAction::Delete { .. }) => {
+                builder.when_not_matched_by_source_delete(delete(pred))?
+            }
             (kind, action) => {
                 return Err(Error::Invalid(format!(
                     "WHEN {kind} THEN {action} is not a valid MERGE clause"
                 )));
             }
+        })
+    }
+
+    /// An UPDATE clause (matched or not matched by source): its condition and SET list.
+    fn update(
+        &self,
+        pred: Option<String>,
+        assignments: &[Assignment],
+    ) -> Result<impl FnOnce(merge::UpdateBuilder) -> merge::UpdateBuilder + use<>> {
+        let sets = self.null_if_empty(merge_assignments(
+            assignments,
+            self.target_cols,
+            self.source_cols,
+            self.source_alias,
+        )?);
+        Ok(move |mut b: merge::UpdateBuilder| {
+            if let Some(p) = pred {
+                b = b.predicate(p);
+            }
+            for (c, e) in sets {
+                b = b.update(c, e);
+            }
+            b
         })
     }
 
@@ -250,6 +235,16 @@ impl Clauses<'_> {
                 }
             })
             .collect()
+    }
+}
+
+/// A DELETE clause (matched or not matched by source) and its condition.
+fn delete(pred: Option<String>) -> impl FnOnce(merge::DeleteBuilder) -> merge::DeleteBuilder {
+    move |mut b| {
+        if let Some(p) = pred {
+            b = b.predicate(p);
+        }
+        b
     }
 }
 

@@ -1,0 +1,353 @@
+//! One table described: `SHOW CREATE TABLE` (a statement that re-creates it), `SHOW
+//! TBLPROPERTIES`, `SHOW COLUMNS` and `DESCRIBE DETAIL`, with Databricks' column names.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, Int32Array, Int64Array, ListBuilder, MapBuilder, RecordBatch, StringArray,
+    StringBuilder, TimestampMillisecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use deltalake::DeltaTable;
+use deltalake::kernel::{DataType as DeltaType, MetadataValue, StructField};
+
+use super::strings;
+use crate::catalog::{TableName, quote_ident};
+use crate::engine::{Output, Session};
+use crate::error::{Error, Result};
+use crate::parser::TableAction;
+use crate::statements::table::{COMMENT_KEY, DEFAULT_KEY};
+
+/// Column metadata key of a generated column's expression.
+const GENERATION_KEY: &str = "delta.generationExpression";
+
+/// Run one of the describing statements on `table`.
+pub async fn execute(session: &Session, table: &TableName, action: TableAction) -> Result<Output> {
+    let t = session.warehouse().open(table).await?;
+    match action {
+        TableAction::ShowCreate => Ok(strings(
+            "createtab_stmt",
+            vec![create_statement(table, &t)?],
+        )),
+        TableAction::ShowProperties { key } => properties(table, &t, key),
+        TableAction::ShowColumns => {
+            let names = t
+                .snapshot()?
+                .schema()
+                .fields()
+                .map(|f| f.name().clone())
+                .collect();
+            Ok(strings("col_name", names))
+        }
+        TableAction::DescribeDetail => detail(session, table, &t).await,
+        other => Err(Error::Other(format!(
+            "not a describing statement: {other:?}"
+        ))),
+    }
+}
+
+/// The CREATE TABLE statement that makes a table like `t`: columns with their types, NOT NULL,
+/// DEFAULT, generation expressions and comments; USING DELTA; partitioning; the comment; the
+/// table properties (CHECK constraints are `delta.constraints.*` properties, as Databricks
+/// shows them).
+fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
+    let snapshot = t.snapshot()?;
+    let metadata = snapshot.metadata();
+    let columns: Vec<String> = snapshot
+        .schema()
+        .fields()
+        .map(|f| format!("  {}", column_sql(f)))
+        .collect();
+    let mut out = format!(
+        "CREATE TABLE {table} (\n{})\nUSING DELTA",
+        columns.join(",\n")
+    );
+    let partitions = metadata.partition_columns();
+    if !partitions.is_empty() {
+        let names: Vec<String> = partitions.iter().map(|p| quote_ident(p)).collect();
+        out.push_str(&format!("\nPARTITIONED BY ({})", names.join(", ")));
+    }
+    if let Some(c) = metadata.description() {
+        out.push_str(&format!("\nCOMMENT {}", literal(c)));
+    }
+    // The protocol versions follow from the table's features (the constraints among the
+    // properties set them up again); SHOW TBLPROPERTIES lists them.
+    let mut props: Vec<(&String, &String)> = metadata
+        .configuration()
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "delta.minReaderVersion" | "delta.minWriterVersion"
+            )
+        })
+        .collect();
+    props.sort();
+    if !props.is_empty() {
+        let props: Vec<String> = props
+            .iter()
+            .map(|(k, v)| format!("  {} = {}", literal(k), literal(v)))
+            .collect();
+        out.push_str(&format!("\nTBLPROPERTIES (\n{})", props.join(",\n")));
+    }
+    Ok(out)
+}
+
+/// One column of a CREATE TABLE.
+fn column_sql(f: &StructField) -> String {
+    let mut out = format!("{} {}", quote_ident(f.name()), sql_type(f.data_type()));
+    if !f.is_nullable() {
+        out.push_str(" NOT NULL");
+    }
+    let text = |k: &str| match f.metadata().get(k) {
+        Some(MetadataValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    if let Some(g) = text(GENERATION_KEY) {
+        out.push_str(&format!(" GENERATED ALWAYS AS ({g})"));
+    }
+    if let Some(d) = text(DEFAULT_KEY) {
+        out.push_str(&format!(" DEFAULT {d}"));
+    }
+    if let Some(c) = text(COMMENT_KEY) {
+        out.push_str(&format!(" COMMENT {}", literal(&c)));
+    }
+    out
+}
+
+/// A Delta type as Databricks SQL writes it (`BIGINT`, `DECIMAL(10,2)`, `ARRAY<STRING>`,
+/// `MAP<STRING, INT>`, `STRUCT<a: INT, b: STRING>`).
+fn sql_type(t: &DeltaType) -> String {
+    match t {
+        DeltaType::Primitive(p) => {
+            let name = serde_json::to_value(p)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{p:?}"));
+            match name.as_str() {
+                "long" => "BIGINT".into(),
+                "integer" => "INT".into(),
+                "short" => "SMALLINT".into(),
+                "byte" => "TINYINT".into(),
+                other => other.to_uppercase(),
+            }
+        }
+        DeltaType::Array(a) => format!("ARRAY<{}>", sql_type(&a.element_type)),
+        DeltaType::Map(m) => format!(
+            "MAP<{}, {}>",
+            sql_type(&m.key_type),
+            sql_type(&m.value_type)
+        ),
+        DeltaType::Struct(s) => {
+            let fields: Vec<String> = s
+                .fields()
+                .map(|f| {
+                    let null = if f.is_nullable() { "" } else { " NOT NULL" };
+                    format!(
+                        "{}: {}{null}",
+                        quote_ident(f.name()),
+                        sql_type(f.data_type())
+                    )
+                })
+                .collect();
+            format!("STRUCT<{}>", fields.join(", "))
+        }
+        DeltaType::Variant(_) => "VARIANT".into(),
+    }
+}
+
+/// `s` as an SQL string literal.
+fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The table's properties as Databricks lists them: its configuration, then the protocol
+/// versions and features. With a key: that one (a key the table does not have says so, as in
+/// Databricks).
+fn properties(table: &TableName, t: &DeltaTable, key: Option<String>) -> Result<Output> {
+    let snapshot = t.snapshot()?;
+    let protocol = snapshot.protocol();
+    let mut rows: Vec<(String, String)> = snapshot
+        .metadata()
+        .configuration()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    rows.sort();
+    rows.push((
+        "delta.minReaderVersion".into(),
+        protocol.min_reader_version().to_string(),
+    ));
+    rows.push((
+        "delta.minWriterVersion".into(),
+        protocol.min_writer_version().to_string(),
+    ));
+    for f in features(t)? {
+        rows.push((format!("delta.feature.{f}"), "supported".into()));
+    }
+    if let Some(key) = key {
+        let value = rows
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| format!("Table {table} does not have property: {key}"));
+        rows = vec![(key, value)];
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", DataType::Utf8, false),
+    ]));
+    let (keys, values): (Vec<String>, Vec<String>) = rows.into_iter().unzip();
+    Ok(Output::batch(RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(keys)) as ArrayRef,
+            Arc::new(StringArray::from(values)),
+        ],
+    )?))
+}
+
+/// The table features a table uses: those its protocol names, or, for a protocol without
+/// feature lists, those its versions imply.
+fn features(t: &DeltaTable) -> Result<Vec<String>> {
+    let protocol = t.snapshot()?.protocol();
+    let named = |f: &dyn std::fmt::Debug| -> String {
+        let debug = format!("{f:?}");
+        let mut name = String::new();
+        for (i, c) in debug.chars().enumerate() {
+            name.push(if i == 0 { c.to_ascii_lowercase() } else { c });
+        }
+        name
+    };
+    let mut out: Vec<String> = vec![];
+    for f in protocol.reader_features().into_iter().flatten() {
+        out.push(named(f));
+    }
+    for f in protocol.writer_features().into_iter().flatten() {
+        out.push(named(f));
+    }
+    if out.is_empty() {
+        let writer = protocol.min_writer_version();
+        let implied: &[(i32, &str)] = &[
+            (2, "appendOnly"),
+            (2, "invariants"),
+            (3, "checkConstraints"),
+            (4, "changeDataFeed"),
+            (4, "generatedColumns"),
+            (5, "columnMapping"),
+            (6, "identityColumns"),
+        ];
+        out = implied
+            .iter()
+            .filter(|(v, _)| writer >= *v)
+            .map(|(_, f)| f.to_string())
+            .collect();
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// `DESCRIBE DETAIL t`: one row, Databricks' columns.
+async fn detail(session: &Session, table: &TableName, t: &DeltaTable) -> Result<Output> {
+    use futures::TryStreamExt;
+    let snapshot = t.snapshot()?;
+    let metadata = snapshot.metadata();
+    let last: Vec<deltalake::kernel::CommitInfo> = t.history(Some(1)).try_collect().await?;
+    let files = snapshot.log_data();
+    let size: i64 = files.iter().map(|f| f.size()).sum();
+    let location = session.warehouse().table_path(table)?;
+    let list = |values: &[String]| -> ArrayRef {
+        let mut b = ListBuilder::new(StringBuilder::new());
+        for v in values {
+            b.values().append_value(v);
+        }
+        b.append(true);
+        Arc::new(b.finish())
+    };
+    let mut props = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    let mut config: Vec<(&String, &String)> = metadata.configuration().iter().collect();
+    config.sort();
+    for (k, v) in config {
+        props.keys().append_value(k);
+        props.values().append_value(v);
+    }
+    props.append(true)?;
+    let props = props.finish();
+    let protocol = snapshot.protocol();
+    let ts = |v: Option<i64>| -> ArrayRef {
+        Arc::new(TimestampMillisecondArray::from(vec![v]).with_timezone("UTC"))
+    };
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("format", Arc::new(StringArray::from(vec!["delta"]))),
+        ("id", Arc::new(StringArray::from(vec![metadata.id()]))),
+        ("name", Arc::new(StringArray::from(vec![table.to_string()]))),
+        (
+            "description",
+            Arc::new(StringArray::from(vec![metadata.description()])),
+        ),
+        (
+            "location",
+            Arc::new(StringArray::from(vec![location.display().to_string()])),
+        ),
+        ("createdAt", ts(metadata.created_time())),
+        ("lastModified", ts(last.first().and_then(|i| i.timestamp))),
+        ("partitionColumns", list(metadata.partition_columns())),
+        ("clusteringColumns", list(&[])),
+        (
+            "numFiles",
+            Arc::new(Int64Array::from(vec![files.num_files() as i64])),
+        ),
+        ("sizeInBytes", Arc::new(Int64Array::from(vec![size]))),
+        ("properties", Arc::new(props)),
+        (
+            "minReaderVersion",
+            Arc::new(Int32Array::from(vec![protocol.min_reader_version()])),
+        ),
+        (
+            "minWriterVersion",
+            Arc::new(Int32Array::from(vec![protocol.min_writer_version()])),
+        ),
+        ("tableFeatures", list(&features(t)?)),
+    ];
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+        .collect();
+    let arrays = columns.into_iter().map(|(_, a)| a).collect();
+    Ok(Output::batch(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        arrays,
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql_type;
+    use deltalake::kernel::{ArrayType, DataType, MapType, PrimitiveType, StructField, StructType};
+
+    #[test]
+    fn delta_types_are_written_as_databricks_sql() {
+        let decimal = DataType::decimal(10, 2).unwrap();
+        assert_eq!(sql_type(&decimal), "DECIMAL(10,2)");
+        assert_eq!(sql_type(&DataType::LONG), "BIGINT");
+        assert_eq!(sql_type(&DataType::TIMESTAMP_NTZ), "TIMESTAMP_NTZ");
+        let array = DataType::Array(Box::new(ArrayType::new(DataType::STRING, true)));
+        assert_eq!(sql_type(&array), "ARRAY<STRING>");
+        let map = DataType::Map(Box::new(MapType::new(
+            DataType::STRING,
+            DataType::Primitive(PrimitiveType::Integer),
+            true,
+        )));
+        assert_eq!(sql_type(&map), "MAP<STRING, INT>");
+        let s = StructType::try_new(vec![
+            StructField::new("a", DataType::INTEGER, false),
+            StructField::new("B c", DataType::STRING, true),
+        ])
+        .unwrap();
+        assert_eq!(
+            sql_type(&DataType::Struct(Box::new(s))),
+            "STRUCT<a: INT NOT NULL, `B c`: STRING>"
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! Statements on one table whose results are more than a line: SHOW CREATE TABLE re-creates
+//! the table it shows, DESCRIBE DETAIL, RESTORE by timestamp, and what Python `deltalake`
+//! reads after RENAME, ALTER COLUMN and RESTORE.
+
+use crate::common::{ok, run, tidemark, warehouse};
+
+/// The rows of one statement's result, as JSON objects.
+fn rows(wh: &std::path::Path, sql: &str) -> Vec<serde_json::Value> {
+    let out = tidemark(wh)
+        .args(["--format", "ndjson", "-c", sql])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn show_create(wh: &std::path::Path, table: &str) -> String {
+    rows(wh, &format!("SHOW CREATE TABLE {table}"))[0]["createtab_stmt"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn show_create_table_re_creates_the_table() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE t (id BIGINT NOT NULL COMMENT 'the key', region STRING, amount DECIMAL(10,2) DEFAULT 0, `odd name` TIMESTAMP) \
+         PARTITIONED BY (region) COMMENT 'it''s a table' TBLPROPERTIES ('team' = 'sales', 'delta.appendOnly' = 'false')",
+    );
+    ok(
+        &wh,
+        "ALTER TABLE t ADD CONSTRAINT positive CHECK (amount >= 0)",
+    );
+    let shown = show_create(&wh, "t");
+    assert!(
+        shown.starts_with("CREATE TABLE main.default.t (\n  id BIGINT NOT NULL COMMENT 'the key',\n  region STRING,\n  amount DECIMAL(10,2) DEFAULT 0,\n  `odd name` TIMESTAMP)\nUSING DELTA\nPARTITIONED BY (region)\nCOMMENT 'it''s a table'\nTBLPROPERTIES (\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("'delta.constraints.positive' = 'amount >= "),
+        "{shown}"
+    );
+    // Run what it printed under another name: the same table again.
+    let again = shown.replacen("main.default.t (", "main.default.t2 (", 1);
+    ok(&wh, &again);
+    assert_eq!(
+        show_create(&wh, "t2"),
+        shown.replacen("main.default.t (", "main.default.t2 (", 1)
+    );
+    assert_eq!(rows(&wh, "DESCRIBE t2"), rows(&wh, "DESCRIBE t"));
+    // The constraint holds in the copy, and its protocol makes every writer check it.
+    let out = run(&wh, "INSERT INTO t2 VALUES (1, 'eu', -1, NULL)");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("failed validation check"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let detail = &rows(&wh, "DESCRIBE DETAIL t2")[0];
+    assert!(
+        detail["minWriterVersion"].as_i64().unwrap() >= 3,
+        "{detail}"
+    );
+    ok(&wh, "INSERT INTO t2 (id, region) VALUES (1, 'eu')");
+    assert_eq!(
+        ok(&wh, "SELECT amount FROM t2"),
+        "amount\n0.00\n",
+        "the DEFAULT is the copy's too"
+    );
+    // A CREATE TABLE AS cannot take constraints it has not checked.
+    let out = run(
+        &wh,
+        "CREATE TABLE t3 TBLPROPERTIES ('delta.constraints.c' = 'id > 0') AS SELECT 1 AS id",
+    );
+    assert!(!out.status.success());
+}
+
+#[test]
+fn describe_detail_says_what_the_table_is() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE t (id INT, p STRING) PARTITIONED BY (p) COMMENT 'c' TBLPROPERTIES ('k' = 'v')",
+    );
+    ok(&wh, "INSERT INTO t VALUES (1, 'a'), (2, 'b')");
+    let d = &rows(&wh, "DESCRIBE DETAIL t")[0];
+    assert_eq!(d["format"], "delta");
+    assert_eq!(d["name"], "main.default.t");
+    assert_eq!(d["description"], "c");
+    assert_eq!(d["numFiles"], 2);
+    assert!(d["sizeInBytes"].as_i64().unwrap() > 0);
+    assert_eq!(d["partitionColumns"], serde_json::json!(["p"]));
+    assert_eq!(d["properties"]["k"], "v");
+    assert_eq!(
+        d["location"].as_str().unwrap(),
+        wh.join("main/default/t").display().to_string()
+    );
+    assert!(d["lastModified"].as_str().is_some() && d["createdAt"].as_str().is_some());
+    assert!(d["id"].as_str().is_some_and(|id| id.len() == 36));
+    // A CREATE TABLE AS keeps its comment too; CSV writes the list columns as text.
+    ok(
+        &wh,
+        "CREATE TABLE g COMMENT 'from a query' AS SELECT 1 AS x",
+    );
+    assert_eq!(
+        rows(&wh, "DESCRIBE DETAIL g")[0]["description"],
+        "from a query"
+    );
+    let csv = ok(&wh, "DESCRIBE DETAIL t");
+    assert!(csv.contains(",[p],[],2,"), "{csv}");
+}
+
+#[test]
+fn restore_by_timestamp_and_what_python_reads_after_ddl() {
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE t (id BIGINT, note STRING)");
+    ok(&wh, "INSERT INTO t VALUES (1, 'a'), (2, 'b')");
+    let history = rows(&wh, "DESCRIBE HISTORY t");
+    let v1_time = history.iter().find(|r| r["version"] == 1).unwrap()["timestamp"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok(&wh, "DELETE FROM t WHERE id = 1");
+    ok(&wh, "INSERT INTO t VALUES (3, 'c')");
+    ok(
+        &wh,
+        &format!("RESTORE TABLE t TO TIMESTAMP AS OF '{v1_time}'"),
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n1\n2\n");
+    ok(&wh, "ALTER TABLE t ALTER COLUMN note SET NOT NULL");
+    ok(&wh, "ALTER TABLE t ALTER COLUMN note COMMENT 'free text'");
+    ok(&wh, "COMMENT ON TABLE t IS 'restored'");
+    ok(&wh, "ALTER TABLE t RENAME TO kept");
+    let path = wh.join("main/default/kept");
+    let out = crate::interop::run_py(&format!(
+        "from deltalake import DeltaTable\n\
+         t = DeltaTable({p:?})\n\
+         f = t.schema().fields[1]\n\
+         print(t.version(), sorted(t.to_pyarrow_table()['id'].to_pylist()), f.nullable, f.metadata.get('comment'), t.metadata().description)\n",
+        p = path.display().to_string()
+    ));
+    assert_eq!(out.trim(), "7 [1, 2] False free text restored");
+}

@@ -15,6 +15,9 @@ pub use catalogs::*;
 mod providers;
 pub use providers::*;
 
+mod views;
+pub use views::View;
+
 use deltalake::DeltaTable;
 use url::Url;
 
@@ -352,6 +355,11 @@ impl Warehouse {
                 suggest(&name.schema, &self.schemas(&name.catalog)),
                 quote_ident(&name.catalog),
                 quote_ident(&name.schema)
+            ));
+        }
+        if self.view_exists(name) {
+            return Error::Invalid(format!(
+                "{name} is a view, not a table: a view is read-only and has no Delta log (write to the tables it reads; SHOW CREATE TABLE {name} shows its query)"
             ));
         }
         Error::NotFound(format!(

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, TableFactor,
-    TableVersion, Value, VisitMut, VisitorMut,
+    BinaryOperator, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, TableAlias,
+    TableAliasColumnDef, TableFactor, TableVersion, Value, VisitMut, VisitorMut,
 };
 
 use super::sample::SampleRewriter;
 use super::types::{display_exact, scalar_to_sql};
 use super::{Session, Variables, name_parts};
-use crate::catalog::{SAMPLES, SCRATCH, TableName, samples};
+use crate::catalog::{SAMPLES, SCRATCH, TableName, View, samples};
 use crate::error::{Error, Result};
 
 /// Evaluate the constant string argument of `IDENTIFIER()`: literals, variables and `||`.
@@ -122,6 +122,15 @@ pub struct Bound {
     pinned: Vec<String>,
     /// Every warehouse table the statement reads.
     pub tables: Vec<TableName>,
+    /// Session variable references replaced by their values.
+    pub variables: usize,
+}
+
+impl Bound {
+    /// Whether the statement reads a table at a pinned version (`VERSION|TIMESTAMP AS OF`).
+    pub fn pins_versions(&self) -> bool {
+        !self.pinned.is_empty()
+    }
 }
 
 impl Drop for Bound {
@@ -143,6 +152,74 @@ struct RelationBinder<'a> {
     ctes: HashSet<String>,
     found: Vec<Found>,
     error: Option<Error>,
+    /// Views put in place of their names so far (a view reading itself never ends).
+    views: usize,
+}
+
+/// Views within views, at most (a view cannot be created reading itself, but one can be
+/// replaced to).
+const MAX_VIEWS: usize = 64;
+
+impl RelationBinder<'_> {
+    /// The view a name refers to: a temporary view of the session (one-part names only; it
+    /// hides a table of the same name, as in Databricks), else a view of the warehouse.
+    fn view(&self, parts: &[String], table: &TableName) -> Result<Option<(String, View)>> {
+        if let [name] = parts
+            && let Some(v) = self.session.temp_view(name)
+        {
+            return Ok(Some((name.to_lowercase(), v)));
+        }
+        Ok(self
+            .session
+            .warehouse
+            .view(table)?
+            .map(|v| (table.table.clone(), v)))
+    }
+
+    /// `factor` (naming a view) replaced by the view's query, under the view's name or the
+    /// statement's alias for it.
+    fn expand(&mut self, factor: &mut TableFactor, name: String, view: View) -> Result<()> {
+        self.views += 1;
+        if self.views > MAX_VIEWS {
+            return Err(Error::Invalid(format!(
+                "view {name} nests more than {MAX_VIEWS} views deep: does a view read itself? (SHOW CREATE TABLE shows each view's query)"
+            )));
+        }
+        let TableFactor::Table { alias, version, .. } = factor else {
+            return Ok(());
+        };
+        if version.is_some() {
+            return Err(Error::Invalid(format!(
+                "{name} is a view: it has no versions to travel to (time travel reads tables)"
+            )));
+        }
+        let query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+            .try_with_sql(&view.sql)?
+            .parse_query()
+            .map_err(|e| {
+                Error::Other(format!("view {name}: its stored query does not parse: {e}"))
+            })?;
+        let mut alias = alias.take().unwrap_or(TableAlias {
+            explicit: true,
+            name: Ident::new(name),
+            columns: vec![],
+            at: None,
+        });
+        if alias.columns.is_empty() {
+            alias.columns = view
+                .columns
+                .iter()
+                .map(|c| TableAliasColumnDef::from_name(c.as_str()))
+                .collect();
+        }
+        *factor = TableFactor::Derived {
+            lateral: false,
+            subquery: query,
+            alias: Some(alias),
+            sample: None,
+        };
+        Ok(())
+    }
 }
 
 impl VisitorMut for RelationBinder<'_> {
@@ -190,6 +267,20 @@ impl VisitorMut for RelationBinder<'_> {
                 return ControlFlow::Break(());
             }
         };
+        match self.view(&parts, &table) {
+            Ok(Some((name, view))) => {
+                if let Err(e) = self.expand(factor, name, view) {
+                    self.error = Some(e);
+                    return ControlFlow::Break(());
+                }
+                return ControlFlow::Continue(());
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
         let at = {
             use datafusion::sql::sqlparser::ast::Spanned;
             let start = name.span().start;
@@ -252,6 +343,8 @@ struct VariableBinder<'a> {
     vars: &'a Variables,
     columns: &'a HashSet<String>,
     error: Option<Error>,
+    /// Variable references replaced.
+    replaced: usize,
 }
 
 impl VisitorMut for VariableBinder<'_> {
@@ -308,12 +401,16 @@ impl VisitorMut for VariableBinder<'_> {
             Expr::Identifier(i) if !self.columns.contains(&i.value.to_lowercase()) => {
                 if let Some(v) = self.vars.lookup_bare(&i.value) {
                     *expr = scalar_to_sql(&v);
+                    self.replaced += 1;
                 }
             }
             Expr::CompoundIdentifier(parts) => {
                 let names: Vec<String> = parts.iter().map(|p| p.value.clone()).collect();
                 match self.vars.lookup_qualified(&names) {
-                    Ok(Some(v)) => *expr = scalar_to_sql(&v),
+                    Ok(Some(v)) => {
+                        *expr = scalar_to_sql(&v);
+                        self.replaced += 1;
+                    }
                     Ok(None) => {}
                     Err(e) => {
                         self.error = Some(e);
@@ -380,6 +477,38 @@ impl Session {
     /// `extra_columns` are columns in scope besides those of the referenced tables (e.g. the
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
+        let want_columns = !self.vars.is_empty();
+        let (mut bound, mut columns) = self.bind_tables(node, extra_columns, want_columns).await?;
+        if want_columns {
+            let _ = node.visit(&mut AliasCollector(&mut columns));
+            let mut vb = VariableBinder {
+                vars: &self.vars,
+                columns: &columns,
+                error: None,
+                replaced: 0,
+            };
+            let _ = node.visit(&mut vb);
+            if let Some(e) = vb.error {
+                return Err(e);
+            }
+            bound.variables = vb.replaced;
+        }
+        Ok(bound)
+    }
+
+    /// [`Session::bind`] but for variables, which stay names (a temporary view's query reads
+    /// them when it is read, not when it is created).
+    pub async fn bind_relations<T: VisitMut>(&self, node: &mut T) -> Result<Bound> {
+        Ok(self.bind_tables(node, &[], false).await?.0)
+    }
+
+    /// Every step of binding but variables; with `want_columns`, the column names in scope.
+    async fn bind_tables<T: VisitMut>(
+        &self,
+        node: &mut T,
+        extra_columns: &[String],
+        want_columns: bool,
+    ) -> Result<(Bound, HashSet<String>)> {
         let _ = node.visit(&mut DoubleLiterals);
         let mut spellings = super::spark::SparkSpellings {
             catalog: &self.catalog,
@@ -401,6 +530,7 @@ impl Session {
             ctes: HashSet::new(),
             found: vec![],
             error: None,
+            views: 0,
         };
         let _ = node.visit(&mut rb);
         if let Some(e) = rb.error {
@@ -410,9 +540,9 @@ impl Session {
             session: self.clone(),
             pinned: vec![],
             tables: vec![],
+            variables: 0,
         };
         let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
-        let want_columns = !self.vars.is_empty();
         for (table, version, scratch, (line, col)) in rb.found {
             if !self.warehouse.table_exists(&table) {
                 let e = self.warehouse.missing_table_error(&table);
@@ -446,19 +576,7 @@ impl Session {
             }
             bound.tables.push(table);
         }
-        if want_columns {
-            let _ = node.visit(&mut AliasCollector(&mut columns));
-            let mut vb = VariableBinder {
-                vars: &self.vars,
-                columns: &columns,
-                error: None,
-            };
-            let _ = node.visit(&mut vb);
-            if let Some(e) = vb.error {
-                return Err(e);
-            }
-        }
-        Ok(bound)
+        Ok((bound, columns))
     }
 
     /// Column names of a table (lower-cased).

@@ -87,6 +87,8 @@ pub struct Session {
     catalog: String,
     schema: String,
     settings: Arc<Settings>,
+    /// `CREATE TEMP VIEW`s, by lower-cased name: the session's, shared by its loop iterations.
+    temp_views: Arc<std::sync::RwLock<std::collections::HashMap<String, crate::catalog::View>>>,
 }
 
 impl Session {
@@ -141,6 +143,7 @@ impl Session {
             catalog: "main".into(),
             schema: "default".into(),
             settings: Arc::new(settings),
+            temp_views: Default::default(),
         }
     }
 
@@ -187,6 +190,32 @@ impl Session {
     /// This session with other settings (a loop's quiet iterations).
     pub(crate) fn set_settings(&mut self, settings: Arc<Settings>) {
         self.settings = settings;
+    }
+
+    /// The session's temporary view `name`.
+    pub(crate) fn temp_view(&self, name: &str) -> Option<crate::catalog::View> {
+        let views = self.temp_views.read().unwrap_or_else(|e| e.into_inner());
+        views.get(&name.to_lowercase()).cloned()
+    }
+
+    /// Define (or replace) the temporary view `name`.
+    pub(crate) fn set_temp_view(&self, name: &str, view: crate::catalog::View) {
+        let mut views = self.temp_views.write().unwrap_or_else(|e| e.into_inner());
+        views.insert(name.to_lowercase(), view);
+    }
+
+    /// Drop the temporary view `name`; false when there is none.
+    pub(crate) fn drop_temp_view(&self, name: &str) -> bool {
+        let mut views = self.temp_views.write().unwrap_or_else(|e| e.into_inner());
+        views.remove(&name.to_lowercase()).is_some()
+    }
+
+    /// The session's temporary views, sorted.
+    pub(crate) fn temp_views(&self) -> Vec<String> {
+        let views = self.temp_views.read().unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = views.keys().cloned().collect();
+        names.sort();
+        names
     }
 
     /// Parse one statement, resolving `IDENTIFIER()` with this session's variables.

@@ -107,6 +107,7 @@ impl Statement {
                     | Sql::Delete(_)
                     | Sql::Merge(_)
                     | Sql::CreateTable(_)
+                    | Sql::CreateView(_)
                     | Sql::CreateSchema { .. }
                     | Sql::Drop { .. }
             ),
@@ -275,6 +276,7 @@ pub enum ShowWhat {
     Catalogs,
     Schemas,
     Tables,
+    Views,
 }
 
 /// `COPY INCREMENTAL` options (SPEC §4).
@@ -414,6 +416,7 @@ impl fmt::Display for Statement {
                     ShowWhat::Catalogs => "CATALOGS",
                     ShowWhat::Schemas => "SCHEMAS",
                     ShowWhat::Tables => "TABLES",
+                    ShowWhat::Views => "VIEWS",
                 };
                 write!(f, "SHOW {w}")?;
                 if let Some(n) = within {

@@ -127,6 +127,8 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
             ShowWhat::Schemas
         } else if is_word(&p.peek_nth_token(1).token, "TABLES") {
             ShowWhat::Tables
+        } else if is_word(&p.peek_nth_token(1).token, "VIEWS") {
+            ShowWhat::Views
         } else {
             return Ok(Some(Statement::Sql(Box::new(
                 p.parse_statement().map_err(pe)?,
@@ -148,8 +150,9 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
             parse_word(p, "TABLE");
         }
         let w = p.peek_token().token;
-        if (is_word(&w, "EXTENDED") || is_word(&w, "FORMATTED"))
-            && !matches!(p.peek_nth_token(1).token, Token::EOF | Token::SemiColon)
+        if !history
+            && (is_word(&w, "EXTENDED") || is_word(&w, "FORMATTED"))
+            && matches!(p.peek_nth_token(1).token, Token::Word(_))
         {
             return Err(Error::class(
                 "UNSUPPORTED_FEATURE",

@@ -138,10 +138,13 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     }
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
     let mut stmt = parse_statement(&mut p)?;
-    if let (Some(c), Statement::Sql(sql)) = (table_comment, &mut stmt)
-        && let datafusion::sql::sqlparser::ast::Statement::CreateTable(create) = sql.as_mut()
-    {
-        create.comment = Some(datafusion::sql::sqlparser::ast::CommentDef::WithoutEq(c));
+    if let (Some(c), Statement::Sql(sql)) = (table_comment, &mut stmt) {
+        use datafusion::sql::sqlparser::ast::{CommentDef, Statement as Sql};
+        match sql.as_mut() {
+            Sql::CreateTable(create) => create.comment = Some(CommentDef::WithoutEq(c)),
+            Sql::CreateView(create) => create.comment = Some(c),
+            _ => {}
+        }
     }
     if p.peek_token().token != Token::EOF {
         let t = p.peek_token();
@@ -315,9 +318,9 @@ fn create_table_using(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpa
     Ok(tokens)
 }
 
-/// `CREATE TABLE`'s own `COMMENT 'text'` clause, taken out of the tokens: Databricks takes its
-/// clauses in any order, and sqlparser cannot parse a table COMMENT together with
-/// TBLPROPERTIES. Column comments (inside the column list) and anything after a top-level
+/// `CREATE TABLE`'s (or `CREATE VIEW`'s) own `COMMENT 'text'` clause, taken out of the tokens:
+/// Databricks takes its clauses in any order, and sqlparser cannot parse a table COMMENT
+/// together with TBLPROPERTIES, nor a view's before AS. Column comments (inside the column list) and anything after a top-level
 /// `AS`/`SELECT`/`WITH` are left alone.
 fn take_table_comment(tokens: &mut [TokenWithSpan]) -> Option<String> {
     let significant: Vec<usize> = (0..tokens.len())
@@ -326,7 +329,7 @@ fn take_table_comment(tokens: &mut [TokenWithSpan]) -> Option<String> {
     if !significant
         .iter()
         .take(6)
-        .any(|&i| is_word(&tokens[i].token, "TABLE"))
+        .any(|&i| is_word(&tokens[i].token, "TABLE") || is_word(&tokens[i].token, "VIEW"))
     {
         return None;
     }
@@ -459,10 +462,48 @@ mod tests {
             "DESCRIBE HISTORY t",
             "VACUUM t RETAIN 168 HOURS DRY RUN",
             "FOR EACH r IN (SELECT * FROM t) CONCURRENCY 4 DO SELECT r.a; SELECT 2; END FOR",
+            "ALTER TABLE s.t RENAME TO u",
+            "ALTER TABLE t ALTER COLUMN c SET DEFAULT 'it''s'",
+            "ALTER TABLE t ALTER COLUMN c DROP DEFAULT",
+            "ALTER TABLE t ALTER COLUMN c SET NOT NULL",
+            "ALTER TABLE t ALTER COLUMN c DROP NOT NULL",
+            "ALTER TABLE t ALTER COLUMN c COMMENT 'a ''b'''",
+            "COMMENT ON COLUMN t.c IS NULL",
+            "COMMENT ON TABLE t IS 'x'",
+            "COMMENT ON TABLE t IS NULL",
+            "TRUNCATE TABLE t PARTITION (p = 1, q = 'a')",
+            "RESTORE TABLE t TO VERSION AS OF 3",
+            "RESTORE TABLE t TO TIMESTAMP AS OF '2024-01-01'",
+            "SHOW CREATE TABLE c.s.t",
+            "SHOW TBLPROPERTIES t ('delta.appendOnly')",
+            "SHOW COLUMNS IN s.t",
+            "SHOW VIEWS IN s",
+            "DESCRIBE DETAIL t",
         ] {
             let s = p(sql);
             assert_eq!(p(&s.to_string()), s, "{sql}");
         }
+    }
+
+    #[test]
+    fn describe_forms_and_schemas_named_like_keywords() {
+        use super::ast::{OnTable, TableAction};
+        let detail = |sql: &str| matches!(p(sql), Statement::OnTable(t) if matches!(*t, OnTable { action: TableAction::DescribeDetail, .. }));
+        assert!(detail("DESCRIBE DETAIL t"));
+        assert!(!detail("DESCRIBE detail"));
+        assert!(!detail("DESCRIBE detail.t"));
+        assert!(matches!(
+            p("DESCRIBE extended.t"),
+            Statement::Describe { .. }
+        ));
+        assert!(matches!(
+            p("DESCRIBE HISTORY extended.t"),
+            Statement::Describe { history: true, .. }
+        ));
+        assert!(parse("DESCRIBE EXTENDED t", &SyntaxOnly).is_err());
+        assert!(
+            matches!(p("SHOW COLUMNS FROM t IN s"), Statement::OnTable(t) if t.table.to_string() == "s.t")
+        );
     }
 
     #[test]

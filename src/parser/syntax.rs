@@ -107,11 +107,19 @@ CREATE [ OR REPLACE ] TABLE table [ PARTITIONED BY ( ... ) ] AS query",
     },
     Syntax {
         name: "DROP",
-        about: "drop a table, schema or catalog",
+        about: "drop a table, view, schema or catalog",
         grammar: "DROP TABLE [ IF EXISTS ] table
+DROP VIEW [ IF EXISTS ] view
 DROP { SCHEMA | DATABASE } [ IF EXISTS ] schema [ CASCADE ]
 DROP CATALOG [ IF EXISTS ] catalog [ CASCADE ]",
         example: "DROP TABLE IF EXISTS t",
+    },
+    Syntax {
+        name: "CREATE VIEW",
+        about: "name a query; persistent views live in the warehouse, temporary ones in the session",
+        grammar: "CREATE [ OR REPLACE ] [ TEMP | TEMPORARY ] VIEW [ IF NOT EXISTS ] view
+    [ ( column [, ...] ) ] [ COMMENT 'text' ] AS query",
+        example: "CREATE OR REPLACE VIEW eu_orders AS SELECT * FROM orders WHERE region = 'eu'",
     },
     Syntax {
         name: "ALTER TABLE",
@@ -158,6 +166,7 @@ DESCRIBE DETAIL table",
         grammar: "SHOW CATALOGS
 SHOW { SCHEMAS | DATABASES } [ { IN | FROM } catalog ]
 SHOW TABLES [ { IN | FROM } [ catalog. ]schema ]
+SHOW VIEWS [ { IN | FROM } [ catalog. ]schema ]
 SHOW COLUMNS { IN | FROM } table [ { IN | FROM } schema ]
 SHOW TBLPROPERTIES table [ ( key ) ]
 SHOW CREATE TABLE table",
@@ -252,7 +261,7 @@ mod tests {
     fn lookup_by_name_and_by_first_words() {
         assert_eq!(lookup("copy  incremental").len(), 1);
         assert_eq!(lookup("copy").len(), 2);
-        assert_eq!(lookup("create").len(), 3);
+        assert_eq!(lookup("create").len(), 4);
         assert_eq!(lookup("for each")[0].name, "FOR EACH");
         assert!(lookup("grant").is_empty());
         assert!(lookup("SE").is_empty());

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 mod alter;
 pub(super) mod on_table;
+pub(super) mod view;
 pub use alter::*;
 
 use datafusion::arrow::datatypes::Field;
@@ -179,6 +180,11 @@ pub fn drop(
                 let table = session.table_name(name)?;
                 crate::catalog::check_writable_table(&table, false)?;
                 if !session.warehouse().table_exists(&table) {
+                    if session.warehouse().view_exists(&table) {
+                        return Err(Error::Invalid(format!(
+                            "{table} is a view, not a table: use DROP VIEW {table}"
+                        )));
+                    }
                     if if_exists {
                         continue;
                     }
@@ -186,6 +192,7 @@ pub fn drop(
                 }
                 std::fs::remove_dir_all(session.warehouse().table_path(&table)?)?;
             }
+            ObjectType::View => view::drop(session, name, if_exists)?,
             ObjectType::Schema | ObjectType::Database => {
                 let (catalog, schema) = schema_of(session, name)?;
                 check_writable_catalog(&catalog)?;
@@ -197,10 +204,11 @@ pub fn drop(
                         .warehouse()
                         .missing_table_error(&TableName::new(&catalog, &schema, "_")));
                 }
-                let tables = session.warehouse().tables(&catalog, &schema);
+                let mut tables = session.warehouse().tables(&catalog, &schema);
+                tables.extend(session.warehouse().views(&catalog, &schema));
                 if !tables.is_empty() && !cascade {
                     return Err(Error::Invalid(format!(
-                        "schema '{catalog}.{schema}' has {} table(s): use DROP SCHEMA {}.{} CASCADE to drop them too",
+                        "schema '{catalog}.{schema}' has {} table(s) or view(s): use DROP SCHEMA {}.{} CASCADE to drop them too",
                         tables.len(),
                         quote_ident(&catalog),
                         quote_ident(&schema)
@@ -288,6 +296,11 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     {
         return Err(session.warehouse().missing_table_error(&table));
     }
+    if session.warehouse().view_exists(&table) {
+        return Err(Error::AlreadyExists(format!(
+            "cannot create table {table}: a view of that name exists (DROP VIEW {table} first)"
+        )));
+    }
     let exists = session.warehouse().table_exists(&table);
     if exists && !create.or_replace {
         if create.if_not_exists {
@@ -367,6 +380,23 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         }
     }
     keep_stats_exact(&mut configuration, &typed, &partition_columns);
+    // CHECK constraints among the properties name columns of this table.
+    let columns =
+        datafusion::common::DFSchema::try_from(datafusion::arrow::datatypes::Schema::new(
+            typed
+                .iter()
+                .map(|(n, t)| Field::new(n, t.clone(), true))
+                .collect::<Vec<_>>(),
+        ))?;
+    for (k, v) in &configuration {
+        if let (true, Some(check)) = (k.starts_with("delta.constraints."), v) {
+            session.ctx().parse_sql_expr(check, &columns).map_err(|e| {
+                Error::Invalid(format!(
+                    "table property '{k}' = '{check}' does not hold over the table's columns: {e}"
+                ))
+            })?;
+        }
+    }
     let mut builder = session
         .warehouse()
         .create_builder(&table)
@@ -414,14 +444,18 @@ fn check_constraint_properties(
         )));
     }
     for (k, check) in &checks {
-        datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+        let parsed = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
             .try_with_sql(check)
-            .and_then(|mut p| p.parse_expr())
-            .map_err(|e| {
-                Error::Invalid(format!(
-                    "table property '{k}' = '{check}' is not a condition: {e}"
-                ))
-            })?;
+            .and_then(|mut p| {
+                let e = p.parse_expr()?;
+                p.expect_token(&datafusion::sql::sqlparser::tokenizer::Token::EOF)?;
+                Ok(e)
+            });
+        if let Err(e) = parsed {
+            return Err(Error::Invalid(format!(
+                "table property '{k}' = '{check}' is not a condition: {e}"
+            )));
+        }
     }
     let writer = configuration
         .get("delta.minWriterVersion")
@@ -495,6 +529,15 @@ async fn create_table_as(
     let handle = if exists {
         let t = session.warehouse().open(table).await?;
         replaceable_as(&t, table, &partition_columns, &configuration)?;
+        // The overwrite keeps the table's description: a new one would be dropped.
+        if comment.is_some() && t.snapshot()?.metadata().description() != comment.as_deref() {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "CREATE OR REPLACE TABLE {table} ... COMMENT ... AS cannot change the table's comment in the same commit: replace the table, then COMMENT ON TABLE {table} IS '...'"
+                ),
+            ));
+        }
         t
     } else {
         std::fs::create_dir_all(session.warehouse().table_path(table)?)?;

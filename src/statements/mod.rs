@@ -135,6 +135,7 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
         Sql::Delete(delete) => dml::delete(session, delete).await,
         Sql::Merge(merge) => dml::merge(session, merge).await,
         Sql::CreateTable(create) => ddl::create_table(session, create).await,
+        Sql::CreateView(create) => ddl::view::create(session, create).await,
         s @ Sql::CreateSchema { .. } => {
             let (name, if_not_exists) = clauses::create_schema(&s)?;
             ddl::create_schema(session, name, if_not_exists)

@@ -30,7 +30,7 @@ fn strings(name: &str, values: Vec<String>) -> Output {
     Output::batch(batch)
 }
 
-/// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES [IN [c.]s]`.
+/// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES|VIEWS [IN [c.]s]`.
 pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> Result<Output> {
     let parts: Vec<String> = match within {
         Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
@@ -38,6 +38,7 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
     };
     let wh = &session.warehouse();
     match what {
+        ShowWhat::Views => super::ddl::view::show(session, within),
         ShowWhat::Catalogs => Ok(strings("catalog", wh.catalogs())),
         ShowWhat::Schemas => {
             let catalog = parts
@@ -92,7 +93,32 @@ type ColumnRow = (String, String, bool, Option<String>, Option<String>);
 /// `DESCRIBE [TABLE] t`: columns, types, nullability, defaults, comments.
 pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
-    let rows: Vec<ColumnRow> = if table.catalog == SAMPLES {
+    let view = match name_parts(name)?.as_slice() {
+        [one] => session.temp_view(one),
+        _ => None,
+    }
+    .or(session.warehouse().view(&table)?);
+    let rows: Vec<ColumnRow> = if let Some(view) = view {
+        // A view's columns are its query's: planned, not run.
+        let query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+            .try_with_sql(&view.sql)?
+            .parse_query()?;
+        let (df, _bound) = super::query::query_dataframe(session, *query).await?;
+        df.schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                (
+                    view.columns.get(i).unwrap_or(f.name()).clone(),
+                    type_name(f.data_type()),
+                    f.is_nullable(),
+                    None,
+                    None,
+                )
+            })
+            .collect()
+    } else if table.catalog == SAMPLES {
         let (schema, _) = samples::sample_batches(&table.table)
             .ok_or_else(|| session.warehouse().missing_table_error(&table))?;
         schema

@@ -76,6 +76,11 @@ fn show_create_table_re_creates_the_table() {
         "amount\n0.00\n",
         "the DEFAULT is the copy's too"
     );
+    // A column named like a table constraint's first word is back-quoted.
+    ok(&wh, "CREATE TABLE k (`check` INT, `primary` STRING)");
+    let k = show_create(&wh, "k");
+    assert!(k.contains("  `check` INT,\n  `primary` STRING)"), "{k}");
+    ok(&wh, &k.replacen("main.default.k (", "main.default.k2 (", 1));
     // A CREATE TABLE AS cannot take constraints it has not checked.
     let out = run(
         &wh,
@@ -129,12 +134,16 @@ fn restore_by_timestamp_and_what_python_reads_after_ddl() {
         .as_str()
         .unwrap()
         .to_string();
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Time travel goes by the commit files' times (as Spark's), a few milliseconds after the
+    // commit's own timestamp: aim between version 1 and the next commit.
+    std::thread::sleep(std::time::Duration::from_millis(600));
     ok(&wh, "DELETE FROM t WHERE id = 1");
     ok(&wh, "INSERT INTO t VALUES (3, 'c')");
     ok(
         &wh,
-        &format!("RESTORE TABLE t TO TIMESTAMP AS OF '{v1_time}'"),
+        &format!(
+            "RESTORE TABLE t TO TIMESTAMP AS OF TIMESTAMP '{v1_time}' + INTERVAL 300 MILLISECONDS"
+        ),
     );
     assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n1\n2\n");
     ok(&wh, "ALTER TABLE t ALTER COLUMN note SET NOT NULL");

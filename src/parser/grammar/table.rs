@@ -114,10 +114,10 @@ pub(in crate::parser) fn table_statement(p: &mut Parser) -> Result<Option<Statem
             return on(table, TableAction::ShowColumns);
         }
     }
-    // (`DESCRIBE detail` describes a table named detail.)
+    // (`DESCRIBE detail` and `DESCRIBE detail.t` describe tables.)
     if (is_word(&w0, "DESCRIBE") || is_word(&w0, "DESC"))
         && is_word(&p.peek_nth_token(1).token, "DETAIL")
-        && !matches!(p.peek_nth_token(2).token, Token::EOF | Token::SemiColon)
+        && matches!(p.peek_nth_token(2).token, Token::Word(_))
     {
         p.next_token();
         p.next_token();

@@ -142,15 +142,21 @@ pub async fn set_properties(
     let t = session.warehouse().open_for_write(&table).await?;
     // Custom keys (owner, team, ...) are allowed, as in Databricks; a `delta.` key must be
     // one of Delta's (a misspelt one would silently do nothing).
-    if let Some((k, _)) = properties.iter().find(|(k, _)| {
-        k.starts_with("delta.")
+    for (k, _) in &properties {
+        let lower = k.to_lowercase();
+        if lower.starts_with("delta.constraints.") {
+            return Err(Error::Invalid(format!(
+                "cannot set '{k}' on {table}: CHECK constraints are added with ALTER TABLE {table} ADD CONSTRAINT name CHECK (condition), which checks the rows first"
+            )));
+        }
+        if lower.starts_with("delta.")
             && k.parse::<deltalake::table::config::TableProperty>()
                 .is_err()
-            && !k.starts_with("delta.constraints.")
-    }) {
-        return Err(Error::Invalid(format!(
-            "cannot set '{k}' on {table}: it is not a Delta table property (custom properties must not start with 'delta.')"
-        )));
+        {
+            return Err(Error::Invalid(format!(
+                "cannot set '{k}' on {table}: it is not a Delta table property (custom properties must not start with 'delta.')"
+            )));
+        }
     }
     let set = t
         .set_tbl_properties()

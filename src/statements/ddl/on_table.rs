@@ -4,7 +4,7 @@
 //! makes it run again on the new state), or, for RENAME, one directory rename.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr, Ident, ObjectName};
+use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr, Ident, ObjectName, Value as SqlValue};
 use deltalake::DeltaTable;
 use deltalake::kernel::{Action, MetadataExt, MetadataValue, StructField, StructType};
 use deltalake::protocol::DeltaOperation;
@@ -21,7 +21,7 @@ use crate::parser::{AsOf, ColumnChange, OnTable, TableAction};
 pub async fn execute(session: &Session, stmt: OnTable) -> Result<Output> {
     let table = session.table_name(&stmt.table)?;
     match stmt.action {
-        TableAction::RenameTo(to) => rename(session, &table, &to),
+        TableAction::RenameTo(to) => rename(session, &table, &to).await,
         TableAction::AlterColumn { column, change } => {
             alter_column(session, &table, &column, change).await
         }
@@ -32,14 +32,16 @@ pub async fn execute(session: &Session, stmt: OnTable) -> Result<Output> {
         | TableAction::ShowProperties { .. }
         | TableAction::ShowColumns
         | TableAction::DescribeDetail => {
-            super::super::show::table::execute(session, &table, stmt.action).await
+            super::super::show::table::execute(session, &stmt.table, &table, stmt.action).await
         }
     }
 }
 
 /// `ALTER TABLE t RENAME TO u`: the table's directory renamed, within its catalog (as in
 /// Databricks; an unqualified new name stays in the table's schema). Atomic on one file system.
-fn rename(session: &Session, table: &TableName, to: &ObjectName) -> Result<Output> {
+/// A table that COPY INCREMENTAL has copied from or into keeps its name: the copy's record of
+/// what it copied is kept under the pair's names.
+async fn rename(session: &Session, table: &TableName, to: &ObjectName) -> Result<Output> {
     let parts = name_parts(to)?;
     let to = TableName::resolve(&parts, &table.catalog, &table.schema)?;
     check_writable_table(table, true)?;
@@ -61,13 +63,21 @@ fn rename(session: &Session, table: &TableName, to: &ObjectName) -> Result<Outpu
         )));
     }
     let (from_dir, to_dir) = (wh.table_path(table)?, wh.table_path(&to)?);
-    if to_dir.exists() {
+    if to_dir.exists() || wh.view_exists(&to) {
         return Err(Error::AlreadyExists(format!(
             "cannot rename {table} to {to}: {to} already exists"
         )));
     }
+    if let Some(run) = copied(session, table).await? {
+        return Err(Error::Invalid(format!(
+            "cannot rename {table}: COPY INCREMENTAL {run} knows it by this name (its runs, watermark and exactly-once record are kept under the pair's names); a copy under the new name would start over and copy every row again"
+        )));
+    }
+    if let Some(parent) = to_dir.parent() {
+        wh.check_writable(Some(parent))?;
+        std::fs::create_dir_all(parent)?;
+    }
     wh.check_writable(from_dir.parent())?;
-    wh.check_writable(to_dir.parent())?;
     std::fs::rename(&from_dir, &to_dir).map_err(|e| {
         Error::Other(format!(
             "cannot rename {table} to {to} ({} to {}): {e}; nothing was changed",
@@ -76,6 +86,35 @@ fn rename(session: &Session, table: &TableName, to: &ObjectName) -> Result<Outpu
         ))
     })?;
     Ok(Output::empty())
+}
+
+/// A copy (`source INTO target`) the run history holds with `table` as its source or target.
+async fn copied(session: &Session, table: &TableName) -> Result<Option<String>> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::logical_expr::{col, lit};
+    let history = crate::statements::copy::history::table_name();
+    if !session.warehouse().table_exists(&history) {
+        return Ok(None);
+    }
+    let t = session.warehouse().open(&history).await?;
+    let provider = crate::catalog::provider_for(&t).await?;
+    let name = lit(table.to_string());
+    let runs = session
+        .ctx()
+        .read_table(provider)?
+        .filter(col("source").eq(name.clone()).or(col("target").eq(name)))?
+        .select(vec![col("source"), col("target")])?
+        .limit(0, Some(1))?
+        .collect()
+        .await?;
+    Ok(runs.iter().find(|b| b.num_rows() > 0).map(|b| {
+        let text = |i: usize| {
+            datafusion::arrow::compute::cast(b.column(i), &DataType::Utf8)
+                .map(|a| a.as_string::<i32>().value(0).to_string())
+                .unwrap_or_default()
+        };
+        format!("{} INTO {}", text(0), text(1))
+    }))
 }
 
 /// `ALTER TABLE t ALTER COLUMN c ...` and `COMMENT ON COLUMN t.c IS ...`: the column's entry in
@@ -242,7 +281,7 @@ async fn truncate(
         let partitions: Vec<String> = t.snapshot()?.metadata().partition_columns().to_vec();
         for (column, value) in partition {
             let name = column.value.to_lowercase();
-            if !partitions.iter().any(|p| p.eq_ignore_ascii_case(&name)) {
+            let Some(stored) = partitions.iter().find(|p| p.eq_ignore_ascii_case(&name)) else {
                 return Err(Error::Invalid(format!(
                     "TRUNCATE TABLE {table} PARTITION: '{name}' is not a partition column of {table} (its partition columns: {}); use DELETE FROM {table} WHERE ... for other conditions",
                     if partitions.is_empty() {
@@ -251,11 +290,26 @@ async fn truncate(
                         partitions.join(", ")
                     }
                 )));
-            }
-            let eq = Expr::BinaryOp {
-                left: Box::new(Expr::Identifier(Ident::new(name))),
-                op: BinaryOperator::Eq,
-                right: Box::new(value),
+            };
+            let column = Expr::Identifier(Ident::with_quote('`', stored.clone()));
+            // A NULL partition (and an empty string, which Delta stores as NULL) is `IS NULL`:
+            // `= NULL` would match nothing.
+            let null = match &value {
+                Expr::Value(v) => match &v.value {
+                    SqlValue::Null => true,
+                    SqlValue::SingleQuotedString(s) => s.is_empty(),
+                    _ => false,
+                },
+                _ => false,
+            };
+            let eq = if null {
+                Expr::IsNull(Box::new(column))
+            } else {
+                Expr::BinaryOp {
+                    left: Box::new(column),
+                    op: BinaryOperator::Eq,
+                    right: Box::new(value),
+                }
             };
             predicate = Some(match predicate {
                 Some(p) => Expr::BinaryOp {
@@ -288,8 +342,25 @@ async fn restore(session: &Session, table: &TableName, as_of: AsOf) -> Result<Ou
                     "{table} has no version {v}: its newest is {latest} (DESCRIBE HISTORY {table} lists them)"
                 )));
             }
+            Restore::Version(v) if v == latest => {
+                return Err(Error::Invalid(format!(
+                    "{table} is at version {v} already: nothing to restore"
+                )));
+            }
+            Restore::Time(ts) => {
+                // delta-rs would take a time before the table existed for its first version.
+                let infos: Vec<deltalake::kernel::CommitInfo> =
+                    futures::TryStreamExt::try_collect(t.history(None)).await?;
+                let created = infos.iter().filter_map(|i| i.timestamp).min();
+                if let Some(c) = created.filter(|c| ts.timestamp_millis() < *c) {
+                    return Err(Error::NotFound(format!(
+                        "{table} has no version at or before {ts}: it was created at {}",
+                        chrono::DateTime::from_timestamp_millis(c).unwrap_or_default()
+                    )));
+                }
+                t.restore().with_datetime_to_restore(ts)
+            }
             Restore::Version(v) => t.restore().with_version_to_restore(v),
-            Restore::Time(ts) => t.restore().with_datetime_to_restore(ts),
         };
         let props = super::super::dml::never_over_another();
         Ok(upkeep::commit(builder, props).await?)

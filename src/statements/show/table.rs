@@ -12,17 +12,61 @@ use deltalake::DeltaTable;
 use deltalake::kernel::{DataType as DeltaType, MetadataValue, StructField};
 
 use super::strings;
-use crate::catalog::{TableName, quote_ident};
-use crate::engine::{Output, Session};
+use datafusion::sql::sqlparser::ast::ObjectName;
+
+use crate::catalog::{SAMPLES, TableName, quote_ident};
+use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
-use crate::parser::TableAction;
+use crate::parser::{OnTable, TableAction};
 use crate::statements::table::{COMMENT_KEY, DEFAULT_KEY};
 
 /// Column metadata key of a generated column's expression.
 const GENERATION_KEY: &str = "delta.generationExpression";
 
 /// Run one of the describing statements on `table`.
-pub async fn execute(session: &Session, table: &TableName, action: TableAction) -> Result<Output> {
+pub async fn execute(
+    session: &Session,
+    name: &ObjectName,
+    table: &TableName,
+    action: TableAction,
+) -> Result<Output> {
+    let temporary = match name_parts(name)?.as_slice() {
+        [one] => session.temp_view(one).map(|v| (one.to_lowercase(), v)),
+        _ => None,
+    };
+    let view = match temporary {
+        Some((one, v)) => Some((format!("CREATE TEMPORARY VIEW {}", quote_ident(&one)), v)),
+        None => (session.warehouse().view(table)?).map(|v| (format!("CREATE VIEW {table}"), v)),
+    };
+    if let Some((head, view)) = view {
+        return match action {
+            TableAction::ShowCreate => {
+                let mut sql = head;
+                if !view.columns.is_empty() {
+                    let columns: Vec<String> =
+                        view.columns.iter().map(|c| column_name(c)).collect();
+                    sql.push_str(&format!(" ({})", columns.join(", ")));
+                }
+                if let Some(c) = &view.comment {
+                    sql.push_str(&format!(" COMMENT {}", literal(c)));
+                }
+                sql.push_str(&format!(" AS {}", view.sql));
+                Ok(strings("createtab_stmt", vec![sql]))
+            }
+            _ => Err(Error::Invalid(format!(
+                "{table} is a view: {} describes tables (DESCRIBE {table} lists its columns)",
+                OnTable {
+                    table: name.clone(),
+                    action
+                }
+            ))),
+        };
+    }
+    if table.catalog == SAMPLES {
+        return Err(Error::Invalid(format!(
+            "{table} is one of tidemark's built-in sample tables, not a Delta table (DESCRIBE {table} lists its columns)"
+        )));
+    }
     let t = session.warehouse().open(table).await?;
     match action {
         TableAction::ShowCreate => Ok(strings(
@@ -53,6 +97,22 @@ pub async fn execute(session: &Session, table: &TableName, action: TableAction) 
 fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
     let snapshot = t.snapshot()?;
     let metadata = snapshot.metadata();
+    // What tidemark's CREATE TABLE cannot make yet: no statement rather than one that makes
+    // another table.
+    let unmade = snapshot.schema().fields().find_map(|f| {
+        f.metadata().keys().find_map(|k| {
+            (k == GENERATION_KEY || k.starts_with("delta.identity.") || k == "delta.invariants")
+                .then(|| format!("column {} has '{k}'", f.name()))
+        })
+    });
+    if let Some(why) = unmade {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "SHOW CREATE TABLE {table}: {why}, which CREATE TABLE does not make yet (DESCRIBE DETAIL {table} and SHOW TBLPROPERTIES {table} describe the table)"
+            ),
+        ));
+    }
     let columns: Vec<String> = snapshot
         .schema()
         .fields()
@@ -95,7 +155,7 @@ fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
 
 /// One column of a CREATE TABLE.
 fn column_sql(f: &StructField) -> String {
-    let mut out = format!("{} {}", quote_ident(f.name()), sql_type(f.data_type()));
+    let mut out = format!("{} {}", column_name(f.name()), sql_type(f.data_type()));
     if !f.is_nullable() {
         out.push_str(" NOT NULL");
     }
@@ -145,7 +205,7 @@ fn sql_type(t: &DeltaType) -> String {
                     let null = if f.is_nullable() { "" } else { " NOT NULL" };
                     format!(
                         "{}: {}{null}",
-                        quote_ident(f.name()),
+                        column_name(f.name()),
                         sql_type(f.data_type())
                     )
                 })
@@ -153,6 +213,29 @@ fn sql_type(t: &DeltaType) -> String {
             format!("STRUCT<{}>", fields.join(", "))
         }
         DeltaType::Variant(_) => "VARIANT".into(),
+    }
+}
+
+/// A column name as CREATE TABLE reads it back: back-quoted unless plain, and always when it
+/// is a word that starts a table constraint there (`check`, `primary`, ...).
+fn column_name(name: &str) -> String {
+    const CONSTRAINT_WORDS: &[&str] = &[
+        "CHECK",
+        "CONSTRAINT",
+        "FOREIGN",
+        "FULLTEXT",
+        "INDEX",
+        "KEY",
+        "LIKE",
+        "PERIOD",
+        "PRIMARY",
+        "SPATIAL",
+        "UNIQUE",
+    ];
+    if CONSTRAINT_WORDS.contains(&name.to_uppercase().as_str()) {
+        format!("`{}`", name.replace('`', "``"))
+    } else {
+        quote_ident(name)
     }
 }
 
@@ -167,10 +250,17 @@ fn literal(s: &str) -> String {
 fn properties(table: &TableName, t: &DeltaTable, key: Option<String>) -> Result<Output> {
     let snapshot = t.snapshot()?;
     let protocol = snapshot.protocol();
+    // The protocol's versions, not a stale copy a CREATE TABLE left among the properties.
     let mut rows: Vec<(String, String)> = snapshot
         .metadata()
         .configuration()
         .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "delta.minReaderVersion" | "delta.minWriterVersion"
+            )
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     rows.sort();
@@ -211,20 +301,12 @@ fn properties(table: &TableName, t: &DeltaTable, key: Option<String>) -> Result<
 /// feature lists, those its versions imply.
 fn features(t: &DeltaTable) -> Result<Vec<String>> {
     let protocol = t.snapshot()?.protocol();
-    let named = |f: &dyn std::fmt::Debug| -> String {
-        let debug = format!("{f:?}");
-        let mut name = String::new();
-        for (i, c) in debug.chars().enumerate() {
-            name.push(if i == 0 { c.to_ascii_lowercase() } else { c });
-        }
-        name
-    };
     let mut out: Vec<String> = vec![];
     for f in protocol.reader_features().into_iter().flatten() {
-        out.push(named(f));
+        out.push(f.to_string());
     }
     for f in protocol.writer_features().into_iter().flatten() {
-        out.push(named(f));
+        out.push(f.to_string());
     }
     if out.is_empty() {
         let writer = protocol.min_writer_version();

@@ -1,0 +1,214 @@
+//! Views: `CREATE [OR REPLACE] [TEMP|TEMPORARY] VIEW [IF NOT EXISTS] v [(cols)] [COMMENT '..']
+//! AS query`, `DROP VIEW [IF EXISTS] v`, `SHOW VIEWS [IN schema]`. A view's query is bound
+//! when it is created (every table name in three parts, so it reads the same tables whatever
+//! the reader's current schema) and put in place of the view's name by the binder
+//! (`engine::bind`) in every statement that reads it. Persistent views live in the warehouse
+//! (`catalog::views`); temporary views in the session.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::sql::sqlparser::ast::{CreateView, ObjectName};
+
+use crate::catalog::{TableName, View, check_writable_table};
+use crate::engine::{Output, Session, name_parts};
+use crate::error::{Error, Result};
+
+/// `CREATE VIEW`.
+pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
+    let c = super::super::clauses::create_view(create)?;
+    let parts = name_parts(&c.name)?;
+    let columns: Vec<String> = c.columns.iter().map(|c| c.to_lowercase()).collect();
+    let mut query = c.query;
+    if c.temporary {
+        let [name] = parts.as_slice() else {
+            return Err(Error::Invalid(format!(
+                "a temporary view has a one-part name, found '{}'",
+                c.name
+            )));
+        };
+        if session.temp_view(name).is_some() && !c.or_replace {
+            if c.if_not_exists {
+                return Ok(Output::empty());
+            }
+            return Err(Error::AlreadyExists(format!(
+                "temporary view {name} already exists (use CREATE OR REPLACE TEMP VIEW)"
+            )));
+        }
+        // Tables resolve now; session variables when the view is read.
+        bind(session, &mut query, name).await?;
+        check_columns(session, &query, &columns, name).await?;
+        let view = View {
+            sql: query.to_string(),
+            columns,
+            comment: c.comment,
+        };
+        session.set_temp_view(name, view);
+        return Ok(Output::empty());
+    }
+    let name = session.table_name(&c.name)?;
+    check_writable_table(&name, true)?;
+    let wh = session.warehouse();
+    if !wh.schema_exists(&name.catalog, &name.schema) {
+        return Err(wh.missing_table_error(&name));
+    }
+    if wh.table_exists(&name) {
+        return Err(Error::AlreadyExists(format!(
+            "cannot create view {name}: a table of that name exists"
+        )));
+    }
+    if wh.view_exists(&name) && !c.or_replace {
+        if c.if_not_exists {
+            return Ok(Output::empty());
+        }
+        return Err(Error::AlreadyExists(format!(
+            "view {name} already exists (use CREATE OR REPLACE VIEW to replace it, or IF NOT EXISTS)"
+        )));
+    }
+    if references_variables(session, &query).await? {
+        return Err(Error::class(
+            "INVALID_TEMP_OBJ_REFERENCE",
+            format!(
+                "view {name} reads session variables: a persistent view cannot (other sessions do not have them); use a TEMPORARY view, or write the values in the query"
+            ),
+        ));
+    }
+    bind(session, &mut query, &name.to_string()).await?;
+    check_columns(session, &query, &columns, &name.to_string()).await?;
+    let view = View {
+        sql: query.to_string(),
+        columns,
+        comment: c.comment,
+    };
+    wh.put_view(&name, &view)?;
+    Ok(Output::empty())
+}
+
+/// The query plans, and a column list names each of its columns.
+async fn check_columns(
+    session: &Session,
+    query: &datafusion::sql::sqlparser::ast::Query,
+    columns: &[String],
+    name: &str,
+) -> Result<()> {
+    let (df, _bound) = super::super::query::query_dataframe(session, query.clone()).await?;
+    let n = df.schema().fields().len();
+    if !columns.is_empty() && columns.len() != n {
+        return Err(Error::Invalid(format!(
+            "view {name} names {} column(s) and its query returns {n}",
+            columns.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a query reads session variables (binding it replaces some).
+async fn references_variables(
+    session: &Session,
+    query: &datafusion::sql::sqlparser::ast::Query,
+) -> Result<bool> {
+    let mut bound = query.clone();
+    Ok(session.bind(&mut bound, &[]).await?.variables > 0)
+}
+
+/// The view's query, bound: time travel is refused (its pinned snapshot lives only as long as
+/// one statement).
+async fn bind(
+    session: &Session,
+    query: &mut datafusion::sql::sqlparser::ast::Query,
+    name: &str,
+) -> Result<()> {
+    let bound = session.bind_relations(query).await?;
+    if bound.pins_versions() {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!("view {name}: a view cannot read a table VERSION|TIMESTAMP AS OF yet"),
+        ));
+    }
+    Ok(())
+}
+
+/// `DROP VIEW [IF EXISTS] v`: a temporary view first (for a one-part name), else the
+/// warehouse's.
+pub fn drop(session: &Session, name: &ObjectName, if_exists: bool) -> Result<()> {
+    let parts = name_parts(name)?;
+    if let [one] = parts.as_slice()
+        && session.drop_temp_view(one)
+    {
+        return Ok(());
+    }
+    let table = session.table_name(name)?;
+    check_writable_table(&table, true)?;
+    if session.warehouse().remove_view(&table)? {
+        return Ok(());
+    }
+    if session.warehouse().table_exists(&table) {
+        return Err(Error::Invalid(format!(
+            "{table} is a table, not a view: use DROP TABLE {table}"
+        )));
+    }
+    if if_exists {
+        return Ok(());
+    }
+    Err(Error::NotFound(format!("view '{table}' not found")))
+}
+
+/// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.
+pub fn show(session: &Session, within: Option<&ObjectName>) -> Result<Output> {
+    let parts: Vec<String> = match within {
+        Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
+        None => vec![],
+    };
+    let (catalog, schema) = match parts.as_slice() {
+        [] => (
+            session.current_catalog().to_string(),
+            session.current_schema().to_string(),
+        ),
+        [s] => (session.current_catalog().to_string(), s.clone()),
+        [c, s] => (c.clone(), s.clone()),
+        _ => {
+            return Err(Error::Invalid(format!(
+                "SHOW VIEWS IN takes a schema, found '{}'",
+                parts.join(".")
+            )));
+        }
+    };
+    if !session.warehouse().schema_exists(&catalog, &schema) {
+        return Err(session
+            .warehouse()
+            .missing_table_error(&TableName::new(&catalog, &schema, "_")));
+    }
+    let mut rows: Vec<(String, String, bool)> = session
+        .warehouse()
+        .views(&catalog, &schema)
+        .into_iter()
+        .map(|v| (schema.clone(), v, false))
+        .collect();
+    rows.extend(
+        session
+            .temp_views()
+            .into_iter()
+            .map(|v| (String::new(), v, true)),
+    );
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("namespace", DataType::Utf8, false),
+        Field::new("viewName", DataType::Utf8, false),
+        Field::new("isTemporary", DataType::Boolean, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.0.clone()),
+            )) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.1.clone()),
+            )),
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            )),
+        ],
+    )?;
+    Ok(Output::batch(batch))
+}

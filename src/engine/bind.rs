@@ -510,6 +510,11 @@ impl Session {
         want_columns: bool,
     ) -> Result<(Bound, HashSet<String>)> {
         let _ = node.visit(&mut DoubleLiterals);
+        let mut colon = super::json::ColonPaths { error: None };
+        let _ = node.visit(&mut colon);
+        if let Some(e) = colon.error {
+            return Err(e);
+        }
         let mut spellings = super::spark::SparkSpellings {
             catalog: &self.catalog,
             schema: &self.schema,

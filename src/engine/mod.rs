@@ -5,6 +5,7 @@
 pub mod bind;
 pub mod functions;
 pub mod headers;
+pub mod json;
 pub mod progress;
 mod sample;
 pub mod spark;
@@ -135,6 +136,7 @@ impl Session {
             .build();
         let ctx = SessionContext::new_with_state(state);
         functions::register(&ctx);
+        json::register(&ctx);
         Session {
             ctx,
             warehouse,

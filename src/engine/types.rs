@@ -1,6 +1,8 @@
 //! SQL type names <-> Arrow types <-> Delta types, in one place, so a `TIMESTAMP` means
 //! the same thing in CREATE TABLE, DECLARE, CAST and the copy's watermark.
 
+use std::sync::Arc;
+
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
@@ -42,6 +44,37 @@ pub fn sql_to_arrow(t: &sql::DataType) -> Result<DataType> {
             ExactNumberInfo::Precision(p) => DataType::Decimal128(*p as u8, 0),
             ExactNumberInfo::PrecisionAndScale(p, s) => DataType::Decimal128(*p as u8, *s as i8),
         },
+        S::Array(sql::ArrayElemTypeDef::AngleBracket(inner))
+        | S::Array(sql::ArrayElemTypeDef::Parenthesis(inner))
+        | S::Array(sql::ArrayElemTypeDef::SquareBracket(inner, _)) => {
+            DataType::List(Arc::new(Field::new("element", sql_to_arrow(inner)?, true)))
+        }
+        S::Struct(fields, _) => {
+            let mut out = vec![];
+            for (i, f) in fields.iter().enumerate() {
+                let name = f
+                    .field_name
+                    .as_ref()
+                    .map(|n| n.value.clone())
+                    .ok_or_else(|| Error::Type(format!("STRUCT field {} has no name", i + 1)))?;
+                out.push(Field::new(name, sql_to_arrow(&f.field_type)?, true));
+            }
+            DataType::Struct(out.into())
+        }
+        S::Map(key, value) => {
+            let entries = Field::new(
+                "key_value",
+                DataType::Struct(
+                    vec![
+                        Field::new("key", sql_to_arrow(key)?, false),
+                        Field::new("value", sql_to_arrow(value)?, true),
+                    ]
+                    .into(),
+                ),
+                false,
+            );
+            DataType::Map(Arc::new(entries), false)
+        }
         S::Custom(name, args) => {
             let n = name.to_string().to_uppercase();
             match n.as_str() {
@@ -87,6 +120,25 @@ pub fn type_name(t: &DataType) -> String {
         DataType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BINARY".into(),
         DataType::Null => "VOID".into(),
+        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) => {
+            format!("ARRAY<{}>", type_name(f.data_type()))
+        }
+        DataType::Struct(fields) => format!(
+            "STRUCT<{}>",
+            fields
+                .iter()
+                .map(|f| format!("{}: {}", f.name(), type_name(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "MAP<{}, {}>",
+                type_name(kv[0].data_type()),
+                type_name(kv[1].data_type())
+            ),
+            other => other.to_string(),
+        },
         other => other.to_string(),
     }
 }

@@ -127,6 +127,7 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     if first_is(0, "FOR") {
         return parse_for(sql, tokens, resolver);
     }
+    refuse_map_types(&tokens)?;
     let mut tokens = substitute_identifiers(tokens, resolver)?;
     if first_is(0, "MERGE") {
         tokens = expand_merge_stars(tokens);
@@ -158,6 +159,28 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
         ));
     }
     Ok(stmt)
+}
+
+/// `MAP<key, value>` types: sqlparser's Databricks dialect does not parse them (it would say
+/// "expected ... found <"); refused by name instead.
+fn refuse_map_types(tokens: &[TokenWithSpan]) -> Result<()> {
+    let significant: Vec<&TokenWithSpan> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    for pair in significant.windows(2) {
+        if is_word(&pair[0].token, "MAP") && pair[1].token == Token::Lt {
+            let at = pair[0].span.start;
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "MAP<key, value> types are not supported yet (ARRAY<...> and STRUCT<...> are; a map value can be built with map(...)) (line {}, column {})",
+                    at.line, at.column
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Tokenize with positions.

@@ -386,6 +386,11 @@ impl Warehouse {
         &self,
         name: &TableName,
     ) -> Result<deltalake::operations::create::CreateBuilder> {
+        if self.view_exists(name) {
+            return Err(Error::AlreadyExists(format!(
+                "cannot create table {name}: a view of that name exists (DROP VIEW {name} first)"
+            )));
+        }
         std::fs::create_dir_all(self.table_path(name)?)?;
         Ok(self
             .handle(name)

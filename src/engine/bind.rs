@@ -8,14 +8,16 @@ use std::sync::Arc;
 
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, TableAlias,
-    TableAliasColumnDef, TableFactor, TableVersion, Value, VisitMut, VisitorMut,
+    BinaryOperator, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, TableFactor,
+    TableVersion, Value, VisitMut, VisitorMut,
 };
+
+mod view;
 
 use super::sample::SampleRewriter;
 use super::types::{display_exact, scalar_to_sql};
 use super::{Session, Variables, name_parts};
-use crate::catalog::{SAMPLES, SCRATCH, TableName, View, samples};
+use crate::catalog::{SAMPLES, SCRATCH, TableName, samples};
 use crate::error::{Error, Result};
 
 /// Evaluate the constant string argument of `IDENTIFIER()`: literals, variables and `||`.
@@ -124,6 +126,8 @@ pub struct Bound {
     pub tables: Vec<TableName>,
     /// Session variable references replaced by their values.
     pub variables: usize,
+    /// Temporary views the statement names, left by name ([`Session::bind_view_query`]).
+    pub temp_views: Vec<String>,
 }
 
 impl Bound {
@@ -149,88 +153,31 @@ type Found = (TableName, Option<TableVersion>, Option<String>, (u64, u64));
 
 struct RelationBinder<'a> {
     session: &'a Session,
-    ctes: HashSet<String>,
+    /// The CTE names in scope, one set per enclosing query.
+    ctes: Vec<HashSet<String>>,
     found: Vec<Found>,
     error: Option<Error>,
     /// Views put in place of their names so far (a view reading itself never ends).
     views: usize,
-}
-
-/// Views within views, at most (a view cannot be created reading itself, but one can be
-/// replaced to).
-const MAX_VIEWS: usize = 64;
-
-impl RelationBinder<'_> {
-    /// The view a name refers to: a temporary view of the session (one-part names only; it
-    /// hides a table of the same name, as in Databricks), else a view of the warehouse.
-    fn view(&self, parts: &[String], table: &TableName) -> Result<Option<(String, View)>> {
-        if let [name] = parts
-            && let Some(v) = self.session.temp_view(name)
-        {
-            return Ok(Some((name.to_lowercase(), v)));
-        }
-        Ok(self
-            .session
-            .warehouse
-            .view(table)?
-            .map(|v| (table.table.clone(), v)))
-    }
-
-    /// `factor` (naming a view) replaced by the view's query, under the view's name or the
-    /// statement's alias for it.
-    fn expand(&mut self, factor: &mut TableFactor, name: String, view: View) -> Result<()> {
-        self.views += 1;
-        if self.views > MAX_VIEWS {
-            return Err(Error::Invalid(format!(
-                "view {name} nests more than {MAX_VIEWS} views deep: does a view read itself? (SHOW CREATE TABLE shows each view's query)"
-            )));
-        }
-        let TableFactor::Table { alias, version, .. } = factor else {
-            return Ok(());
-        };
-        if version.is_some() {
-            return Err(Error::Invalid(format!(
-                "{name} is a view: it has no versions to travel to (time travel reads tables)"
-            )));
-        }
-        let query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-            .try_with_sql(&view.sql)?
-            .parse_query()
-            .map_err(|e| {
-                Error::Other(format!("view {name}: its stored query does not parse: {e}"))
-            })?;
-        let mut alias = alias.take().unwrap_or(TableAlias {
-            explicit: true,
-            name: Ident::new(name),
-            columns: vec![],
-            at: None,
-        });
-        if alias.columns.is_empty() {
-            alias.columns = view
-                .columns
-                .iter()
-                .map(|c| TableAliasColumnDef::from_name(c.as_str()))
-                .collect();
-        }
-        *factor = TableFactor::Derived {
-            lateral: false,
-            subquery: query,
-            alias: Some(alias),
-            sample: None,
-        };
-        Ok(())
-    }
+    /// Put views' queries in place of their names (false: qualify a view's name and leave
+    /// it, as a view's own query is stored).
+    expand_views: bool,
+    /// Temporary views the statement names (left by name when not expanding).
+    temp_views: Vec<String>,
 }
 
 impl VisitorMut for RelationBinder<'_> {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if let Some(with) = &query.with {
-            for cte in &with.cte_tables {
-                self.ctes.insert(cte.alias.name.value.to_lowercase());
-            }
-        }
+        let names = query.with.iter().flat_map(|w| &w.cte_tables);
+        self.ctes
+            .push(names.map(|c| c.alias.name.value.to_lowercase()).collect());
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.ctes.pop();
         ControlFlow::Continue(())
     }
 
@@ -251,7 +198,12 @@ impl VisitorMut for RelationBinder<'_> {
                 return ControlFlow::Break(());
             }
         };
-        if parts.len() == 1 && self.ctes.contains(&parts[0].to_lowercase()) {
+        if parts.len() == 1
+            && self
+                .ctes
+                .iter()
+                .any(|c| c.contains(&parts[0].to_lowercase()))
+        {
             return ControlFlow::Continue(());
         }
         if parts
@@ -268,6 +220,14 @@ impl VisitorMut for RelationBinder<'_> {
             }
         };
         match self.view(&parts, &table) {
+            Ok(Some((view_name, _))) if !self.expand_views => {
+                if parts.len() == 1 && self.session.temp_view(&parts[0]).is_some() {
+                    self.temp_views.push(view_name);
+                } else {
+                    *name = three_parts(&table);
+                }
+                return ControlFlow::Continue(());
+            }
             Ok(Some((name, view))) => {
                 if let Err(e) = self.expand(factor, name, view) {
                     self.error = Some(e);
@@ -296,11 +256,7 @@ impl VisitorMut for RelationBinder<'_> {
             (v, scratch)
         });
         if pinned.is_none() {
-            *name = ObjectName(vec![
-                ObjectNamePart::Identifier(Ident::with_quote('`', table.catalog.clone())),
-                ObjectNamePart::Identifier(Ident::with_quote('`', table.schema.clone())),
-                ObjectNamePart::Identifier(Ident::with_quote('`', table.table.clone())),
-            ]);
+            *name = three_parts(&table);
         }
         let (version, scratch) = match pinned {
             Some((v, s)) => (Some(v), Some(s)),
@@ -309,6 +265,15 @@ impl VisitorMut for RelationBinder<'_> {
         self.found.push((table, version, scratch, at));
         ControlFlow::Continue(())
     }
+}
+
+/// A table's name in three back-quoted parts.
+fn three_parts(table: &TableName) -> ObjectName {
+    ObjectName(vec![
+        ObjectNamePart::Identifier(Ident::with_quote('`', table.catalog.clone())),
+        ObjectNamePart::Identifier(Ident::with_quote('`', table.schema.clone())),
+        ObjectNamePart::Identifier(Ident::with_quote('`', table.table.clone())),
+    ])
 }
 
 /// Numeric literals with an exponent (`1e3`, `2.5E-50`) or more than 38 digits are DOUBLEs, as
@@ -478,7 +443,9 @@ impl Session {
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
         let want_columns = !self.vars.is_empty();
-        let (mut bound, mut columns) = self.bind_tables(node, extra_columns, want_columns).await?;
+        let (mut bound, mut columns) = self
+            .bind_tables(node, extra_columns, want_columns, true)
+            .await?;
         if want_columns {
             let _ = node.visit(&mut AliasCollector(&mut columns));
             let mut vb = VariableBinder {
@@ -496,10 +463,12 @@ impl Session {
         Ok(bound)
     }
 
-    /// [`Session::bind`] but for variables, which stay names (a temporary view's query reads
-    /// them when it is read, not when it is created).
-    pub async fn bind_relations<T: VisitMut>(&self, node: &mut T) -> Result<Bound> {
-        Ok(self.bind_tables(node, &[], false).await?.0)
+    /// A view's query as it is stored: tables and views named in three parts, views left by
+    /// name (read when the view is read, as they are then), temporary views by their one-part
+    /// name (listed in [`Bound::temp_views`]), session variables by name (a temporary view reads
+    /// them when it is read).
+    pub async fn bind_view_query<T: VisitMut>(&self, node: &mut T) -> Result<Bound> {
+        Ok(self.bind_tables(node, &[], false, false).await?.0)
     }
 
     /// Every step of binding but variables; with `want_columns`, the column names in scope.
@@ -508,6 +477,7 @@ impl Session {
         node: &mut T,
         extra_columns: &[String],
         want_columns: bool,
+        expand_views: bool,
     ) -> Result<(Bound, HashSet<String>)> {
         let _ = node.visit(&mut DoubleLiterals);
         let mut colon = super::json::ColonPaths { error: None };
@@ -532,10 +502,12 @@ impl Session {
         }
         let mut rb = RelationBinder {
             session: self,
-            ctes: HashSet::new(),
+            ctes: vec![],
             found: vec![],
             error: None,
             views: 0,
+            expand_views,
+            temp_views: vec![],
         };
         let _ = node.visit(&mut rb);
         if let Some(e) = rb.error {
@@ -546,6 +518,7 @@ impl Session {
             pinned: vec![],
             tables: vec![],
             variables: 0,
+            temp_views: rb.temp_views,
         };
         let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
         for (table, version, scratch, (line, col)) in rb.found {

@@ -5,6 +5,8 @@
 //! or array as its compact text, a string unquoted, a JSON `null` as NULL. Malformed JSON and
 //! paths that find nothing are NULL, as in Spark.
 
+mod convert;
+
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
@@ -22,12 +24,7 @@ pub const JSON_PATH: &str = "__tidemark_json_path";
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(JsonFunction::new(Kind::GetJsonObject)));
     ctx.register_udf(ScalarUDF::from(JsonFunction::new(Kind::Path)));
-    ctx.register_udf(ScalarUDF::from(ToJson {
-        signature: Signature::any(1, Volatility::Immutable),
-    }));
-    ctx.register_udf(ScalarUDF::from(FromJson {
-        signature: Signature::any(2, Volatility::Immutable),
-    }));
+    convert::register(ctx);
 }
 
 /// One step of a path.
@@ -84,6 +81,64 @@ pub struct ColonPaths {
 
 impl datafusion::sql::sqlparser::ast::VisitorMut for ColonPaths {
     type Break = ();
+
+    /// A select item that is a path is named after the path's last field, as Databricks
+    /// names it (`raw:store.bicycle` is `bicycle`).
+    fn pre_visit_select(
+        &mut self,
+        select: &mut datafusion::sql::sqlparser::ast::Select,
+    ) -> std::ops::ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::{Expr, Ident, JsonPathElem, SelectItem, Value};
+        let last_field = |item: &SelectItem| -> Option<String> {
+            let SelectItem::UnnamedExpr(Expr::JsonAccess { path, .. }) = item else {
+                return None;
+            };
+            path.path.iter().rev().find_map(|p| match p {
+                JsonPathElem::Dot { key, .. } => Some(key.clone()),
+                JsonPathElem::Bracket {
+                    key: Expr::Value(v),
+                }
+                | JsonPathElem::ColonBracket {
+                    key: Expr::Value(v),
+                } => match &v.value {
+                    Value::SingleQuotedString(k) | Value::DoubleQuotedString(k) => Some(k.clone()),
+                    _ => None,
+                },
+                _ => None,
+            })
+        };
+        // Every other item's name, as far as it is written: a path keeps its expression's
+        // name when its field's name is taken (a select list cannot repeat a name here).
+        let names: Vec<Option<String>> = select
+            .projection
+            .iter()
+            .map(|item| match item {
+                SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+                SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.to_lowercase()),
+                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(p)) => {
+                    p.last().map(|i| i.value.to_lowercase())
+                }
+                other => last_field(other).map(|n| n.to_lowercase()),
+            })
+            .collect();
+        for (i, item) in select.projection.iter_mut().enumerate() {
+            let Some(name) = last_field(item) else {
+                continue;
+            };
+            let lower = name.to_lowercase();
+            let taken = names
+                .iter()
+                .enumerate()
+                .any(|(j, n)| j != i && n.as_deref() == Some(lower.as_str()));
+            if let (false, SelectItem::UnnamedExpr(e)) = (taken, &*item) {
+                *item = SelectItem::ExprWithAlias {
+                    expr: e.clone(),
+                    alias: Ident::with_quote('`', name),
+                };
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    }
 
     fn post_visit_expr(
         &mut self,
@@ -383,7 +438,7 @@ fn as_result(value: &str) -> Option<String> {
 }
 
 /// Whether `json` is well-formed JSON (checked once, without building its values).
-fn well_formed(json: &str) -> bool {
+pub(super) fn well_formed(json: &str) -> bool {
     serde_json::from_str::<serde::de::IgnoredAny>(json).is_ok()
 }
 
@@ -517,200 +572,6 @@ impl ScalarUDFImpl for JsonFunction {
             },
         )
     }
-}
-
-/// `to_json(struct | array | map)`: the value as JSON text (NULL fields left out, as Spark's
-/// default); NULL for NULL.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct ToJson {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for ToJson {
-    fn name(&self) -> &str {
-        "to_json"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
-        match args {
-            [
-                DataType::Struct(_)
-                | DataType::List(_)
-                | DataType::LargeList(_)
-                | DataType::Map(..),
-            ] => Ok(DataType::Utf8),
-            [other] => datafusion::common::plan_err!(
-                "to_json takes a STRUCT, ARRAY or MAP, not {} (to_json(named_struct('v', x)))",
-                crate::engine::types::type_name(other)
-            ),
-            _ => datafusion::common::plan_err!(
-                "to_json takes one argument (options are not supported)"
-            ),
-        }
-    }
-
-    fn invoke_with_args(
-        &self,
-        args: ScalarFunctionArgs,
-    ) -> datafusion::error::Result<ColumnarValue> {
-        use datafusion::arrow::datatypes::{Field, Schema};
-        let n = args.number_rows;
-        let values = args.args[0].to_array(n)?;
-        let field = Field::new("v", values.data_type().clone(), true);
-        let batch = datafusion::arrow::array::RecordBatch::try_new(
-            Arc::new(Schema::new(vec![field])),
-            vec![values.clone()],
-        )?;
-        let mut text = Vec::new();
-        {
-            let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut text);
-            writer.write(&batch)?;
-            writer.finish()?;
-        }
-        let text = String::from_utf8(text)
-            .map_err(|e| datafusion::error::DataFusionError::Execution(format!("to_json: {e}")))?;
-        let mut out = StringBuilder::with_capacity(n, text.len());
-        for (i, line) in text.lines().take(n).enumerate() {
-            let inner = line
-                .strip_prefix(r#"{"v":"#)
-                .and_then(|l| l.strip_suffix('}'));
-            match inner {
-                Some(v) if !values.is_null(i) => out.append_value(v),
-                _ => out.append_null(),
-            }
-        }
-        let result: ArrayRef = Arc::new(out.finish());
-        Ok(match &args.args[0] {
-            ColumnarValue::Scalar(_) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-            }
-            ColumnarValue::Array(_) => ColumnarValue::Array(result),
-        })
-    }
-}
-
-/// `from_json(json, schema)`: the JSON text read as the type `schema` names (`'a INT, b
-/// STRING'`, `'STRUCT<...>'`, `'ARRAY<...>'`); a text that does not fit is NULL, as in Spark's
-/// default (PERMISSIVE) mode.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct FromJson {
-    signature: Signature,
-}
-
-/// The type a `from_json` schema string names.
-fn schema_type(schema: &str) -> datafusion::error::Result<DataType> {
-    let parse = |text: &str| {
-        datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-            .try_with_sql(text)
-            .and_then(|mut p| {
-                let t = p.parse_data_type()?;
-                p.expect_token(&datafusion::sql::sqlparser::tokenizer::Token::EOF)?;
-                Ok(t)
-            })
-    };
-    let sql = match parse(schema) {
-        Ok(t @ (datafusion::sql::sqlparser::ast::DataType::Struct(..)
-        | datafusion::sql::sqlparser::ast::DataType::Array(_))) => t,
-        // `a INT, b STRING`: the fields of a struct.
-        _ => parse(&format!("STRUCT<{schema}>")).map_err(|e| {
-            datafusion::error::DataFusionError::Plan(format!(
-                "from_json: the schema {schema:?} is not a type nor a list of fields ('a INT, b STRING'): {e}"
-            ))
-        })?,
-    };
-    crate::engine::types::sql_to_arrow(&sql)
-        .map_err(|e| datafusion::error::DataFusionError::Plan(format!("from_json: {e}")))
-}
-
-impl ScalarUDFImpl for FromJson {
-    fn name(&self) -> &str {
-        "from_json"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _: &[DataType]) -> datafusion::error::Result<DataType> {
-        datafusion::common::internal_err!("from_json's type comes from its schema argument")
-    }
-
-    fn return_field_from_args(
-        &self,
-        args: datafusion::logical_expr::ReturnFieldArgs,
-    ) -> datafusion::error::Result<datafusion::arrow::datatypes::FieldRef> {
-        let schema = match args.scalar_arguments.get(1) {
-            Some(Some(
-                ScalarValue::Utf8(Some(s))
-                | ScalarValue::Utf8View(Some(s))
-                | ScalarValue::LargeUtf8(Some(s)),
-            )) => s,
-            _ => {
-                return datafusion::common::plan_err!(
-                    "from_json takes a constant schema string as its second argument ('a INT, b STRING')"
-                );
-            }
-        };
-        Ok(Arc::new(datafusion::arrow::datatypes::Field::new(
-            self.name(),
-            schema_type(schema)?,
-            true,
-        )))
-    }
-
-    fn invoke_with_args(
-        &self,
-        args: ScalarFunctionArgs,
-    ) -> datafusion::error::Result<ColumnarValue> {
-        use datafusion::arrow::datatypes::{Field, Schema};
-        let n = args.number_rows;
-        let json = datafusion::arrow::compute::cast(&args.args[0].to_array(n)?, &DataType::Utf8)?;
-        let json = json.as_string::<i32>();
-        let target = args.return_field.data_type().clone();
-        // Each row decoded as `{"v": <text>}` on its own: one that does not fit is NULL
-        // without failing the others.
-        let schema = Arc::new(Schema::new(vec![Field::new("v", target.clone(), true)]));
-        let mut rows: Vec<ArrayRef> = Vec::with_capacity(n);
-        for i in 0..n {
-            let decoded = (!json.is_null(i))
-                .then(|| decode_one(&schema, json.value(i)))
-                .flatten();
-            rows.push(match decoded {
-                Some(a) => a,
-                None => datafusion::arrow::array::new_null_array(&target, 1),
-            });
-        }
-        let refs: Vec<&dyn Array> = rows.iter().map(|a| a.as_ref()).collect();
-        let result = if refs.is_empty() {
-            datafusion::arrow::array::new_empty_array(&target)
-        } else {
-            datafusion::arrow::compute::concat(&refs)?
-        };
-        Ok(match &args.args[0] {
-            ColumnarValue::Scalar(_) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-            }
-            ColumnarValue::Array(_) => ColumnarValue::Array(result),
-        })
-    }
-}
-
-/// One JSON text decoded as column `v` of `schema`; None when it does not fit.
-fn decode_one(schema: &datafusion::arrow::datatypes::SchemaRef, text: &str) -> Option<ArrayRef> {
-    if !well_formed(text) {
-        return None;
-    }
-    let wrapped = format!("{{\"v\":{text}}}\n");
-    let mut decoder = datafusion::arrow::json::ReaderBuilder::new(schema.clone())
-        .build_decoder()
-        .ok()?;
-    decoder.decode(wrapped.as_bytes()).ok()?;
-    let batch = decoder.flush().ok()??;
-    (batch.num_rows() == 1).then(|| batch.column(0).clone())
 }
 
 #[cfg(test)]

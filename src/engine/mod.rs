@@ -225,8 +225,24 @@ impl Session {
         parser::parse(sql, self)
     }
 
-    /// Resolve an object name to a three-part table name in the current catalog/schema.
+    /// Resolve the name of a table a statement writes or changes to a three-part name in the
+    /// current catalog/schema. A one-part name of a temporary view is refused: reads see the
+    /// view, so a write must not reach the table it hides.
     pub fn table_name(&self, name: &ObjectName) -> Result<TableName> {
+        let parts = name_parts(name)?;
+        if let [one] = parts.as_slice()
+            && self.temp_view(one).is_some()
+        {
+            return Err(Error::Invalid(format!(
+                "{one} is a temporary view: it is read-only and hides any table of its name (DROP VIEW {one} first, or name the table with its schema)"
+            )));
+        }
+        TableName::resolve(&parts, &self.catalog, &self.schema)
+    }
+
+    /// [`Session::table_name`] for statements that describe what a name is (a temporary view
+    /// too).
+    pub(crate) fn object_name(&self, name: &ObjectName) -> Result<TableName> {
         TableName::resolve(&name_parts(name)?, &self.catalog, &self.schema)
     }
 }

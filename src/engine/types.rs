@@ -152,6 +152,14 @@ pub fn cast_strict(
     if values.data_type() == to {
         return Ok(values.clone());
     }
+    // Arrow would wrap a scalar into a one-element list ('[a, b]' becoming ['[a, b]']).
+    if to.is_nested() && !values.data_type().is_nested() && !values.data_type().is_null() {
+        return Err(datafusion::arrow::error::ArrowError::CastError(format!(
+            "cannot cast {} to {}",
+            type_name(values.data_type()),
+            type_name(to)
+        )));
+    }
     let strict = datafusion::arrow::compute::CastOptions {
         safe: false,
         ..Default::default()

@@ -127,7 +127,7 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     if first_is(0, "FOR") {
         return parse_for(sql, tokens, resolver);
     }
-    refuse_map_types(&tokens)?;
+    let map_type = map_type_at(&tokens);
     let mut tokens = substitute_identifiers(tokens, resolver)?;
     if first_is(0, "MERGE") {
         tokens = expand_merge_stars(tokens);
@@ -138,7 +138,15 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
         table_comment = take_table_comment(&mut tokens);
     }
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
-    let mut stmt = parse_statement(&mut p)?;
+    let mut stmt = parse_statement(&mut p).map_err(|e| match map_type {
+        Some((line, column)) => Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "MAP<key, value> types are not supported yet (ARRAY<...> and STRUCT<...> are; a map value can be built with map(...)) (line {line}, column {column})"
+            ),
+        ),
+        None => e,
+    })?;
     if let (Some(c), Statement::Sql(sql)) = (table_comment, &mut stmt) {
         use datafusion::sql::sqlparser::ast::{CommentDef, Statement as Sql};
         match sql.as_mut() {
@@ -161,26 +169,18 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     Ok(stmt)
 }
 
-/// `MAP<key, value>` types: sqlparser's Databricks dialect does not parse them (it would say
-/// "expected ... found <"); refused by name instead.
-fn refuse_map_types(tokens: &[TokenWithSpan]) -> Result<()> {
+/// Where the statement writes `MAP<`: a map type, which sqlparser's Databricks dialect does
+/// not parse. When the statement then fails to parse, the error names the type instead of
+/// "expected ... found <" (`map < 5`, a column compared, parses and is left alone).
+fn map_type_at(tokens: &[TokenWithSpan]) -> Option<(u64, u64)> {
     let significant: Vec<&TokenWithSpan> = tokens
         .iter()
         .filter(|t| !matches!(t.token, Token::Whitespace(_)))
         .collect();
-    for pair in significant.windows(2) {
-        if is_word(&pair[0].token, "MAP") && pair[1].token == Token::Lt {
-            let at = pair[0].span.start;
-            return Err(Error::class(
-                "UNSUPPORTED_FEATURE",
-                format!(
-                    "MAP<key, value> types are not supported yet (ARRAY<...> and STRUCT<...> are; a map value can be built with map(...)) (line {}, column {})",
-                    at.line, at.column
-                ),
-            ));
-        }
-    }
-    Ok(())
+    significant.windows(2).find_map(|pair| {
+        (is_word(&pair[0].token, "MAP") && pair[1].token == Token::Lt)
+            .then(|| (pair[0].span.start.line, pair[0].span.start.column))
+    })
 }
 
 /// Tokenize with positions.

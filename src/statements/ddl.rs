@@ -380,23 +380,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         }
     }
     keep_stats_exact(&mut configuration, &typed, &partition_columns);
-    // CHECK constraints among the properties name columns of this table.
-    let columns =
-        datafusion::common::DFSchema::try_from(datafusion::arrow::datatypes::Schema::new(
-            typed
-                .iter()
-                .map(|(n, t)| Field::new(n, t.clone(), true))
-                .collect::<Vec<_>>(),
-        ))?;
-    for (k, v) in &configuration {
-        if let (true, Some(check)) = (k.starts_with("delta.constraints."), v) {
-            session.ctx().parse_sql_expr(check, &columns).map_err(|e| {
-                Error::Invalid(format!(
-                    "table property '{k}' = '{check}' does not hold over the table's columns: {e}"
-                ))
-            })?;
-        }
-    }
+    check_constraint_columns(session, &configuration, &typed)?;
     let mut builder = session
         .warehouse()
         .create_builder(&table)
@@ -463,6 +447,31 @@ fn check_constraint_properties(
         .and_then(|v| v.parse::<i32>().ok());
     if writer.is_none_or(|v| v < 3) {
         configuration.insert("delta.minWriterVersion".into(), Some("3".into()));
+    }
+    Ok(())
+}
+
+/// The CHECK constraints among a new table's properties name columns of the table.
+fn check_constraint_columns(
+    session: &Session,
+    configuration: &HashMap<String, Option<String>>,
+    typed: &[(String, datafusion::arrow::datatypes::DataType)],
+) -> Result<()> {
+    let columns =
+        datafusion::common::DFSchema::try_from(datafusion::arrow::datatypes::Schema::new(
+            typed
+                .iter()
+                .map(|(n, t)| Field::new(n, t.clone(), true))
+                .collect::<Vec<_>>(),
+        ))?;
+    for (k, v) in configuration {
+        if let (true, Some(check)) = (k.starts_with("delta.constraints."), v) {
+            session.ctx().parse_sql_expr(check, &columns).map_err(|e| {
+                Error::Invalid(format!(
+                    "table property '{k}' = '{check}' does not hold over the table's columns: {e}"
+                ))
+            })?;
+        }
     }
     Ok(())
 }

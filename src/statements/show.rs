@@ -92,7 +92,7 @@ type ColumnRow = (String, String, bool, Option<String>, Option<String>);
 
 /// `DESCRIBE [TABLE] t`: columns, types, nullability, defaults, comments.
 pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
-    let table = session.table_name(name)?;
+    let table = session.object_name(name)?;
     let view = match name_parts(name)?.as_slice() {
         [one] => session.temp_view(one),
         _ => None,

@@ -63,6 +63,15 @@ pub async fn declare(
             )));
         }
     };
+    if dt.is_nested() {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "variable '{name}': variables of type {} are not supported yet (scalar types are)",
+                type_name(&dt)
+            ),
+        ));
+    }
     let value = match value {
         Some(v) => cast_to(v, &dt, name)?,
         None => ScalarValue::try_from(&dt)?,

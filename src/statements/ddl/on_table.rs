@@ -19,7 +19,11 @@ use crate::parser::{AsOf, ColumnChange, OnTable, TableAction};
 
 /// Run a statement on one table.
 pub async fn execute(session: &Session, stmt: OnTable) -> Result<Output> {
-    let table = session.table_name(&stmt.table)?;
+    let table = if stmt.action.writes() {
+        session.table_name(&stmt.table)?
+    } else {
+        session.object_name(&stmt.table)?
+    };
     match stmt.action {
         TableAction::RenameTo(to) => rename(session, &table, &to).await,
         TableAction::AlterColumn { column, change } => {

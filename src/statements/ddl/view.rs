@@ -47,7 +47,7 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
         session.set_temp_view(name, view);
         return Ok(Output::empty());
     }
-    let name = session.table_name(&c.name)?;
+    let name = session.object_name(&c.name)?;
     check_writable_table(&name, true)?;
     let wh = session.warehouse();
     if !wh.schema_exists(&name.catalog, &name.schema) {
@@ -74,7 +74,15 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
             ),
         ));
     }
-    bind(session, &mut query, &name.to_string()).await?;
+    let temporary = bind(session, &mut query, &name.to_string()).await?;
+    if let Some(t) = temporary.first() {
+        return Err(Error::class(
+            "INVALID_TEMP_OBJ_REFERENCE",
+            format!(
+                "view {name} reads temporary view {t}: a persistent view cannot (other sessions do not have it); make {name} TEMPORARY too, or read tables"
+            ),
+        ));
+    }
     check_columns(session, &query, &columns, &name.to_string()).await?;
     let view = View {
         sql: query.to_string(),
@@ -118,15 +126,15 @@ async fn bind(
     session: &Session,
     query: &mut datafusion::sql::sqlparser::ast::Query,
     name: &str,
-) -> Result<()> {
-    let bound = session.bind_relations(query).await?;
+) -> Result<Vec<String>> {
+    let bound = session.bind_view_query(query).await?;
     if bound.pins_versions() {
         return Err(Error::class(
             "UNSUPPORTED_FEATURE",
             format!("view {name}: a view cannot read a table VERSION|TIMESTAMP AS OF yet"),
         ));
     }
-    Ok(())
+    Ok(bound.temp_views.clone())
 }
 
 /// `DROP VIEW [IF EXISTS] v`: a temporary view first (for a one-part name), else the
@@ -138,7 +146,7 @@ pub fn drop(session: &Session, name: &ObjectName, if_exists: bool) -> Result<()>
     {
         return Ok(());
     }
-    let table = session.table_name(name)?;
+    let table = session.object_name(name)?;
     check_writable_table(&table, true)?;
     if session.warehouse().remove_view(&table)? {
         return Ok(());

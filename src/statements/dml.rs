@@ -389,7 +389,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             if let Some(p) = predicate {
                 builder = builder.with_predicate(p);
             }
-            let (_, metrics) = super::upkeep::commit(builder, never_over_another())
+            let (_, metrics) = super::upkeep::commit(builder, super::upkeep::never_over_another())
                 .await
                 .map_err(Error::from)?;
             Ok(metrics.num_updated_rows as i64)
@@ -458,7 +458,7 @@ pub(crate) async fn delete_where(
             if let Some(p) = predicate {
                 builder = builder.with_predicate(p);
             }
-            let (_, metrics) = super::upkeep::commit(builder, never_over_another())
+            let (_, metrics) = super::upkeep::commit(builder, super::upkeep::never_over_another())
                 .await
                 .map_err(Error::from)?;
             Ok(metrics.num_deleted_rows.unwrap_or(0) as i64)
@@ -480,11 +480,4 @@ fn without_view_types(session: &Session) -> Arc<datafusion::execution::SessionSt
         .parquet
         .schema_force_view_types = false;
     Arc::new(state)
-}
-
-/// Commit properties of UPDATE, DELETE and MERGE: never committed over another writer's
-/// commit (delta-rs' conflict check lets some through); a conflict reruns the whole statement
-/// on the new state ([`super::retry`]).
-pub(crate) fn never_over_another() -> CommitProperties {
-    CommitProperties::default().with_max_retries(0)
 }

@@ -221,7 +221,7 @@ async fn matching_files(
 /// again on the new state), rather than being let through by delta-rs' conflict checker,
 /// which does not see an OPTIMIZE's removes, nor any added file when there is no predicate.
 fn no_commit_between(metrics: serde_json::Value) -> CommitProperties {
-    super::dml::never_over_another().with_metadata([("operationMetrics".to_string(), metrics)])
+    super::upkeep::never_over_another().with_metadata([("operationMetrics".to_string(), metrics)])
 }
 
 /// `rows` with [`VIOLATION_COLUMN`]: for a row that breaks a rule, which rule (a NOT NULL

@@ -20,6 +20,24 @@ use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
 use crate::parser::ShowWhat;
 
+/// The schema `SHOW TABLES|VIEWS IN ...` names: `[catalog.]schema`, or the current one.
+fn schema_in(session: &Session, parts: &[String], what: &str) -> Result<(String, String)> {
+    Ok(match parts {
+        [] => (
+            session.current_catalog().to_string(),
+            session.current_schema().to_string(),
+        ),
+        [s] => (session.current_catalog().to_string(), s.clone()),
+        [c, s] => (c.clone(), s.clone()),
+        _ => {
+            return Err(Error::Invalid(format!(
+                "SHOW {what} IN takes schema or catalog.schema, found '{}'",
+                parts.join(".")
+            )));
+        }
+    })
+}
+
 fn strings(name: &str, values: Vec<String>) -> Output {
     let schema = Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]));
     let batch = RecordBatch::try_new(
@@ -38,7 +56,7 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
     };
     let wh = &session.warehouse();
     match what {
-        ShowWhat::Views => super::ddl::view::show(session, within),
+        ShowWhat::Views => show_views(session, within),
         ShowWhat::Catalogs => Ok(strings("catalog", wh.catalogs())),
         ShowWhat::Schemas => {
             let catalog = parts
@@ -51,19 +69,7 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
             Ok(strings("schema", wh.schemas(&catalog)))
         }
         ShowWhat::Tables => {
-            let (catalog, schema) = match parts.as_slice() {
-                [] => (
-                    session.current_catalog().to_string(),
-                    session.current_schema().to_string(),
-                ),
-                [s] => (session.current_catalog().to_string(), s.clone()),
-                [c, s] => (c.clone(), s.clone()),
-                _ => {
-                    return Err(Error::Invalid(
-                        "SHOW TABLES IN takes schema or catalog.schema".into(),
-                    ));
-                }
-            };
+            let (catalog, schema) = schema_in(session, &parts, "TABLES")?;
             if !wh.schema_exists(&catalog, &schema) {
                 return Err(wh.missing_table_error(&TableName::new(&catalog, &schema, "_")));
             }
@@ -265,6 +271,52 @@ pub async fn describe_history(session: &Session, name: &ObjectName) -> Result<Ou
                 infos.iter().map(|i| i.is_blind_append).collect::<Vec<_>>(),
             )),
             Arc::new(StringArray::from(metrics)),
+        ],
+    )?;
+    Ok(Output::batch(batch))
+}
+
+/// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.
+fn show_views(session: &Session, within: Option<&ObjectName>) -> Result<Output> {
+    let parts: Vec<String> = match within {
+        Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
+        None => vec![],
+    };
+    let (catalog, schema) = schema_in(session, &parts, "VIEWS")?;
+    if !session.warehouse().schema_exists(&catalog, &schema) {
+        return Err(session
+            .warehouse()
+            .missing_table_error(&TableName::new(&catalog, &schema, "_")));
+    }
+    let mut rows: Vec<(String, String, bool)> = session
+        .warehouse()
+        .views(&catalog, &schema)
+        .into_iter()
+        .map(|v| (schema.clone(), v, false))
+        .collect();
+    rows.extend(
+        session
+            .temp_views()
+            .into_iter()
+            .map(|v| (String::new(), v, true)),
+    );
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("namespace", DataType::Utf8, false),
+        Field::new("viewName", DataType::Utf8, false),
+        Field::new("isTemporary", DataType::Boolean, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.0.clone()),
+            )) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.1.clone()),
+            )),
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            )),
         ],
     )?;
     Ok(Output::batch(batch))

@@ -108,6 +108,14 @@ pub(crate) async fn commit_actions(
     Ok(committed)
 }
 
+/// Commit properties of the writes that read the table's state (UPDATE, DELETE, MERGE, file
+/// rewrites, schema and metadata changes, RESTORE): never committed over another writer's
+/// commit (delta-rs' conflict check lets some through); a conflict reruns the whole statement
+/// on the new state ([`super::retry`]).
+pub(crate) fn never_over_another() -> CommitProperties {
+    CommitProperties::default().with_max_retries(0)
+}
+
 /// `props` as tidemark commits them. delta-rs would otherwise clean up expired log files after
 /// every commit, listing (and stat-ing) the whole `_delta_log` each time: 70 ms once a table
 /// holds 11,000 commit files. [`after_commit`] does it in batches instead.

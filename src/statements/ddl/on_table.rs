@@ -266,7 +266,7 @@ async fn commit_metadata(
     metadata: deltalake::kernel::Metadata,
     operation: DeltaOperation,
 ) -> Result<()> {
-    let props = super::super::dml::never_over_another();
+    let props = super::super::upkeep::never_over_another();
     upkeep::commit_actions(t, vec![Action::Metadata(metadata)], operation, props).await?;
     Ok(())
 }
@@ -366,7 +366,7 @@ async fn restore(session: &Session, table: &TableName, as_of: AsOf) -> Result<Ou
             }
             Restore::Version(v) => t.restore().with_version_to_restore(v),
         };
-        let props = super::super::dml::never_over_another();
+        let props = super::super::upkeep::never_over_another();
         Ok(upkeep::commit(builder, props).await?)
     })
     .await

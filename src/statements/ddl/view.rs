@@ -1,17 +1,13 @@
 //! Views: `CREATE [OR REPLACE] [TEMP|TEMPORARY] VIEW [IF NOT EXISTS] v [(cols)] [COMMENT '..']
-//! AS query`, `DROP VIEW [IF EXISTS] v`, `SHOW VIEWS [IN schema]`. A view's query is bound
+//! AS query`, `DROP VIEW [IF EXISTS] v` (`SHOW VIEWS` is in `show.rs`). A view's query is bound
 //! when it is created (every table name in three parts, so it reads the same tables whatever
 //! the reader's current schema) and put in place of the view's name by the binder
 //! (`engine::bind`) in every statement that reads it. Persistent views live in the warehouse
 //! (`catalog::views`); temporary views in the session.
 
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{CreateView, ObjectName};
 
-use crate::catalog::{TableName, View, check_writable_table};
+use crate::catalog::{View, check_writable_table};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
 
@@ -160,63 +156,4 @@ pub fn drop(session: &Session, name: &ObjectName, if_exists: bool) -> Result<()>
         return Ok(());
     }
     Err(Error::NotFound(format!("view '{table}' not found")))
-}
-
-/// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.
-pub fn show(session: &Session, within: Option<&ObjectName>) -> Result<Output> {
-    let parts: Vec<String> = match within {
-        Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
-        None => vec![],
-    };
-    let (catalog, schema) = match parts.as_slice() {
-        [] => (
-            session.current_catalog().to_string(),
-            session.current_schema().to_string(),
-        ),
-        [s] => (session.current_catalog().to_string(), s.clone()),
-        [c, s] => (c.clone(), s.clone()),
-        _ => {
-            return Err(Error::Invalid(format!(
-                "SHOW VIEWS IN takes a schema, found '{}'",
-                parts.join(".")
-            )));
-        }
-    };
-    if !session.warehouse().schema_exists(&catalog, &schema) {
-        return Err(session
-            .warehouse()
-            .missing_table_error(&TableName::new(&catalog, &schema, "_")));
-    }
-    let mut rows: Vec<(String, String, bool)> = session
-        .warehouse()
-        .views(&catalog, &schema)
-        .into_iter()
-        .map(|v| (schema.clone(), v, false))
-        .collect();
-    rows.extend(
-        session
-            .temp_views()
-            .into_iter()
-            .map(|v| (String::new(), v, true)),
-    );
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("namespace", DataType::Utf8, false),
-        Field::new("viewName", DataType::Utf8, false),
-        Field::new("isTemporary", DataType::Boolean, false),
-    ]));
-    let batch = RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| r.0.clone()),
-            )) as ArrayRef,
-            Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| r.1.clone()),
-            )),
-            Arc::new(BooleanArray::from(
-                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
-            )),
-        ],
-    )?;
-    Ok(Output::batch(batch))
 }

@@ -68,9 +68,10 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 let _b = session.bind(&mut clause, &scope).await?;
                 builder = clauses.add(builder, clause)?;
             }
-            let (_, m) = super::super::upkeep::commit(builder, super::never_over_another())
-                .await
-                .map_err(Error::from)?;
+            let (_, m) =
+                super::super::upkeep::commit(builder, super::super::upkeep::never_over_another())
+                    .await
+                    .map_err(Error::from)?;
             Ok(m)
         }
     })

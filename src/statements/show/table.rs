@@ -137,17 +137,7 @@ fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
     }
     // The protocol versions follow from the table's features (the constraints among the
     // properties set them up again); SHOW TBLPROPERTIES lists them.
-    let mut props: Vec<(&String, &String)> = metadata
-        .configuration()
-        .iter()
-        .filter(|(k, _)| {
-            !matches!(
-                k.as_str(),
-                "delta.minReaderVersion" | "delta.minWriterVersion"
-            )
-        })
-        .collect();
-    props.sort();
+    let props = own_properties(metadata);
     if !props.is_empty() {
         let props: Vec<String> = props
             .iter()
@@ -244,6 +234,24 @@ fn column_name(name: &str) -> String {
     }
 }
 
+/// A table's own properties, sorted: its configuration without the protocol versions (a
+/// CREATE TABLE may have left a stale copy of them there; the protocol's are the truth).
+fn own_properties(metadata: &deltalake::kernel::Metadata) -> Vec<(String, String)> {
+    let mut props: Vec<(String, String)> = metadata
+        .configuration()
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "delta.minReaderVersion" | "delta.minWriterVersion"
+            )
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    props.sort();
+    props
+}
+
 /// `s` as an SQL string literal.
 fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -256,19 +264,7 @@ fn properties(table: &TableName, t: &DeltaTable, key: Option<String>) -> Result<
     let snapshot = t.snapshot()?;
     let protocol = snapshot.protocol();
     // The protocol's versions, not a stale copy a CREATE TABLE left among the properties.
-    let mut rows: Vec<(String, String)> = snapshot
-        .metadata()
-        .configuration()
-        .iter()
-        .filter(|(k, _)| {
-            !matches!(
-                k.as_str(),
-                "delta.minReaderVersion" | "delta.minWriterVersion"
-            )
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    rows.sort();
+    let mut rows = own_properties(snapshot.metadata());
     rows.push((
         "delta.minReaderVersion".into(),
         protocol.min_reader_version().to_string(),

@@ -293,93 +293,83 @@ pub const MERGE_STAR: &str = "__tidemark_star__";
 /// is dropped and any other format is refused by name. Only the table's own clauses are
 /// looked at (before a top-level `AS`, `SELECT` or `WITH`: a join's `USING` is left alone).
 fn create_table_using(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
-    let significant: Vec<usize> = (0..tokens.len())
-        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
-        .collect();
-    let is_table = significant
-        .iter()
-        .take(6)
-        .any(|&i| is_word(&tokens[i].token, "TABLE"));
-    if !is_table {
+    let found = own_clauses(&tokens, &["TABLE"])
+        .into_iter()
+        .find(|&(i, _)| is_word(&tokens[i].token, "USING"));
+    let Some((i, Some(f))) = found else {
         return Ok(tokens);
+    };
+    let format = match &tokens[f].token {
+        Token::Word(w) => w.value.clone(),
+        other => other.to_string(),
+    };
+    if !format.eq_ignore_ascii_case("delta") {
+        let at = tokens[i].span.start;
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "CREATE TABLE: USING {format} is not supported: every tidemark table is a Delta table (write USING DELTA or leave USING out) (line {}, column {})",
+                at.line, at.column
+            ),
+        ));
     }
-    let mut depth = 0i32;
-    for (k, &i) in significant.iter().enumerate() {
-        match &tokens[i].token {
-            Token::LParen => depth += 1,
-            Token::RParen => depth -= 1,
-            t if depth == 0 && (is_word(t, "AS") || is_word(t, "SELECT") || is_word(t, "WITH")) => {
-                break;
-            }
-            t if depth == 0 && is_word(t, "USING") => {
-                let Some(&f) = significant.get(k + 1) else {
-                    break;
-                };
-                let format = match &tokens[f].token {
-                    Token::Word(w) => w.value.clone(),
-                    other => other.to_string(),
-                };
-                if !format.eq_ignore_ascii_case("delta") {
-                    let at = tokens[i].span.start;
-                    return Err(Error::class(
-                        "UNSUPPORTED_FEATURE",
-                        format!(
-                            "CREATE TABLE: USING {format} is not supported: every tidemark table is a Delta table (write USING DELTA or leave USING out) (line {}, column {})",
-                            at.line, at.column
-                        ),
-                    ));
-                }
-                tokens[i].token =
-                    Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
-                tokens[f].token =
-                    Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
-                break;
-            }
-            _ => {}
-        }
-    }
+    blank(&mut tokens, &[i, f]);
     Ok(tokens)
 }
 
 /// `CREATE TABLE`'s (or `CREATE VIEW`'s) own `COMMENT 'text'` clause, taken out of the tokens:
 /// Databricks takes its clauses in any order, and sqlparser cannot parse a table COMMENT
-/// together with TBLPROPERTIES, nor a view's before AS. Column comments (inside the column list) and anything after a top-level
-/// `AS`/`SELECT`/`WITH` are left alone.
+/// together with TBLPROPERTIES, nor a view's before AS. Column comments (inside the column
+/// list) and anything after a top-level `AS`/`SELECT`/`WITH` are left alone.
 fn take_table_comment(tokens: &mut [TokenWithSpan]) -> Option<String> {
+    let (i, text) = own_clauses(tokens, &["TABLE", "VIEW"])
+        .into_iter()
+        .find(|&(i, _)| is_word(&tokens[i].token, "COMMENT"))?;
+    let text = text?;
+    let Token::SingleQuotedString(comment) = &tokens[text].token else {
+        return None;
+    };
+    let comment = comment.clone();
+    blank(tokens, &[i, text]);
+    Some(comment)
+}
+
+/// The tokens of a `CREATE TABLE|VIEW`'s own clauses (`objects`: which of the two), each with
+/// the next significant token: those outside parentheses, before a top-level `AS`, `SELECT`
+/// or `WITH`. Empty for another statement.
+fn own_clauses(tokens: &[TokenWithSpan], objects: &[&str]) -> Vec<(usize, Option<usize>)> {
     let significant: Vec<usize> = (0..tokens.len())
         .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
         .collect();
-    if !significant
+    let creates = significant
         .iter()
         .take(6)
-        .any(|&i| is_word(&tokens[i].token, "TABLE") || is_word(&tokens[i].token, "VIEW"))
-    {
-        return None;
+        .any(|&i| objects.iter().any(|o| is_word(&tokens[i].token, o)));
+    if !creates {
+        return vec![];
     }
+    let mut out = vec![];
     let mut depth = 0i32;
     for (k, &i) in significant.iter().enumerate() {
         match &tokens[i].token {
             Token::LParen => depth += 1,
             Token::RParen => depth -= 1,
             t if depth == 0 && (is_word(t, "AS") || is_word(t, "SELECT") || is_word(t, "WITH")) => {
-                return None;
+                break;
             }
-            t if depth == 0 && is_word(t, "COMMENT") => {
-                let &text = significant.get(k + 1)?;
-                let Token::SingleQuotedString(comment) = &tokens[text].token else {
-                    return None;
-                };
-                let comment = comment.clone();
-                for j in [i, text] {
-                    tokens[j].token =
-                        Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
-                }
-                return Some(comment);
-            }
+            _ if depth == 0 => out.push((i, significant.get(k + 1).copied())),
             _ => {}
         }
     }
-    None
+    out
+}
+
+/// Tokens turned into spaces.
+fn blank(tokens: &mut [TokenWithSpan], at: &[usize]) {
+    for &i in at {
+        tokens[i].token =
+            Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
+    }
 }
 
 /// Rewrite Databricks' `UPDATE SET *` and `INSERT *` (which sqlparser lacks) into marker

@@ -144,6 +144,10 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
             let d = clauses::drop(&s)?;
             ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade)
         }
+        Sql::Set(datafusion::sql::sqlparser::ast::Set::SetTimeZone { .. }) => Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            "SET TIME ZONE is not supported yet: tidemark's session time zone is UTC",
+        )),
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
         Sql::StartTransaction { .. } | Sql::Commit { .. } | Sql::Rollback { .. } => {
             Err(Error::Invalid(

@@ -1,6 +1,7 @@
 //! Functions tidemark adds to DataFusion's, where Databricks users would otherwise get a
 //! different answer: `date_format` with Spark's datetime patterns (DataFusion's own
-//! `date_format` takes strftime patterns and returned `yyyy-MM-dd` as text).
+//! `date_format` takes strftime patterns and returned `yyyy-MM-dd` as text), a checked
+//! DECIMAL `sum`, and `element_at` on arrays and maps (DataFusion's is maps only).
 
 use std::sync::Arc;
 
@@ -14,6 +15,9 @@ use datafusion::logical_expr::{
 /// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
+    ctx.register_udf(ScalarUDF::from(ElementAt {
+        signature: Signature::any(2, Volatility::Immutable),
+    }));
     // DataFusion's avg over datafusion-spark's: it keeps DECIMAL averages exact (Databricks'
     // avg of DECIMALs is a DECIMAL), has DISTINCT and retracts for sliding windows.
     ctx.register_udaf(
@@ -606,5 +610,115 @@ mod tests {
         for p in ["QQ", "yyyy-ww", "SS", "'open", "yyyy[-MM]", "ZZZZ"] {
             assert!(spark_to_chrono(p).is_err(), "{p}");
         }
+    }
+}
+
+/// `element_at(array, i)`: the i-th element counting from 1 (from the end when negative); an
+/// index past either end is Databricks' `[INVALID_ARRAY_INDEX_IN_ELEMENT_AT]` error (ANSI mode),
+/// 0 is `[INVALID_INDEX_OF_ZERO]`. `element_at(map, key)`: the key's value, NULL when absent.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ElementAt {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ElementAt {
+    fn name(&self) -> &str {
+        "element_at"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        match args.first() {
+            Some(DataType::List(f) | DataType::LargeList(f)) => Ok(f.data_type().clone()),
+            Some(DataType::Map(entries, _)) => match entries.data_type() {
+                DataType::Struct(kv) if kv.len() == 2 => Ok(kv[1].data_type().clone()),
+                other => datafusion::common::plan_err!("element_at: unexpected map {other}"),
+            },
+            Some(other) => datafusion::common::plan_err!(
+                "element_at takes an ARRAY or a MAP, not {}",
+                crate::engine::types::type_name(other)
+            ),
+            None => datafusion::common::plan_err!("element_at takes two arguments"),
+        }
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        use datafusion::arrow::array::UInt32Builder;
+        let n = args.number_rows;
+        let container = args.args[0].to_array(n)?;
+        let at = args.args[1].to_array(n)?;
+        let mut take = UInt32Builder::with_capacity(n);
+        let values = match container.data_type() {
+            DataType::List(_) => {
+                let list = container.as_list::<i32>();
+                let index = datafusion::arrow::compute::cast(&at, &DataType::Int64)?;
+                let index = index.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+                for row in 0..n {
+                    if list.is_null(row) || index.is_null(row) {
+                        take.append_null();
+                        continue;
+                    }
+                    let (start, end) = (list.value_offsets()[row], list.value_offsets()[row + 1]);
+                    let len = i64::from(end - start);
+                    let i = index.value(row);
+                    let position = match i {
+                        0 => {
+                            return exec_err!(
+                                "[INVALID_INDEX_OF_ZERO] element_at: array indices start at 1 (-1 is the last element)"
+                            );
+                        }
+                        i if i > 0 && i <= len => i - 1,
+                        i if i < 0 && -i <= len => len + i,
+                        i => {
+                            return exec_err!(
+                                "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT] The index {i} is out of bounds: the array has {len} elements (try_element_at returns NULL instead)"
+                            );
+                        }
+                    };
+                    take.append_value((i64::from(start) + position) as u32);
+                }
+                list.values().clone()
+            }
+            DataType::Map(..) => {
+                let map = container.as_map();
+                let keys = map.keys();
+                for row in 0..n {
+                    if map.is_null(row) || at.is_null(row) {
+                        take.append_null();
+                        continue;
+                    }
+                    let wanted =
+                        ScalarValue::try_from_array(&at, row)?.cast_to(keys.data_type())?;
+                    let (start, end) = (map.value_offsets()[row], map.value_offsets()[row + 1]);
+                    let mut found = None;
+                    for k in start..end {
+                        if ScalarValue::try_from_array(keys, k as usize)? == wanted {
+                            found = Some(k as u32);
+                        }
+                    }
+                    take.append_option(found);
+                }
+                map.values().clone()
+            }
+            other => return exec_err!("element_at takes an ARRAY or a MAP, not {other}"),
+        };
+        let result = datafusion::arrow::compute::take(values.as_ref(), &take.finish(), None)?;
+        Ok(
+            if args
+                .args
+                .iter()
+                .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+            {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
+            } else {
+                ColumnarValue::Array(result)
+            },
+        )
     }
 }

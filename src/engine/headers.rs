@@ -39,6 +39,14 @@ impl Written {
                     .map(|item| match item {
                         SelectItem::UnnamedExpr(Expr::Identifier(_))
                         | SelectItem::UnnamedExpr(Expr::CompoundIdentifier(_)) => Item::Named,
+                        // Databricks names explode's column `col`, and a `:` path's after
+                        // its last field (the binder aliases both).
+                        SelectItem::UnnamedExpr(Expr::Function(f))
+                            if f.name.to_string().eq_ignore_ascii_case("explode") =>
+                        {
+                            Item::Named
+                        }
+                        SelectItem::UnnamedExpr(Expr::JsonAccess { .. }) => Item::Named,
                         SelectItem::UnnamedExpr(e) => Item::Expr(e.to_string()),
                         SelectItem::ExprWithAlias { .. } => Item::Named,
                         _ => Item::Wildcard,

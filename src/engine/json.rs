@@ -83,7 +83,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for ColonPaths {
     type Break = ();
 
     /// A select item that is a path is named after the path's last field, as Databricks
-    /// names it (`raw:store.bicycle` is `bicycle`).
+    /// names it (`raw:store.bicycle` is `bicycle`); as written when that name is taken.
     fn pre_visit_select(
         &mut self,
         select: &mut datafusion::sql::sqlparser::ast::Select,
@@ -130,10 +130,12 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for ColonPaths {
                 .iter()
                 .enumerate()
                 .any(|(j, n)| j != i && n.as_deref() == Some(lower.as_str()));
-            if let (false, SelectItem::UnnamedExpr(e)) = (taken, &*item) {
+            // A taken name leaves the item named as written (`raw:a.x`).
+            if let SelectItem::UnnamedExpr(e) = &*item {
+                let alias = if taken { e.to_string() } else { name };
                 *item = SelectItem::ExprWithAlias {
                     expr: e.clone(),
-                    alias: Ident::with_quote('`', name),
+                    alias: Ident::with_quote('`', alias),
                 };
             }
         }

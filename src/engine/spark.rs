@@ -55,9 +55,12 @@ impl VisitorMut for SparkSpellings<'_> {
                 if let (SelectItem::UnnamedExpr(e), Some(before)) = (&*item, before)
                     && e.to_string() != before
                 {
+                    // Databricks names explode's column `col`.
+                    let exploded = before.to_lowercase().starts_with("explode(");
+                    let name = if exploded { "col".to_string() } else { before };
                     *item = SelectItem::ExprWithAlias {
                         expr: e.clone(),
-                        alias: datafusion::sql::sqlparser::ast::Ident::with_quote('`', before),
+                        alias: datafusion::sql::sqlparser::ast::Ident::with_quote('`', name),
                     };
                 }
             }
@@ -201,6 +204,8 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
+        // One row per element (DataFusion's unnest); the select item is named `col`.
+        ("explode", [a]) if scalar => format!("unnest({a})"),
         // Spark casts the date arguments (strings, timestamps) to DATE.
         ("datediff", [end, start]) if scalar => {
             format!("date_diff(CAST({end} AS DATE), CAST({start} AS DATE))")

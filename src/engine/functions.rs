@@ -632,7 +632,7 @@ impl ScalarUDFImpl for ElementAt {
 
     fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
         match args.first() {
-            Some(DataType::List(f) | DataType::LargeList(f)) => Ok(f.data_type().clone()),
+            Some(DataType::List(f)) => Ok(f.data_type().clone()),
             Some(DataType::Map(entries, _)) => match entries.data_type() {
                 DataType::Struct(kv) if kv.len() == 2 => Ok(kv[1].data_type().clone()),
                 other => datafusion::common::plan_err!("element_at: unexpected map {other}"),
@@ -651,6 +651,10 @@ impl ScalarUDFImpl for ElementAt {
     ) -> datafusion::error::Result<ColumnarValue> {
         use datafusion::arrow::array::UInt32Builder;
         let n = args.number_rows;
+        if n == 0 {
+            let empty = datafusion::arrow::array::new_empty_array(args.return_field.data_type());
+            return Ok(ColumnarValue::Array(empty));
+        }
         let container = args.args[0].to_array(n)?;
         let at = args.args[1].to_array(n)?;
         let mut take = UInt32Builder::with_capacity(n);
@@ -674,10 +678,10 @@ impl ScalarUDFImpl for ElementAt {
                             );
                         }
                         i if i > 0 && i <= len => i - 1,
-                        i if i < 0 && -i <= len => len + i,
+                        i if i < 0 && i >= -len => len + i,
                         i => {
                             return exec_err!(
-                                "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT] The index {i} is out of bounds: the array has {len} elements (try_element_at returns NULL instead)"
+                                "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT] The index {i} is out of bounds: the array has {len} elements"
                             );
                         }
                     };
@@ -693,8 +697,20 @@ impl ScalarUDFImpl for ElementAt {
                         take.append_null();
                         continue;
                     }
-                    let wanted =
-                        ScalarValue::try_from_array(&at, row)?.cast_to(keys.data_type())?;
+                    // Only a key the lookup value is exactly (1.5 never finds key 1).
+                    let given = ScalarValue::try_from_array(&at, row)?;
+                    let wanted = match given.cast_to(keys.data_type()) {
+                        Ok(w)
+                            if w.cast_to(&given.data_type())
+                                .is_ok_and(|back| back == given) =>
+                        {
+                            w
+                        }
+                        _ => {
+                            take.append_null();
+                            continue;
+                        }
+                    };
                     let (start, end) = (map.value_offsets()[row], map.value_offsets()[row + 1]);
                     let mut found = None;
                     for k in start..end {

@@ -122,7 +122,11 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for ColonPaths {
             })
             .collect();
         for (i, item) in select.projection.iter_mut().enumerate() {
-            let Some(name) = last_field(item) else {
+            let Some(name) = last_field(item).or_else(|| match item {
+                // A path without a named field (`raw:[0]`) keeps its written name.
+                SelectItem::UnnamedExpr(e @ Expr::JsonAccess { .. }) => Some(e.to_string()),
+                _ => None,
+            }) else {
                 continue;
             };
             let lower = name.to_lowercase();

@@ -55,8 +55,9 @@ impl VisitorMut for SparkSpellings<'_> {
                 if let (SelectItem::UnnamedExpr(e), Some(before)) = (&*item, before)
                     && e.to_string() != before
                 {
-                    // Databricks names explode's column `col`.
-                    let exploded = before.to_lowercase().starts_with("explode(");
+                    // Databricks names explode's column `col` (the item is explode's call itself).
+                    let exploded = before.to_lowercase().starts_with("explode(")
+                        && matches!(e, Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("unnest"));
                     let name = if exploded { "col".to_string() } else { before };
                     *item = SelectItem::ExprWithAlias {
                         expr: e.clone(),

@@ -197,7 +197,6 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
         })
 }
 
-/// The first `n` unquoted words of the statement.
 /// Databricks statements tidemark does not run yet and sqlparser cannot parse: refused by
 /// name instead of a syntax error at a later word.
 fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
@@ -216,13 +215,23 @@ fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
             Some("CREATE FUNCTION (SQL functions) is not supported yet")
         }
         "CREATE"
-            if words
-                .windows(2)
-                .any(|p| matches!(p[0].as_str(), "SHALLOW" | "DEEP") && p[1] == "CLONE") =>
+            if own_clauses(tokens, &["TABLE"]).iter().any(|&(i, next)| {
+                (is_word(&tokens[i].token, "SHALLOW") || is_word(&tokens[i].token, "DEEP"))
+                    && next.is_some_and(|n| is_word(&tokens[n].token, "CLONE"))
+            }) =>
         {
             Some("CREATE TABLE ... SHALLOW|DEEP CLONE is not supported yet")
         }
-        "DESCRIBE" | "DESC" if w(1) == "FUNCTION" => Some("DESCRIBE FUNCTION is not supported yet"),
+        // (`DESCRIBE function` and `DESCRIBE function.t` describe tables.)
+        "DESCRIBE" | "DESC"
+            if w(1) == "FUNCTION"
+                && matches!(
+                    significant(tokens).get(2).map(|t| &t.token),
+                    Some(Token::Word(_))
+                ) =>
+        {
+            Some("DESCRIBE FUNCTION is not supported yet")
+        }
         "SHOW"
             if w(1) == "FUNCTIONS"
                 || (w(2) == "FUNCTIONS" && matches!(w(1), "USER" | "SYSTEM" | "ALL")) =>
@@ -245,6 +254,15 @@ fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
     }
 }
 
+/// The tokens that are not whitespace.
+fn significant(tokens: &[TokenWithSpan]) -> Vec<&TokenWithSpan> {
+    tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect()
+}
+
+/// The first `n` unquoted words of the statement.
 fn first_words(tokens: &[TokenWithSpan], n: usize) -> Vec<String> {
     tokens
         .iter()

@@ -144,7 +144,7 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
             let d = clauses::drop(&s)?;
             ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade)
         }
-        Sql::Set(datafusion::sql::sqlparser::ast::Set::SetTimeZone { .. }) => Err(Error::class(
+        Sql::Set(ref set) if sets_time_zone(set) => Err(Error::class(
             "UNSUPPORTED_FEATURE",
             "SET TIME ZONE is not supported yet: tidemark's session time zone is UTC",
         )),
@@ -162,6 +162,22 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
                 statement_name(&other)
             ),
         )),
+    }
+}
+
+/// Whether a SET changes the session's time zone the Databricks way (`SET TIME ZONE`,
+/// `SET TIMEZONE = ..`, Spark's `spark.sql.session.timeZone`); DataFusion's own
+/// `datafusion.execution.time_zone` stays an engine setting (date_format refuses to run under
+/// another zone).
+fn sets_time_zone(set: &datafusion::sql::sqlparser::ast::Set) -> bool {
+    use datafusion::sql::sqlparser::ast::Set;
+    match set {
+        Set::SetTimeZone { .. } => true,
+        Set::SingleAssignment { variable, .. } => matches!(
+            variable.to_string().to_lowercase().as_str(),
+            "timezone" | "time.zone" | "time_zone" | "spark.sql.session.timezone"
+        ),
+        _ => false,
     }
 }
 

@@ -613,6 +613,20 @@ mod tests {
     }
 }
 
+/// A function's result as its arguments came: one value when every argument was one value
+/// (a constant), else the column (always for an empty batch, which has no value to take).
+pub(crate) fn shaped_like(
+    args: &[ColumnarValue],
+    result: ArrayRef,
+) -> datafusion::error::Result<ColumnarValue> {
+    let constant = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    Ok(if constant && !result.is_empty() {
+        ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
+    } else {
+        ColumnarValue::Array(result)
+    })
+}
+
 /// `element_at(array, i)`: the i-th element counting from 1 (from the end when negative); an
 /// index past either end is Databricks' `[INVALID_ARRAY_INDEX_IN_ELEMENT_AT]` error (ANSI mode),
 /// 0 is `[INVALID_INDEX_OF_ZERO]`. `element_at(map, key)`: the key's value, NULL when absent.
@@ -651,10 +665,6 @@ impl ScalarUDFImpl for ElementAt {
     ) -> datafusion::error::Result<ColumnarValue> {
         use datafusion::arrow::array::UInt32Builder;
         let n = args.number_rows;
-        if n == 0 {
-            let empty = datafusion::arrow::array::new_empty_array(args.return_field.data_type());
-            return Ok(ColumnarValue::Array(empty));
-        }
         let container = args.args[0].to_array(n)?;
         let at = args.args[1].to_array(n)?;
         let mut take = UInt32Builder::with_capacity(n);
@@ -725,16 +735,6 @@ impl ScalarUDFImpl for ElementAt {
             other => return exec_err!("element_at takes an ARRAY or a MAP, not {other}"),
         };
         let result = datafusion::arrow::compute::take(values.as_ref(), &take.finish(), None)?;
-        Ok(
-            if args
-                .args
-                .iter()
-                .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-            {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-            } else {
-                ColumnarValue::Array(result)
-            },
-        )
+        shaped_like(&args.args, result)
     }
 }

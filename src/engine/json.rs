@@ -566,17 +566,7 @@ impl ScalarUDFImpl for JsonFunction {
             }
         }
         let result: ArrayRef = Arc::new(out.finish());
-        Ok(
-            if args
-                .args
-                .iter()
-                .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-            {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-            } else {
-                ColumnarValue::Array(result)
-            },
-        )
+        crate::engine::functions::shaped_like(&args.args, result)
     }
 }
 

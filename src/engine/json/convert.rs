@@ -88,12 +88,7 @@ impl ScalarUDFImpl for ToJson {
             }
         }
         let result: ArrayRef = Arc::new(out.finish());
-        Ok(match &args.args[0] {
-            ColumnarValue::Scalar(_) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-            }
-            ColumnarValue::Array(_) => ColumnarValue::Array(result),
-        })
+        crate::engine::functions::shaped_like(&args.args, result)
     }
 }
 
@@ -194,12 +189,7 @@ impl ScalarUDFImpl for FromJson {
         } else {
             datafusion::arrow::compute::concat(&refs)?
         };
-        Ok(match &args.args[0] {
-            ColumnarValue::Scalar(_) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-            }
-            ColumnarValue::Array(_) => ColumnarValue::Array(result),
-        })
+        crate::engine::functions::shaped_like(&args.args, result)
     }
 }
 

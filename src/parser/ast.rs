@@ -27,6 +27,9 @@ pub enum Statement {
     /// `TRUNCATE`, `RESTORE`, `COMMENT ON`, `SHOW CREATE TABLE | TBLPROPERTIES | COLUMNS`,
     /// `DESCRIBE DETAIL`.
     OnTable(Box<OnTable>),
+    /// `INSERT INTO|OVERWRITE [TABLE] t BY NAME query`, `INSERT INTO [TABLE] t REPLACE WHERE
+    /// predicate query` (the forms sqlparser lacks; every other INSERT is `Sql`).
+    Insert(Box<Insert>),
     /// `CREATE CATALOG [IF NOT EXISTS] c`.
     CreateCatalog {
         name: ObjectName,
@@ -120,6 +123,7 @@ impl Statement {
             | Statement::Optimize { .. } => true,
             Statement::Vacuum { dry_run, .. } => !dry_run,
             Statement::OnTable(t) => t.action.writes(),
+            Statement::Insert(_) => true,
             Statement::CopyIncremental(c) => !c.dry_run,
             Statement::CopyUsingControl(c) => !c.dry_run,
             Statement::Use { .. }
@@ -484,6 +488,7 @@ impl fmt::Display for Statement {
                 )
             }
             Statement::OnTable(t) => write!(f, "{t}"),
+            Statement::Insert(i) => write!(f, "{i}"),
             Statement::Optimize { table } => write!(f, "OPTIMIZE {table}"),
             Statement::Vacuum {
                 table,
@@ -555,5 +560,35 @@ impl Statement {
             }
             other => unreachable!("not a variable statement: {other:?}"),
         }
+    }
+}
+
+/// An INSERT whose rows meet the table by name or replace what a predicate selects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Insert {
+    pub table: ObjectName,
+    pub overwrite: bool,
+    pub mode: InsertMode,
+    pub query: Box<Query>,
+}
+
+/// How an [`Insert`]'s rows meet the table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InsertMode {
+    /// Each column of the query fills the table's column of the same name.
+    ByName,
+    /// The rows the predicate selects are replaced by the query's, in one commit.
+    ReplaceWhere(Box<Expr>),
+}
+
+impl fmt::Display for Insert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let into = if self.overwrite { "OVERWRITE" } else { "INTO" };
+        write!(f, "INSERT {into} {} ", self.table)?;
+        match &self.mode {
+            InsertMode::ByName => write!(f, "BY NAME")?,
+            InsertMode::ReplaceWhere(p) => write!(f, "REPLACE WHERE {p}")?,
+        }
+        write!(f, " {}", self.query)
     }
 }

@@ -2,6 +2,7 @@
 //! sqlparser's parser: USE, SHOW, DESCRIBE, OPTIMIZE, VACUUM, CREATE/DROP CATALOG, session
 //! variables, COPY INCREMENTAL and FOR loops; statements on one table in `grammar/table.rs`.
 
+mod insert;
 mod table;
 
 use super::*;
@@ -88,6 +89,7 @@ pub(super) fn variable_name(p: &mut Parser) -> Result<String> {
 pub(super) fn parse_statement(p: &mut Parser) -> Result<Statement> {
     for own in [
         table::table_statement,
+        insert::insert_statement,
         session_statement,
         maintenance_statement,
         ddl_statement,

@@ -9,13 +9,13 @@ mod merge;
 pub use merge::*;
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, new_null_array};
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::Expr as DfExpr;
 use datafusion::prelude::cast;
 use datafusion::sql::sqlparser::ast::{
-    Assignment, AssignmentTarget, Delete, Expr, ExprWithAlias, FromTable, Insert, Query, SetExpr,
-    TableFactor, TableObject, Update,
+    Assignment, AssignmentTarget, Delete, Expr, ExprWithAlias, FromTable, Insert, ObjectName,
+    Query, SetExpr, TableFactor, TableObject, Update,
 };
 use deltalake::DeltaTable;
 use deltalake::kernel::transaction::CommitProperties;
@@ -23,11 +23,12 @@ use deltalake::protocol::SaveMode;
 
 use super::counts;
 use super::table::DEFAULT_KEY;
-use super::table::default_value;
+use super::table::{default_keyword_value, default_value, is_default_keyword};
 use crate::catalog::TableName;
 use crate::engine::types::type_name;
 use crate::engine::{Output, Session};
 use crate::error::{Error, Result};
+use crate::parser::InsertMode;
 
 /// Open a table for writing (never the samples catalog).
 async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTable> {
@@ -68,10 +69,6 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
             "INSERT INTO a table function is not supported".into(),
         ));
     };
-    let table = session.table_name(name)?;
-    let t = open_writable(session, &table).await?;
-    let target = super::table::arrow_schema(&t)?;
-    let defaults = column_defaults(&t)?;
     let Some(source) = insert.source else {
         return Err(Error::Invalid("INSERT needs VALUES or a query".into()));
     };
@@ -80,7 +77,68 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         .iter()
         .map(|c| c.to_string().trim_matches('`').to_lowercase())
         .collect();
-    for c in &columns {
+    let how = match insert.overwrite {
+        true => How::Overwrite,
+        false => How::Append,
+    };
+    insert_rows(session, name, Columns::Listed(columns), *source, how).await
+}
+
+/// `INSERT INTO|OVERWRITE t BY NAME query`, `INSERT INTO t REPLACE WHERE predicate query`.
+pub async fn insert_by(session: &Session, insert: crate::parser::Insert) -> Result<Output> {
+    let crate::parser::Insert {
+        table,
+        overwrite,
+        mode,
+        query,
+    } = insert;
+    if matches!(mode, InsertMode::ByName) && matches!(query.body.as_ref(), SetExpr::Values(_)) {
+        return Err(Error::Invalid(format!(
+            "INSERT ... BY NAME into {table} takes a query with named columns, and VALUES names none: list the columns instead (INSERT INTO t (a, b) VALUES ...)"
+        )));
+    }
+    let (columns, how) = match mode {
+        InsertMode::ByName if overwrite => (Columns::ByName, How::Overwrite),
+        InsertMode::ByName => (Columns::ByName, How::Append),
+        InsertMode::ReplaceWhere(p) => (Columns::Listed(vec![]), How::ReplaceWhere(*p)),
+    };
+    insert_rows(session, &table, columns, *query, how).await
+}
+
+/// Which of the table's columns an INSERT's values fill.
+enum Columns {
+    /// These, in order; all of them when empty.
+    Listed(Vec<String>),
+    /// Those the query's columns are named after.
+    ByName,
+}
+
+/// What an INSERT does with the rows already in the table.
+enum How {
+    Append,
+    Overwrite,
+    /// Replace the rows this predicate selects; every new row must satisfy it.
+    ReplaceWhere(Expr),
+}
+
+/// Cast the source's rows to the table's columns, fill the rest with their defaults, check
+/// NOT NULL and commit, all or nothing.
+async fn insert_rows(
+    session: &Session,
+    name: &ObjectName,
+    columns: Columns,
+    source: Query,
+    how: How,
+) -> Result<Output> {
+    let table = session.table_name(name)?;
+    let t = open_writable(session, &table).await?;
+    let target = super::table::arrow_schema(&t)?;
+    let defaults = column_defaults(&t)?;
+    let listed = match &columns {
+        Columns::Listed(c) => c.clone(),
+        Columns::ByName => vec![],
+    };
+    for c in &listed {
         if target.field_with_name(c).is_err() {
             let names = super::column_names(target.fields());
             return Err(Error::NotFound(format!(
@@ -89,33 +147,38 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
             )));
         }
     }
-    let (rows, width) = source_batches(session, *source, &target, &columns).await?;
-    let mapped: Vec<String> = if columns.is_empty() {
+    let (rows, produced) = source_batches(session, source, &target, &listed, &defaults).await?;
+    let width = produced.fields().len();
+    let mapped: Vec<String> = match columns {
+        Columns::ByName => by_name(&table, &target, &produced)?,
         // As Databricks: without a column list every column needs a value (no silent NULLs).
-        if width != target.fields().len() {
-            return Err(Error::class(
-                "INSERT_COLUMN_ARITY_MISMATCH",
-                format!(
-                    "INSERT into {table} gives {width} values per row but the table has {} columns ({}): give a value for each, or list the columns to fill (the others take their DEFAULT or NULL)",
-                    target.fields().len(),
-                    super::column_names(target.fields()).join(", ")
-                ),
-            ));
+        Columns::Listed(c) if c.is_empty() => {
+            if width != target.fields().len() {
+                return Err(Error::class(
+                    "INSERT_COLUMN_ARITY_MISMATCH",
+                    format!(
+                        "INSERT into {table} gives {width} values per row but the table has {} columns ({}): give a value for each, list the columns to fill, or INSERT ... BY NAME (the others take their DEFAULT or NULL)",
+                        target.fields().len(),
+                        super::column_names(target.fields()).join(", ")
+                    ),
+                ));
+            }
+            target
+                .fields()
+                .iter()
+                .take(width)
+                .map(|f| f.name().clone())
+                .collect()
         }
-        target
-            .fields()
-            .iter()
-            .take(width)
-            .map(|f| f.name().clone())
-            .collect()
-    } else {
-        if width != columns.len() {
-            return Err(Error::Invalid(format!(
-                "INSERT into {table} lists {} columns but gives {width} values per row",
-                columns.len()
-            )));
+        Columns::Listed(c) => {
+            if width != c.len() {
+                return Err(Error::Invalid(format!(
+                    "INSERT into {table} lists {} columns but gives {width} values per row",
+                    c.len()
+                )));
+            }
+            c
         }
-        columns
     };
     let mut out = Vec::with_capacity(rows.len());
     let empty_as_null = crate::catalog::string_partition_columns(&t)?;
@@ -160,25 +223,92 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         out.push(RecordBatch::try_new(target.clone(), arrays)?);
     }
     let n: usize = out.iter().map(|b| b.num_rows()).sum();
-    let mode = if insert.overwrite {
-        SaveMode::Overwrite
-    } else {
-        SaveMode::Append
+    let how_mode = match &how {
+        How::Append => SaveMode::Append,
+        How::Overwrite | How::ReplaceWhere(_) => SaveMode::Overwrite,
     };
-    if n > 0 || insert.overwrite {
-        let state = session.ctx().state();
-        let write = t
-            .write(out)
-            .with_save_mode(mode)
-            .with_session_state(Arc::new(state));
-        super::upkeep::commit(write, CommitProperties::default())
-            .await
-            .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;
+    let replace_where = match how {
+        How::ReplaceWhere(predicate) => {
+            Some(replace_predicate(session, &table, &target, predicate, &out).await?)
+        }
+        _ => None,
+    };
+    let write = t
+        .write(out)
+        .with_session_state(Arc::new(session.ctx().state()));
+    let write = match (how_mode, replace_where) {
+        (_, Some(predicate)) => write
+            .with_save_mode(SaveMode::Overwrite)
+            .with_replace_where(predicate),
+        (SaveMode::Append, None) if n == 0 => return Ok(inserted(0)),
+        (mode, None) => write.with_save_mode(mode),
+    };
+    super::upkeep::commit(write, CommitProperties::default())
+        .await
+        .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;
+    Ok(inserted(n))
+}
+
+/// Plan a `REPLACE WHERE` predicate on the table's columns and check that every new row
+/// satisfies it (the rows it replaces are those it selects; a NULL does not satisfy it).
+async fn replace_predicate(
+    session: &Session,
+    table: &TableName,
+    target: &SchemaRef,
+    mut predicate: Expr,
+    rows: &[RecordBatch],
+) -> Result<DfExpr> {
+    let columns = super::column_names(target.fields());
+    let _b = session.bind(&mut predicate, &columns).await?;
+    let shown = predicate.to_string();
+    let df_schema = DFSchema::try_from(target.as_ref().clone())?;
+    let predicate = logical_expr(session, predicate, &df_schema)?;
+    let physical = session
+        .ctx()
+        .create_physical_expr(predicate.clone(), &df_schema)?;
+    let mut before = 0;
+    for batch in rows {
+        let kept = physical.evaluate(batch)?.into_array(batch.num_rows())?;
+        let kept = datafusion::arrow::array::as_boolean_array(&kept);
+        if let Some(r) = (0..kept.len()).find(|&r| !kept.is_valid(r) || !kept.value(r)) {
+            return Err(Error::Invalid(format!(
+                "cannot insert into {table}: row {} of the query does not satisfy REPLACE WHERE {shown}; the rows it replaces are those the predicate selects, so every new row must satisfy it",
+                before + r + 1
+            )));
+        }
+        before += batch.num_rows();
     }
-    Ok(counts(&[
+    Ok(predicate)
+}
+
+fn inserted(n: usize) -> Output {
+    counts(&[
         ("num_affected_rows", n as i64),
         ("num_inserted_rows", n as i64),
-    ]))
+    ])
+}
+
+/// The table columns an `INSERT ... BY NAME` query's columns fill, in the query's order.
+fn by_name(table: &TableName, target: &Schema, produced: &Schema) -> Result<Vec<String>> {
+    let names = super::column_names(target.fields());
+    let mut mapped: Vec<String> = Vec::with_capacity(produced.fields().len());
+    for f in produced.fields() {
+        let c = f.name().to_lowercase();
+        if target.field_with_name(&c).is_err() {
+            return Err(Error::NotFound(format!(
+                "INSERT ... BY NAME: the query's column '{}' is not a column of {table}{} (name the query's columns after the table's with AS)",
+                f.name(),
+                crate::catalog::suggest(&c, &names)
+            )));
+        }
+        if mapped.contains(&c) {
+            return Err(Error::Invalid(format!(
+                "INSERT ... BY NAME: the query gives column '{c}' of {table} twice"
+            )));
+        }
+        mapped.push(c);
+    }
+    Ok(mapped)
 }
 
 /// Run the INSERT's source (VALUES or a query) and collect its rows.
@@ -187,22 +317,54 @@ async fn source_batches(
     mut source: Query,
     target: &Schema,
     columns: &[String],
-) -> Result<(Vec<RecordBatch>, usize)> {
+    defaults: &HashMap<String, String>,
+) -> Result<(Vec<RecordBatch>, SchemaRef)> {
     // VALUES rows are planned against the target's column types, so '2025-01-01' lands in a
     // TIMESTAMP column and mixed literal types in one column still unify.
     if let SetExpr::Values(values) = source.body.as_mut() {
+        fill_defaults(values, target, columns, defaults)?;
         let _bound = session.bind(values, &[]).await?;
-        let width = values.rows.first().map(|r| r.len()).unwrap_or(0);
-        return Ok((
-            values_batches(session, values, target, columns).await?,
-            width,
-        ));
+        let batches = values_batches(session, values, target, columns).await?;
+        let schema = match batches.first() {
+            Some(b) => b.schema(),
+            None => Arc::new(Schema::empty()),
+        };
+        return Ok((batches, schema));
     }
     let (df, _bound) = super::query::query_dataframe(session, source).await?;
     let df = crate::engine::progress::counted_rows(df)?;
-    // The width comes from the query's schema: a query with no rows is checked too.
-    let width = df.schema().fields().len();
-    Ok((df.collect().await?, width))
+    // The columns come from the query's schema: a query with no rows is checked too.
+    let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+    Ok((df.collect().await?, schema))
+}
+
+/// Replace each `DEFAULT` among the VALUES with its column's default (NULL without one).
+fn fill_defaults(
+    values: &mut datafusion::sql::sqlparser::ast::Values,
+    target: &Schema,
+    columns: &[String],
+    defaults: &HashMap<String, String>,
+) -> Result<()> {
+    for row in values.rows.iter_mut() {
+        for (i, e) in row.iter_mut().enumerate() {
+            if !is_default_keyword(e) {
+                continue;
+            }
+            let column = match columns.get(i) {
+                Some(c) => Some(c.clone()),
+                None if columns.is_empty() => target.fields().get(i).map(|f| f.name().clone()),
+                None => None,
+            };
+            let Some(column) = column else {
+                return Err(Error::Invalid(format!(
+                    "DEFAULT is value {} of its VALUES row, past the table's columns",
+                    i + 1
+                )));
+            };
+            *e = default_keyword_value(defaults.get(&column).map(String::as_str))?;
+        }
+    }
+    Ok(())
 }
 
 /// Evaluate each VALUES row's expressions one column at a time.
@@ -341,6 +503,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let empty_as_null = crate::catalog::string_partition_columns(&t)?;
+            let defaults = column_defaults(&t)?;
             let mut sets = vec![];
             for mut a in update.assignments {
                 let col = assignment_column(&a)?;
@@ -350,6 +513,9 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                         crate::catalog::suggest(&col, &columns)
                     ))
                 })?;
+                if is_default_keyword(&a.value) {
+                    a.value = default_keyword_value(defaults.get(&col).map(String::as_str))?;
+                }
                 let _b = session.bind(&mut a.value, &columns).await?;
                 let e = cast(
                     logical_expr(session, a.value, &df_schema)?,

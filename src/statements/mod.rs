@@ -56,6 +56,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::Use { kind, name } => ddl::use_(session, kind, &name),
         Statement::Show { what, within } => show::show(session, what, within.as_ref()),
         Statement::OnTable(t) => ddl::on_table::execute(session, *t).await,
+        Statement::Insert(i) => dml::insert_by(session, *i).await,
         Statement::Describe { table, history } => {
             if history {
                 show::describe_history(session, &table).await

@@ -9,6 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::Expr as DfExpr;
+use datafusion::sql::sqlparser::ast::Expr;
 use deltalake::DeltaTable;
 
 use crate::engine::Session;
@@ -75,6 +76,24 @@ pub(crate) async fn default_expr(
 ) -> Result<DfExpr> {
     let value = default_value(session, default_sql, dt).await?;
     Ok(DfExpr::Literal(value, None))
+}
+
+/// Whether `e` is the keyword `DEFAULT` (unquoted) standing for a column's default value,
+/// as in `VALUES (1, DEFAULT)` and `SET c = DEFAULT`.
+pub(crate) fn is_default_keyword(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
+}
+
+/// The expression a `DEFAULT` keyword stands for: the column's default, or NULL without one.
+pub(crate) fn default_keyword_value(default_sql: Option<&str>) -> Result<Expr> {
+    match default_sql {
+        Some(sql) => Ok(
+            datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
+                .try_with_sql(sql)?
+                .parse_expr()?,
+        ),
+        None => Ok(Expr::value(datafusion::sql::sqlparser::ast::Value::Null)),
+    }
 }
 
 pub(crate) async fn default_value(

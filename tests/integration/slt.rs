@@ -70,6 +70,11 @@ fn slt_files() -> Vec<PathBuf> {
         .expect("tests/slt exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        // TIDEMARK_SLT=name runs only the files whose name holds it (while working on one).
+        .filter(|p| match std::env::var("TIDEMARK_SLT") {
+            Ok(only) => p.to_string_lossy().contains(&only),
+            Err(_) => true,
+        })
         .collect();
     files.sort();
     files

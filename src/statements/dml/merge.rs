@@ -177,7 +177,7 @@ impl Clauses<'_> {
                         sets.push((c.clone(), d.clone()));
                     }
                 }
-                let sets = self.null_if_empty(sets);
+                let sets = self.null_if_empty(self.fill_defaults(sets));
                 builder.when_not_matched_insert(|mut b| {
                     if let Some(p) = pred {
                         b = b.predicate(p);
@@ -208,12 +208,12 @@ impl Clauses<'_> {
         pred: Option<String>,
         assignments: &[Assignment],
     ) -> Result<impl FnOnce(merge::UpdateBuilder) -> merge::UpdateBuilder + use<>> {
-        let sets = self.null_if_empty(merge_assignments(
+        let sets = self.null_if_empty(self.fill_defaults(merge_assignments(
             assignments,
             self.target_cols,
             self.source_cols,
             self.source_alias,
-        )?);
+        )?));
         Ok(move |mut b: merge::UpdateBuilder| {
             if let Some(p) = pred {
                 b = b.predicate(p);
@@ -223,6 +223,20 @@ impl Clauses<'_> {
             }
             b
         })
+    }
+
+    /// Each `DEFAULT` keyword set to its column's default (NULL without one).
+    fn fill_defaults(&self, sets: Vec<(String, String)>) -> Vec<(String, String)> {
+        sets.into_iter()
+            .map(|(c, e)| {
+                if !e.eq_ignore_ascii_case("DEFAULT") {
+                    return (c, e);
+                }
+                let d = self.defaults.iter().find(|(d, _)| *d == c);
+                let value = d.map_or_else(|| "NULL".to_string(), |(_, v)| v.clone());
+                (c, value)
+            })
+            .collect()
     }
 
     fn null_if_empty(&self, sets: Vec<(String, String)>) -> Vec<(String, String)> {

@@ -100,7 +100,7 @@ pub async fn insert_by(session: &Session, insert: crate::parser::Insert) -> Resu
     let (columns, how) = match mode {
         InsertMode::ByName if overwrite => (Columns::ByName, How::Overwrite),
         InsertMode::ByName => (Columns::ByName, How::Append),
-        InsertMode::ReplaceWhere(p) => (Columns::Listed(vec![]), How::ReplaceWhere(*p)),
+        InsertMode::ReplaceWhere(p) => (Columns::Listed(vec![]), How::ReplaceWhere(p)),
     };
     insert_rows(session, &table, columns, *query, how).await
 }
@@ -118,7 +118,7 @@ enum How {
     Append,
     Overwrite,
     /// Replace the rows this predicate selects; every new row must satisfy it.
-    ReplaceWhere(Expr),
+    ReplaceWhere(Box<Expr>),
 }
 
 /// Cast the source's rows to the table's columns, fill the rest with their defaults, check
@@ -229,7 +229,7 @@ async fn insert_rows(
     };
     let replace_where = match how {
         How::ReplaceWhere(predicate) => {
-            Some(replace_predicate(session, &table, &target, predicate, &out).await?)
+            Some(replace_predicate(session, &table, &target, *predicate, &out).await?)
         }
         _ => None,
     };

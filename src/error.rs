@@ -152,7 +152,18 @@ impl From<datafusion::error::DataFusionError> for Error {
                 },
                 _ => Error::from(*inner),
             },
-            other => Error::DataFusion(Box::new(other)),
+            other => {
+                // A SQL function's argument of the wrong type: the engine wraps the
+                // function's own message in two of its own.
+                let text = other.to_string();
+                if let Some((_, inner)) = text.split_once("[DATATYPE_MISMATCH] ")
+                    && text.contains("user-defined coercion failed")
+                {
+                    let inner = inner.split(". No function matches").next().unwrap_or(inner);
+                    return Error::class("DATATYPE_MISMATCH", inner.to_string());
+                }
+                Error::DataFusion(Box::new(other))
+            }
         }
     }
 }

@@ -15,8 +15,8 @@ pub use catalogs::*;
 mod providers;
 pub use providers::*;
 
-mod views;
-pub use views::View;
+mod definitions;
+pub use definitions::{Function, Param, Returns, View};
 
 use deltalake::DeltaTable;
 use url::Url;

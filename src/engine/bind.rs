@@ -14,6 +14,7 @@ use datafusion::sql::sqlparser::ast::{
 
 mod view;
 
+use super::routines::{Calls, ScalarBinder};
 use super::sample::SampleRewriter;
 use super::types::{display_exact, scalar_to_sql};
 use super::{Session, Variables, name_parts};
@@ -128,6 +129,8 @@ pub struct Bound {
     pub variables: usize,
     /// Temporary views the statement names, left by name ([`Session::bind_view_query`]).
     pub temp_views: Vec<String>,
+    /// Temporary functions the statement calls.
+    pub temp_functions: Vec<String>,
 }
 
 impl Bound {
@@ -209,6 +212,8 @@ impl VisitorMut for RelationBinder<'_> {
         if parts
             .iter()
             .any(|p| p.eq_ignore_ascii_case("information_schema"))
+            // A snapshot pinned by an earlier pass over the statement.
+            || parts.first().is_some_and(|p| p == SCRATCH)
         {
             return ControlFlow::Continue(());
         }
@@ -479,49 +484,71 @@ impl Session {
         want_columns: bool,
         expand_views: bool,
     ) -> Result<(Bound, HashSet<String>)> {
-        let _ = node.visit(&mut DoubleLiterals);
-        let mut colon = super::json::ColonPaths { error: None };
-        let _ = node.visit(&mut colon);
-        if let Some(e) = colon.error {
-            return Err(e);
-        }
-        let mut spellings = super::spark::SparkSpellings {
-            catalog: &self.catalog,
-            schema: &self.schema,
-            error: None,
-            headers: vec![],
-        };
-        let _ = node.visit(&mut spellings);
-        if let Some(e) = spellings.error {
-            return Err(e);
-        }
+        self.rewrite_syntax(node)?;
         let mut sampler = SampleRewriter::default();
         let _ = node.visit(&mut sampler);
         if let Some(e) = sampler.error {
             return Err(e);
         }
-        let mut rb = RelationBinder {
-            session: self,
-            ctes: vec![],
-            found: vec![],
-            error: None,
-            views: 0,
-            expand_views,
-            temp_views: vec![],
+        let calls = match expand_views {
+            true => Calls::Compile,
+            false => Calls::Qualify,
         };
-        let _ = node.visit(&mut rb);
-        if let Some(e) = rb.error {
+        // Views and table functions are queries put in place of names, and each can hold
+        // the other: expand both until no call of a table function is left.
+        let mut temp_functions = vec![];
+        let mut found: Vec<Found> = vec![];
+        let mut temp_views = vec![];
+        let mut views = 0;
+        loop {
+            temp_functions.extend(self.bind_table_functions(node, calls, &[]).await?);
+            let mut rb = RelationBinder {
+                session: self,
+                ctes: vec![],
+                found: vec![],
+                error: None,
+                views,
+                expand_views,
+                temp_views: vec![],
+            };
+            let _ = node.visit(&mut rb);
+            if let Some(e) = rb.error {
+                return Err(e);
+            }
+            for f in rb.found {
+                if !found.iter().any(|g| g.0 == f.0 && g.2 == f.2) {
+                    found.push(f);
+                }
+            }
+            temp_views.extend(rb.temp_views);
+            let more_views = rb.views > views;
+            views = rb.views;
+            if !expand_views || !more_views || !self.calls_table_functions(node) {
+                break;
+            }
+        }
+        let mut scalars = ScalarBinder {
+            session: self,
+            stack: vec![],
+            calls,
+            temporary: vec![],
+            error: None,
+        };
+        let _ = node.visit(&mut scalars);
+        if let Some(e) = scalars.error {
             return Err(e);
         }
+        temp_functions.extend(scalars.temporary);
         let mut bound = Bound {
             session: self.clone(),
             pinned: vec![],
             tables: vec![],
             variables: 0,
-            temp_views: rb.temp_views,
+            temp_views,
+            temp_functions,
         };
         let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
-        for (table, version, scratch, (line, col)) in rb.found {
+        for (table, version, scratch, (line, col)) in found {
             if !self.warehouse.table_exists(&table) {
                 let e = self.warehouse.missing_table_error(&table);
                 return Err(if line > 0 && col > 0 {
@@ -555,6 +582,40 @@ impl Session {
             bound.tables.push(table);
         }
         Ok((bound, columns))
+    }
+
+    /// The rewrites of syntax every statement and function body gets before it is bound:
+    /// exact numeric literals, `:` JSON paths, Spark's spellings of functions.
+    pub(crate) fn rewrite_syntax<T: VisitMut>(&self, node: &mut T) -> Result<()> {
+        let _ = node.visit(&mut DoubleLiterals);
+        let mut colon = super::json::ColonPaths { error: None };
+        let _ = node.visit(&mut colon);
+        if let Some(e) = colon.error {
+            return Err(e);
+        }
+        let mut spellings = super::spark::SparkSpellings {
+            catalog: &self.catalog,
+            schema: &self.schema,
+            error: None,
+            headers: vec![],
+        };
+        let _ = node.visit(&mut spellings);
+        if let Some(e) = spellings.error {
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The column names a query's tables and aliases bring into scope (lower-cased): a name
+    /// among them is a column, not a variable or parameter.
+    pub(crate) async fn columns_in_scope<T: VisitMut + Clone>(
+        &self,
+        node: &T,
+    ) -> Result<HashSet<String>> {
+        let mut copy = node.clone();
+        let (_bound, mut columns) = Box::pin(self.bind_tables(&mut copy, &[], true, true)).await?;
+        let _ = copy.visit(&mut AliasCollector(&mut columns));
+        Ok(columns)
     }
 
     /// Column names of a table (lower-cased).

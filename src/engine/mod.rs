@@ -7,6 +7,7 @@ pub mod functions;
 pub mod headers;
 pub mod json;
 pub mod progress;
+pub(crate) mod routines;
 mod sample;
 pub mod spark;
 pub mod types;
@@ -90,6 +91,9 @@ pub struct Session {
     settings: Arc<Settings>,
     /// `CREATE TEMP VIEW`s, by lower-cased name: the session's, shared by its loop iterations.
     temp_views: Arc<std::sync::RwLock<std::collections::HashMap<String, crate::catalog::View>>>,
+    /// `CREATE TEMPORARY FUNCTION`s, by lower-cased name, shared the same way.
+    temp_functions:
+        Arc<std::sync::RwLock<std::collections::HashMap<String, crate::catalog::Function>>>,
 }
 
 impl Session {
@@ -146,6 +150,7 @@ impl Session {
             schema: "default".into(),
             settings: Arc::new(settings),
             temp_views: Default::default(),
+            temp_functions: Default::default(),
         }
     }
 
@@ -216,6 +221,44 @@ impl Session {
     pub(crate) fn temp_views(&self) -> Vec<String> {
         let views = self.temp_views.read().unwrap_or_else(|e| e.into_inner());
         let mut names: Vec<String> = views.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// The session's temporary function `name`.
+    pub(crate) fn temp_function(&self, name: &str) -> Option<crate::catalog::Function> {
+        let functions = self
+            .temp_functions
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        functions.get(&name.to_lowercase()).cloned()
+    }
+
+    /// Define (or replace) the temporary function `name`.
+    pub(crate) fn set_temp_function(&self, name: &str, function: crate::catalog::Function) {
+        let mut functions = self
+            .temp_functions
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        functions.insert(name.to_lowercase(), function);
+    }
+
+    /// Drop the temporary function `name`; false when there is none.
+    pub(crate) fn drop_temp_function(&self, name: &str) -> bool {
+        let mut functions = self
+            .temp_functions
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        functions.remove(&name.to_lowercase()).is_some()
+    }
+
+    /// The session's temporary functions, sorted.
+    pub(crate) fn temp_functions(&self) -> Vec<String> {
+        let functions = self
+            .temp_functions
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = functions.keys().cloned().collect();
         names.sort();
         names
     }

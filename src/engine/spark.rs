@@ -129,21 +129,7 @@ impl VisitorMut for SparkSpellings<'_> {
     }
 }
 
-fn parse_expr(sql: &str) -> Result<Expr> {
-    Ok(
-        datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-            .try_with_sql(sql)?
-            .parse_expr()?,
-    )
-}
-
-fn parse_query(sql: &str) -> Result<datafusion::sql::sqlparser::ast::Query> {
-    Ok(
-        *datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-            .try_with_sql(sql)?
-            .parse_query()?,
-    )
-}
+use crate::parser::{expr_text as parse_expr, query_text as parse_query};
 
 /// A string literal in SQL.
 fn quoted(s: &str) -> String {

@@ -30,6 +30,22 @@ pub enum Statement {
     /// `INSERT INTO|OVERWRITE [TABLE] t BY NAME query`, `INSERT INTO [TABLE] t REPLACE WHERE
     /// predicate query` (the forms sqlparser lacks; every other INSERT is `Sql`).
     Insert(Box<Insert>),
+    /// `CREATE [OR REPLACE] [TEMPORARY] FUNCTION [IF NOT EXISTS] f(...) RETURNS ... RETURN ...`.
+    CreateFunction(Box<CreateFunction>),
+    /// `DROP [TEMPORARY] FUNCTION [IF EXISTS] f`.
+    DropFunction {
+        temporary: bool,
+        if_exists: bool,
+        name: ObjectName,
+    },
+    /// `DESCRIBE FUNCTION [EXTENDED] f`.
+    DescribeFunction { name: ObjectName, extended: bool },
+    /// `SHOW [USER|SYSTEM|ALL] FUNCTIONS [IN schema] [[LIKE] 'pattern']`.
+    ShowFunctions {
+        kind: FunctionKind,
+        within: Option<ObjectName>,
+        like: Option<String>,
+    },
     /// `CREATE CATALOG [IF NOT EXISTS] c`.
     CreateCatalog {
         name: ObjectName,
@@ -124,6 +140,9 @@ impl Statement {
             Statement::Vacuum { dry_run, .. } => !dry_run,
             Statement::OnTable(t) => t.action.writes(),
             Statement::Insert(_) => true,
+            Statement::CreateFunction(f) => !f.temporary,
+            Statement::DropFunction { temporary, .. } => !temporary,
+            Statement::DescribeFunction { .. } | Statement::ShowFunctions { .. } => false,
             Statement::CopyIncremental(c) => !c.dry_run,
             Statement::CopyUsingControl(c) => !c.dry_run,
             Statement::Use { .. }
@@ -489,6 +508,37 @@ impl fmt::Display for Statement {
             }
             Statement::OnTable(t) => write!(f, "{t}"),
             Statement::Insert(i) => write!(f, "{i}"),
+            Statement::CreateFunction(c) => write!(f, "{c}"),
+            Statement::DropFunction {
+                temporary,
+                if_exists,
+                name,
+            } => write!(
+                f,
+                "DROP {}FUNCTION {}{name}",
+                if *temporary { "TEMPORARY " } else { "" },
+                if *if_exists { "IF EXISTS " } else { "" }
+            ),
+            Statement::DescribeFunction { name, extended } => write!(
+                f,
+                "DESCRIBE FUNCTION {}{name}",
+                if *extended { "EXTENDED " } else { "" }
+            ),
+            Statement::ShowFunctions { kind, within, like } => {
+                let kind = match kind {
+                    FunctionKind::All => "",
+                    FunctionKind::User => "USER ",
+                    FunctionKind::System => "SYSTEM ",
+                };
+                write!(f, "SHOW {kind}FUNCTIONS")?;
+                if let Some(w) = within {
+                    write!(f, " IN {w}")?;
+                }
+                if let Some(l) = like {
+                    write!(f, " LIKE '{}'", l.replace('\'', "''"))?;
+                }
+                Ok(())
+            }
             Statement::Optimize { table } => write!(f, "OPTIMIZE {table}"),
             Statement::Vacuum {
                 table,
@@ -590,5 +640,108 @@ impl fmt::Display for Insert {
             InsertMode::ReplaceWhere(p) => write!(f, "REPLACE WHERE {p}")?,
         }
         write!(f, " {}", self.query)
+    }
+}
+
+/// Which functions `SHOW FUNCTIONS` lists.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FunctionKind {
+    /// Built-in and user functions.
+    All,
+    /// SQL functions users created (temporary ones and the schema's).
+    User,
+    /// Built-in functions.
+    System,
+}
+
+/// `CREATE FUNCTION`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateFunction {
+    pub or_replace: bool,
+    pub temporary: bool,
+    pub if_not_exists: bool,
+    pub name: ObjectName,
+    pub params: Vec<FunctionParam>,
+    pub returns: FunctionReturns,
+    pub comment: Option<String>,
+    pub not_deterministic: bool,
+    pub body: FunctionBody,
+}
+
+/// A parameter of a SQL function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionParam {
+    pub name: Ident,
+    pub data_type: DataType,
+    pub default: Option<Expr>,
+    pub comment: Option<String>,
+}
+
+/// What a SQL function returns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FunctionReturns {
+    /// One value of this type (None: the body's type).
+    Scalar(Option<DataType>),
+    /// A table of these columns (empty: the query's).
+    Table(Vec<(Ident, DataType)>),
+}
+
+/// A SQL function's body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FunctionBody {
+    Expr(Box<Expr>),
+    Query(Box<Query>),
+}
+
+impl fmt::Display for CreateFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+        write!(
+            f,
+            "CREATE {}{}FUNCTION {}{}(",
+            if self.or_replace { "OR REPLACE " } else { "" },
+            if self.temporary { "TEMPORARY " } else { "" },
+            if self.if_not_exists {
+                "IF NOT EXISTS "
+            } else {
+                ""
+            },
+            self.name
+        )?;
+        for (i, p) in self.params.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{} {}", p.name, p.data_type)?;
+            if let Some(d) = &p.default {
+                write!(f, " DEFAULT {d}")?;
+            }
+            if let Some(c) = &p.comment {
+                write!(f, " COMMENT {}", quote(c))?;
+            }
+        }
+        write!(f, ")")?;
+        match &self.returns {
+            FunctionReturns::Scalar(Some(t)) => write!(f, " RETURNS {t}")?,
+            FunctionReturns::Scalar(None) => {}
+            FunctionReturns::Table(columns) => {
+                write!(f, " RETURNS TABLE")?;
+                if !columns.is_empty() {
+                    let columns: Vec<String> =
+                        columns.iter().map(|(n, t)| format!("{n} {t}")).collect();
+                    write!(f, " ({})", columns.join(", "))?;
+                }
+            }
+        }
+        if let Some(c) = &self.comment {
+            write!(f, " COMMENT {}", quote(c))?;
+        }
+        if self.not_deterministic {
+            write!(f, " NOT DETERMINISTIC")?;
+        }
+        match &self.body {
+            FunctionBody::Expr(e) => write!(f, " RETURN {e}"),
+            FunctionBody::Query(q) => write!(f, " RETURN {q}"),
+        }
     }
 }

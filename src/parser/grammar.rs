@@ -2,6 +2,7 @@
 //! sqlparser's parser: USE, SHOW, DESCRIBE, OPTIMIZE, VACUUM, CREATE/DROP CATALOG, session
 //! variables, COPY INCREMENTAL and FOR loops; statements on one table in `grammar/table.rs`.
 
+mod function;
 mod insert;
 mod table;
 
@@ -90,6 +91,7 @@ pub(super) fn parse_statement(p: &mut Parser) -> Result<Statement> {
     for own in [
         table::table_statement,
         insert::insert_statement,
+        function::function_statement,
         session_statement,
         maintenance_statement,
         ddl_statement,

@@ -75,6 +75,22 @@ pub fn parse(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement> 
     })
 }
 
+/// Parse SQL text tidemark stored or wrote itself (a default, a view's query, a function's
+/// body) as an expression.
+pub(crate) fn expr_text(sql: &str) -> Result<Expr> {
+    Ok(Parser::new(&DIALECT).try_with_sql(sql)?.parse_expr()?)
+}
+
+/// [`expr_text`] for a query.
+pub(crate) fn query_text(sql: &str) -> Result<datafusion::sql::sqlparser::ast::Query> {
+    Ok(*Parser::new(&DIALECT).try_with_sql(sql)?.parse_query()?)
+}
+
+/// [`expr_text`] for a data type.
+pub(crate) fn type_text(sql: &str) -> Result<datafusion::sql::sqlparser::ast::DataType> {
+    Ok(Parser::new(&DIALECT).try_with_sql(sql)?.parse_data_type()?)
+}
+
 /// tidemark's own keywords, for "did you mean" on a typo (`WATERMARKS`, `CONCURENCY`) and
 /// for the shell's Tab completion.
 pub const OWN_KEYWORDS: &[&str] = &[
@@ -205,15 +221,7 @@ fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
         .map(|w| w.to_uppercase())
         .collect();
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
-    let create_object = words
-        .iter()
-        .skip(1)
-        .find(|x| !matches!(x.as_str(), "OR" | "REPLACE" | "TEMP" | "TEMPORARY"))
-        .map(String::as_str);
     let refused = match w(0) {
-        "CREATE" if create_object == Some("FUNCTION") => {
-            Some("CREATE FUNCTION (SQL functions) is not supported yet")
-        }
         "CREATE"
             if own_clauses(tokens, &["TABLE"]).iter().any(|&(i, next)| {
                 (is_word(&tokens[i].token, "SHALLOW") || is_word(&tokens[i].token, "DEEP"))
@@ -221,22 +229,6 @@ fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
             }) =>
         {
             Some("CREATE TABLE ... SHALLOW|DEEP CLONE is not supported yet")
-        }
-        // (`DESCRIBE function` and `DESCRIBE function.t` describe tables.)
-        "DESCRIBE" | "DESC"
-            if w(1) == "FUNCTION"
-                && matches!(
-                    significant(tokens).get(2).map(|t| &t.token),
-                    Some(Token::Word(_))
-                ) =>
-        {
-            Some("DESCRIBE FUNCTION is not supported yet")
-        }
-        "SHOW"
-            if w(1) == "FUNCTIONS"
-                || (w(2) == "FUNCTIONS" && matches!(w(1), "USER" | "SYSTEM" | "ALL")) =>
-        {
-            Some("SHOW FUNCTIONS is not supported yet")
         }
         "BEGIN"
             if !matches!(w(1), "" | "TRANSACTION" | "WORK")
@@ -252,14 +244,6 @@ fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
         Some(what) => Err(Error::class("UNSUPPORTED_FEATURE", what.to_string())),
         None => Ok(()),
     }
-}
-
-/// The tokens that are not whitespace.
-fn significant(tokens: &[TokenWithSpan]) -> Vec<&TokenWithSpan> {
-    tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect()
 }
 
 /// The first `n` unquoted words of the statement.

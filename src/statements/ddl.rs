@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod alter;
+pub(super) mod function;
 pub(super) mod on_table;
 pub(super) mod view;
 pub use alter::*;
@@ -206,9 +207,10 @@ pub fn drop(
                 }
                 let mut tables = session.warehouse().tables(&catalog, &schema);
                 tables.extend(session.warehouse().views(&catalog, &schema));
+                tables.extend(session.warehouse().functions(&catalog, &schema));
                 if !tables.is_empty() && !cascade {
                     return Err(Error::Invalid(format!(
-                        "schema '{catalog}.{schema}' has {} table(s) or view(s): use DROP SCHEMA {}.{} CASCADE to drop them too",
+                        "schema '{catalog}.{schema}' has {} table(s), view(s) or function(s): use DROP SCHEMA {}.{} CASCADE to drop them too",
                         tables.len(),
                         quote_ident(&catalog),
                         quote_ident(&schema)

@@ -57,6 +57,18 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::Show { what, within } => show::show(session, what, within.as_ref()),
         Statement::OnTable(t) => ddl::on_table::execute(session, *t).await,
         Statement::Insert(i) => dml::insert_by(session, *i).await,
+        Statement::CreateFunction(c) => ddl::function::create(session, *c).await,
+        Statement::DropFunction {
+            temporary,
+            if_exists,
+            name,
+        } => ddl::function::drop(session, &name, temporary, if_exists),
+        Statement::DescribeFunction { name, extended } => {
+            ddl::function::describe(session, &name, extended)
+        }
+        Statement::ShowFunctions { kind, within, like } => {
+            ddl::function::show(session, kind, within.as_ref(), like.as_deref())
+        }
         Statement::Describe { table, history } => {
             if history {
                 show::describe_history(session, &table).await

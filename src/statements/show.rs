@@ -21,7 +21,11 @@ use crate::error::{Error, Result};
 use crate::parser::ShowWhat;
 
 /// The schema `SHOW TABLES|VIEWS IN ...` names: `[catalog.]schema`, or the current one.
-fn schema_in(session: &Session, parts: &[String], what: &str) -> Result<(String, String)> {
+pub(crate) fn schema_in(
+    session: &Session,
+    parts: &[String],
+    what: &str,
+) -> Result<(String, String)> {
     Ok(match parts {
         [] => (
             session.current_catalog().to_string(),
@@ -38,7 +42,7 @@ fn schema_in(session: &Session, parts: &[String], what: &str) -> Result<(String,
     })
 }
 
-fn strings(name: &str, values: Vec<String>) -> Output {
+pub(crate) fn strings(name: &str, values: Vec<String>) -> Output {
     let schema = Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]));
     let batch = RecordBatch::try_new(
         schema,

@@ -87,11 +87,7 @@ pub(crate) fn is_default_keyword(e: &Expr) -> bool {
 /// The expression a `DEFAULT` keyword stands for: the column's default, or NULL without one.
 pub(crate) fn default_keyword_value(default_sql: Option<&str>) -> Result<Expr> {
     match default_sql {
-        Some(sql) => Ok(
-            datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-                .try_with_sql(sql)?
-                .parse_expr()?,
-        ),
+        Some(sql) => crate::parser::expr_text(sql),
         None => Ok(Expr::value(datafusion::sql::sqlparser::ast::Value::Null)),
     }
 }
@@ -101,9 +97,7 @@ pub(crate) async fn default_value(
     default_sql: &str,
     dt: &DataType,
 ) -> Result<datafusion::common::ScalarValue> {
-    let expr = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-        .try_with_sql(default_sql)?
-        .parse_expr()?;
+    let expr = crate::parser::expr_text(default_sql)?;
     let value = session.eval_scalar(&expr).await?;
     value.cast_to(dt).map_err(|e| {
         Error::Type(format!(

@@ -1,0 +1,293 @@
+//! Table SQL functions: a call in FROM is replaced by the function's query, each parameter
+//! by its argument cast to the parameter's type (a column of the query's tables of the same
+//! name wins, as in Databricks; `f.p` names the parameter), under the declared column names
+//! and types.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, Ident, ObjectName, ObjectNamePart, TableAlias, TableFactor, VisitMut,
+    VisitorMut,
+};
+
+use super::scalar::qualified_name;
+use super::{Calls, Routine, arguments, check_cycle};
+use crate::catalog::Returns;
+use crate::engine::{Session, name_parts};
+use crate::error::{Error, Result};
+
+/// The name a call is parked under until its query is ready.
+const PLACEHOLDER: &str = "__tidemark_table_call_";
+
+/// One call of a user table function found in FROM.
+pub(crate) struct Call {
+    pub routine: Routine,
+    pub args: Vec<FunctionArg>,
+    pub alias: Option<TableAlias>,
+}
+
+/// Finds the calls (replacing each with a placeholder), or with [`Calls::Qualify`] names
+/// their functions in three parts.
+struct FindCalls<'a> {
+    session: &'a Session,
+    calls: Calls,
+    found: Vec<Call>,
+    temporary: Vec<String>,
+    error: Option<Error>,
+}
+
+impl VisitorMut for FindCalls<'_> {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        match self.find(factor) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+impl FindCalls<'_> {
+    fn find(&mut self, factor: &mut TableFactor) -> Result<()> {
+        let TableFactor::Table {
+            name,
+            args: Some(args),
+            alias,
+            version,
+            ..
+        } = factor
+        else {
+            return Ok(());
+        };
+        let parts = name_parts(name)?;
+        if parts.len() == 1 && self.session.is_builtin_table_function(&parts[0]) {
+            return Ok(());
+        }
+        let Some(routine) = self.session.routine(&parts)? else {
+            return Err(self.session.unresolved_routine(name));
+        };
+        let qualified = routine.qualified.clone();
+        if !routine.is_table() {
+            return Err(Error::Invalid(format!(
+                "{qualified} is a scalar function: call it in an expression (SELECT {qualified}(...)); FROM takes table functions (RETURNS TABLE)"
+            )));
+        }
+        if version.is_some() {
+            return Err(Error::Invalid(format!(
+                "{qualified} is a table function: it has no versions to travel to"
+            )));
+        }
+        if routine.temporary {
+            self.temporary.push(qualified.clone());
+        }
+        if self.calls == Calls::Qualify {
+            *name = qualified_name(&qualified);
+            return Ok(());
+        }
+        let placeholder = format!("{PLACEHOLDER}{}", self.found.len());
+        self.found.push(Call {
+            routine,
+            args: args.args.clone(),
+            alias: alias.take(),
+        });
+        *name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(placeholder))]);
+        *factor = TableFactor::Table {
+            name: name.clone(),
+            alias: None,
+            args: None,
+            with_hints: vec![],
+            version: None,
+            with_ordinality: false,
+            partitions: vec![],
+            json_path: None,
+            sample: None,
+            index_hints: vec![],
+        };
+        Ok(())
+    }
+}
+
+/// Puts each call's query in place of its placeholder.
+struct PutCalls(Vec<Option<TableFactor>>);
+
+impl VisitorMut for PutCalls {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table {
+            name, args: None, ..
+        } = factor
+            && let [ObjectNamePart::Identifier(i)] = name.0.as_slice()
+            && i.quote_style.is_none()
+            && let Some(k) = i.value.strip_prefix(PLACEHOLDER)
+            && let Ok(k) = k.parse::<usize>()
+            && let Some(query) = self.0.get_mut(k).and_then(Option::take)
+        {
+            *factor = query;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Replaces a table function's parameters with its arguments.
+struct Parameters<'a> {
+    function: &'a str,
+    /// Lower-cased parameter name, and the expression that stands for it.
+    values: Vec<(String, Expr)>,
+    columns: &'a HashSet<String>,
+}
+
+impl VisitorMut for Parameters<'_> {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let param = match expr {
+            Expr::Identifier(i) if !self.columns.contains(&i.value.to_lowercase()) => {
+                Some(i.value.to_lowercase())
+            }
+            Expr::CompoundIdentifier(parts)
+                if parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(self.function) =>
+            {
+                Some(parts[1].value.to_lowercase())
+            }
+            _ => None,
+        };
+        if let Some(p) = param
+            && let Some((_, value)) = self.values.iter().find(|(n, _)| *n == p)
+        {
+            *expr = value.clone();
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Whether a statement calls a table function that is not built in.
+struct AnyCall<'a>(&'a Session, bool);
+
+impl VisitorMut for AnyCall<'_> {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table {
+            name,
+            args: Some(_),
+            ..
+        } = factor
+            && !matches!(name_parts(name).as_deref(), Ok([one]) if self.0.is_builtin_table_function(one))
+        {
+            self.1 = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Session {
+    /// Whether `node` still calls a table function that is not built in (one a view's query
+    /// brought in).
+    pub(crate) fn calls_table_functions<T: VisitMut>(&self, node: &mut T) -> bool {
+        let mut any = AnyCall(self, false);
+        let _ = node.visit(&mut any);
+        any.1
+    }
+
+    /// Each call of a user table function in `node`'s FROM clauses replaced by its query
+    /// (with [`Calls::Qualify`], its name qualified). Returns the temporary functions called.
+    pub(crate) async fn bind_table_functions<T: VisitMut>(
+        &self,
+        node: &mut T,
+        calls: Calls,
+        stack: &[String],
+    ) -> Result<Vec<String>> {
+        let mut find = FindCalls {
+            session: self,
+            calls,
+            found: vec![],
+            temporary: vec![],
+            error: None,
+        };
+        let _ = node.visit(&mut find);
+        if let Some(e) = find.error {
+            return Err(e);
+        }
+        if find.found.is_empty() {
+            return Ok(find.temporary);
+        }
+        let mut queries = Vec::with_capacity(find.found.len());
+        for call in find.found {
+            queries.push(Some(Box::pin(self.table_call(call, stack)).await?));
+        }
+        let _ = node.visit(&mut PutCalls(queries));
+        Ok(find.temporary)
+    }
+
+    /// One call's query, under the call's alias (or the function's name).
+    pub(crate) async fn table_call(&self, call: Call, stack: &[String]) -> Result<TableFactor> {
+        let Call {
+            routine,
+            args,
+            alias,
+        } = call;
+        let name = routine.qualified.clone();
+        check_cycle(stack, &name)?;
+        let definition = &routine.definition;
+        let args = arguments(&routine, args)?;
+        let mut body = crate::parser::query_text(&definition.body)?;
+        let inner: Vec<String> = stack.iter().cloned().chain([name.clone()]).collect();
+        self.bind_table_functions(&mut body, Calls::Compile, &inner)
+            .await?;
+        let columns = self.columns_in_scope(&body).await?;
+        let short = name.rsplit('.').next().unwrap_or(&name).to_string();
+        let values = definition
+            .params
+            .iter()
+            .zip(args)
+            .map(|(p, arg)| {
+                let cast = format!("CAST(({arg}) AS {})", p.data_type);
+                crate::parser::expr_text(&cast).map(|e| (p.name.to_lowercase(), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let _ = body.visit(&mut Parameters {
+            function: &short,
+            values,
+            columns: &columns,
+        });
+        let Returns::Table(declared) = &definition.returns else {
+            return Err(Error::Invalid(format!("{name} is a scalar function")));
+        };
+        let subquery = if declared.is_empty() {
+            body
+        } else {
+            let names: Vec<String> = declared
+                .iter()
+                .map(|(c, _)| crate::catalog::quote_ident(c))
+                .collect();
+            let casts: Vec<String> = declared
+                .iter()
+                .zip(&names)
+                .map(|((_, t), c)| format!("CAST({c} AS {t}) AS {c}"))
+                .collect();
+            crate::parser::query_text(&format!(
+                "SELECT {} FROM ({body}) AS __tidemark_body({})",
+                casts.join(", "),
+                names.join(", ")
+            ))?
+        };
+        let alias = alias.unwrap_or(TableAlias {
+            explicit: true,
+            name: Ident::new(short),
+            columns: vec![],
+            at: None,
+        });
+        Ok(TableFactor::Derived {
+            lateral: false,
+            subquery: Box::new(subquery),
+            alias: Some(alias),
+            sample: None,
+        })
+    }
+}

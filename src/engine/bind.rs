@@ -497,11 +497,14 @@ impl Session {
         // Views and table functions are queries put in place of names, and each can hold
         // the other: expand both until no call of a table function is left.
         let mut temp_functions = vec![];
+        let mut registered = vec![];
         let mut found: Vec<Found> = vec![];
         let mut temp_views = vec![];
         let mut views = 0;
         loop {
-            temp_functions.extend(self.bind_table_functions(node, calls, &[]).await?);
+            let table_calls = self.bind_table_functions(node, calls, &[]).await?;
+            temp_functions.extend(table_calls.temporary);
+            registered.extend(table_calls.registered);
             let mut rb = RelationBinder {
                 session: self,
                 ctes: vec![],
@@ -541,7 +544,7 @@ impl Session {
         temp_functions.extend(scalars.temporary);
         let mut bound = Bound {
             session: self.clone(),
-            pinned: vec![],
+            pinned: registered,
             tables: vec![],
             variables: 0,
             temp_views,

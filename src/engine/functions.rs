@@ -13,7 +13,10 @@ use datafusion::logical_expr::{
 };
 
 /// Register tidemark's functions on a session context.
+mod type_of;
+
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
+    ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
     ctx.register_udf(ScalarUDF::from(ElementAt {
         signature: Signature::any(2, Volatility::Immutable),

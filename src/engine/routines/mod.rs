@@ -8,10 +8,12 @@
 //! temporary function, else a function of the current schema; `session.f` and
 //! `system.session.f` name temporary functions, `s.f` and `c.s.f` persistent ones.
 
+mod changes;
 mod scalar;
 mod table;
 
-pub(crate) use table::Call;
+pub(crate) use changes::TABLE_CHANGES;
+pub(crate) use table::{Call, Callee, passes_parameters};
 
 use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, FunctionArgOperator, ObjectName,
@@ -71,7 +73,7 @@ impl Session {
     /// Whether `name` (one part) is a built-in table function (`range`, ...).
     pub(crate) fn is_builtin_table_function(&self, name: &str) -> bool {
         let name = name.to_lowercase();
-        self.ctx.state().table_functions().contains_key(&name)
+        name == changes::TABLE_CHANGES || self.ctx.state().table_functions().contains_key(&name)
     }
 
     /// The user function `parts` names, if any (built-ins are the caller's to rule out).

@@ -20,11 +20,28 @@ use crate::error::{Error, Result};
 /// The name a call is parked under until its query is ready.
 const PLACEHOLDER: &str = "__tidemark_table_call_";
 
-/// One call of a user table function found in FROM.
+/// One call of a table function found in FROM that the binder answers.
 pub(crate) struct Call {
-    pub routine: Routine,
+    pub callee: Callee,
     pub args: Vec<FunctionArg>,
     pub alias: Option<TableAlias>,
+}
+
+/// Which function a [`Call`] calls.
+pub(crate) enum Callee {
+    /// A SQL table function.
+    Sql(Routine),
+    /// `table_changes`.
+    Changes,
+}
+
+/// What binding the table functions of a statement left to clean up and check.
+#[derive(Default)]
+pub(crate) struct TableCalls {
+    /// Temporary functions called.
+    pub temporary: Vec<String>,
+    /// Providers registered for the statement (dropped with it).
+    pub registered: Vec<String>,
 }
 
 /// Finds the calls (replacing each with a placeholder), or with [`Calls::Qualify`] names
@@ -55,8 +72,7 @@ impl FindCalls<'_> {
     fn find(&mut self, factor: &mut TableFactor) -> Result<()> {
         let TableFactor::Table {
             name,
-            args: Some(args),
-            alias,
+            args: Some(_),
             version,
             ..
         } = factor
@@ -64,7 +80,20 @@ impl FindCalls<'_> {
             return Ok(());
         };
         let parts = name_parts(name)?;
-        if parts.len() == 1 && self.session.is_builtin_table_function(&parts[0]) {
+        let changes =
+            matches!(parts.as_slice(), [one] if one.eq_ignore_ascii_case(super::TABLE_CHANGES));
+        if parts.len() == 1 && !changes && self.session.is_builtin_table_function(&parts[0]) {
+            return Ok(());
+        }
+        if changes {
+            if version.is_some() {
+                return Err(Error::Invalid(
+                    "table_changes reads versions already: give them as its arguments".into(),
+                ));
+            }
+            if self.calls == Calls::Compile {
+                self.park(factor, Callee::Changes);
+            }
             return Ok(());
         }
         let Some(routine) = self.session.routine(&parts)? else {
@@ -88,15 +117,23 @@ impl FindCalls<'_> {
             *name = qualified_name(&qualified);
             return Ok(());
         }
+        self.park(factor, Callee::Sql(routine));
+        Ok(())
+    }
+
+    /// Take the call out of `factor`, leaving a placeholder for its query.
+    fn park(&mut self, factor: &mut TableFactor, callee: Callee) {
+        let TableFactor::Table { args, alias, .. } = factor else {
+            return;
+        };
         let placeholder = format!("{PLACEHOLDER}{}", self.found.len());
         self.found.push(Call {
-            routine,
-            args: args.args.clone(),
+            callee,
+            args: args.take().map(|a| a.args).unwrap_or_default(),
             alias: alias.take(),
         });
-        *name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(placeholder))]);
         *factor = TableFactor::Table {
-            name: name.clone(),
+            name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(placeholder))]),
             alias: None,
             args: None,
             with_hints: vec![],
@@ -107,7 +144,6 @@ impl FindCalls<'_> {
             sample: None,
             index_hints: vec![],
         };
-        Ok(())
     }
 }
 
@@ -133,20 +169,49 @@ impl VisitorMut for PutCalls {
     }
 }
 
-/// Replaces a table function's parameters with its arguments.
+/// Replaces a table function's parameters with its arguments. In the arguments of a table
+/// function the body calls, a name is a parameter even if a column has it (they cannot read
+/// columns).
 struct Parameters<'a> {
     function: &'a str,
     /// Lower-cased parameter name, and the expression that stands for it.
     values: Vec<(String, Expr)>,
     columns: &'a HashSet<String>,
+    /// How many table function calls' arguments the visit is inside.
+    in_call: usize,
+    /// Replace parameters in those arguments only.
+    calls_only: bool,
+}
+
+fn is_call(factor: &TableFactor) -> bool {
+    matches!(factor, TableFactor::Table { args: Some(_), .. })
 }
 
 impl VisitorMut for Parameters<'_> {
     type Break = ();
 
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if is_call(factor) {
+            self.in_call += 1;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if is_call(factor) {
+            self.in_call -= 1;
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if self.calls_only && self.in_call == 0 {
+            return ControlFlow::Continue(());
+        }
         let param = match expr {
-            Expr::Identifier(i) if !self.columns.contains(&i.value.to_lowercase()) => {
+            Expr::Identifier(i)
+                if self.in_call > 0 || !self.columns.contains(&i.value.to_lowercase()) =>
+            {
                 Some(i.value.to_lowercase())
             }
             Expr::CompoundIdentifier(parts)
@@ -186,6 +251,33 @@ impl VisitorMut for AnyCall<'_> {
     }
 }
 
+/// Whether a table function's query passes its parameters to table functions it calls
+/// (then it can only be planned once the arguments are known).
+pub(crate) fn passes_parameters(routine: &Routine) -> Result<bool> {
+    let body = crate::parser::query_text(&routine.definition.body)?;
+    let mut marked = body.clone();
+    let short = routine.qualified.rsplit('.').next().unwrap_or_default();
+    let none = HashSet::new();
+    let _ = marked.visit(&mut Parameters {
+        function: short,
+        values: routine
+            .definition
+            .params
+            .iter()
+            .map(|p| {
+                (
+                    p.name.to_lowercase(),
+                    Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+                )
+            })
+            .collect(),
+        columns: &none,
+        in_call: 0,
+        calls_only: true,
+    });
+    Ok(marked != body)
+}
+
 impl Session {
     /// Whether `node` still calls a table function that is not built in (one a view's query
     /// brought in).
@@ -202,7 +294,7 @@ impl Session {
         node: &mut T,
         calls: Calls,
         stack: &[String],
-    ) -> Result<Vec<String>> {
+    ) -> Result<TableCalls> {
         let mut find = FindCalls {
             session: self,
             calls,
@@ -214,33 +306,52 @@ impl Session {
         if let Some(e) = find.error {
             return Err(e);
         }
+        let mut out = TableCalls {
+            temporary: find.temporary,
+            registered: vec![],
+        };
         if find.found.is_empty() {
-            return Ok(find.temporary);
+            return Ok(out);
         }
         let mut queries = Vec::with_capacity(find.found.len());
         for call in find.found {
-            queries.push(Some(Box::pin(self.table_call(call, stack)).await?));
+            let (factor, more) = Box::pin(self.table_call(call, stack)).await?;
+            out.temporary.extend(more.temporary);
+            out.registered.extend(more.registered);
+            queries.push(Some(factor));
         }
         let _ = node.visit(&mut PutCalls(queries));
-        Ok(find.temporary)
+        Ok(out)
     }
 
     /// One call's query, under the call's alias (or the function's name).
-    pub(crate) async fn table_call(&self, call: Call, stack: &[String]) -> Result<TableFactor> {
+    pub(crate) async fn table_call(
+        &self,
+        call: Call,
+        stack: &[String],
+    ) -> Result<(TableFactor, TableCalls)> {
         let Call {
-            routine,
+            callee,
             args,
             alias,
         } = call;
+        let routine = match callee {
+            Callee::Changes => {
+                let (factor, name) = self.table_changes(args, alias).await?;
+                let calls = TableCalls {
+                    temporary: vec![],
+                    registered: vec![name],
+                };
+                return Ok((factor, calls));
+            }
+            Callee::Sql(routine) => routine,
+        };
         let name = routine.qualified.clone();
         check_cycle(stack, &name)?;
         let definition = &routine.definition;
         let args = arguments(&routine, args)?;
         let mut body = crate::parser::query_text(&definition.body)?;
         let inner: Vec<String> = stack.iter().cloned().chain([name.clone()]).collect();
-        self.bind_table_functions(&mut body, Calls::Compile, &inner)
-            .await?;
-        let columns = self.columns_in_scope(&body).await?;
         let short = name.rsplit('.').next().unwrap_or(&name).to_string();
         let values = definition
             .params
@@ -251,11 +362,28 @@ impl Session {
                 crate::parser::expr_text(&cast).map(|e| (p.name.to_lowercase(), e))
             })
             .collect::<Result<Vec<_>>>()?;
+        // The columns in scope, with the parameters that table functions in the body take
+        // as arguments in place (the body's own table functions are expanded to find them).
+        let none = HashSet::new();
+        let mut arguments_only = body.clone();
+        let _ = arguments_only.visit(&mut Parameters {
+            function: &short,
+            values: values.clone(),
+            columns: &none,
+            in_call: 0,
+            calls_only: true,
+        });
+        let columns = self.columns_in_scope(&arguments_only).await?;
         let _ = body.visit(&mut Parameters {
             function: &short,
             values,
             columns: &columns,
+            in_call: 0,
+            calls_only: false,
         });
+        let calls = self
+            .bind_table_functions(&mut body, Calls::Compile, &inner)
+            .await?;
         let Returns::Table(declared) = &definition.returns else {
             return Err(Error::Invalid(format!("{name} is a scalar function")));
         };
@@ -283,11 +411,12 @@ impl Session {
             columns: vec![],
             at: None,
         });
-        Ok(TableFactor::Derived {
+        let factor = TableFactor::Derived {
             lateral: false,
             subquery: Box::new(subquery),
             alias: Some(alias),
             sample: None,
-        })
+        };
+        Ok((factor, calls))
     }
 }

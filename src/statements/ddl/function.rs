@@ -10,7 +10,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::catalog::{Function, Param, Returns, TableName, check_writable_table};
-use crate::engine::routines::{Call, Routine, SESSION_SCHEMA, compile};
+use crate::engine::routines::{Call, Callee, Routine, SESSION_SCHEMA, compile, passes_parameters};
 use crate::engine::types::{sql_to_arrow, type_name};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
@@ -55,7 +55,7 @@ pub async fn create(session: &Session, c: CreateFunction) -> Result<Output> {
         (FunctionBody::Expr(mut e), FunctionReturns::Scalar(t)) => {
             let bound = session.bind_view_query(e.as_mut()).await?;
             if persistent {
-                refuse_temporary(session, &shown, &bound, e.as_ref(), &param_names).await?;
+                refuse_temporary(session, &shown, &bound, e.as_ref(), &param_names, false).await?;
             }
             let returns = t.map(|t| t.to_string()).unwrap_or_default();
             (e.to_string(), Returns::Scalar(returns))
@@ -71,7 +71,20 @@ pub async fn create(session: &Session, c: CreateFunction) -> Result<Output> {
         (FunctionBody::Query(mut q), FunctionReturns::Table(columns)) => {
             let bound = session.bind_view_query(q.as_mut()).await?;
             if persistent {
-                refuse_temporary(session, &shown, &bound, q.as_ref(), &param_names).await?;
+                let probe = Routine {
+                    qualified: shown.to_lowercase(),
+                    temporary: false,
+                    definition: Function {
+                        params: params.clone(),
+                        returns: Returns::Table(vec![]),
+                        body: q.to_string(),
+                        comment: None,
+                        not_deterministic: false,
+                    },
+                };
+                let passing = passes_parameters(&probe)?;
+                refuse_temporary(session, &shown, &bound, q.as_ref(), &param_names, passing)
+                    .await?;
             }
             let mut declared = Vec::with_capacity(columns.len());
             for (name, t) in &columns {
@@ -196,6 +209,7 @@ async fn refuse_temporary<T: datafusion::sql::sqlparser::ast::VisitMut + Clone>(
     bound: &crate::engine::bind::Bound,
     body: &T,
     params: &[String],
+    passing: bool,
 ) -> Result<()> {
     let what = if let Some(v) = bound.temp_views.first() {
         format!("temporary view {v}")
@@ -203,9 +217,13 @@ async fn refuse_temporary<T: datafusion::sql::sqlparser::ast::VisitMut + Clone>(
         format!("temporary function {f}")
     } else {
         let mut copy = body.clone();
-        match session.bind(&mut copy, params).await?.variables {
-            0 => return Ok(()),
-            _ => "session variables".to_string(),
+        match session.bind(&mut copy, params).await {
+            Ok(b) if b.variables == 0 => return Ok(()),
+            Ok(_) => "session variables".to_string(),
+            // Parameters passed to a table function the body calls: it binds only once
+            // called; session variables are not looked for then.
+            Err(_) if passing => return Ok(()),
+            Err(e) => return Err(e),
         }
     };
     Err(Error::class(
@@ -230,6 +248,17 @@ async fn check(session: &Session, routine: &mut Routine) -> Result<()> {
         }
         return Ok(());
     }
+    if passes_parameters(routine)? {
+        // Its query's tables depend on the arguments (table_changes('t', since)): it is
+        // planned when called.
+        return match &routine.definition.returns {
+            Returns::Table(declared) if declared.is_empty() => Err(Error::Invalid(format!(
+                "function {}: its query passes parameters to table functions, so it is planned when called; list the columns it returns (RETURNS TABLE (c TYPE, ...))",
+                routine.qualified
+            ))),
+            _ => Ok(()),
+        };
+    }
     let args = routine
         .definition
         .params
@@ -240,11 +269,11 @@ async fn check(session: &Session, routine: &mut Routine) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let call = Call {
-        routine: routine.clone(),
+        callee: Callee::Sql(routine.clone()),
         args,
         alias: None,
     };
-    let factor = session.table_call(call, &[]).await?;
+    let (factor, _calls) = session.table_call(call, &[]).await?;
     let query = select_star(factor);
     let (df, _bound) = super::super::query::query_dataframe(session, query).await?;
     let fields = df.schema().fields();

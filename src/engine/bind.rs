@@ -308,6 +308,43 @@ impl VisitorMut for DoubleLiterals {
     }
 }
 
+/// `TIMESTAMP` in casts and typed literals (`CAST(x AS TIMESTAMP)`, `x::timestamp`,
+/// `TIMESTAMP '2024-01-01 10:00'`) is Databricks' TIMESTAMP: an instant, in UTC (the session
+/// zone), at microseconds, the type of tidemark's TIMESTAMP columns. The engine read it as
+/// a zone-less nanosecond time. `TIMESTAMP_NTZ` (which the engine did not know) is the
+/// zone-less one, at microseconds.
+struct DatabricksTimestamps;
+
+fn databricks_timestamp(t: &mut datafusion::sql::sqlparser::ast::DataType) {
+    use datafusion::sql::sqlparser::ast::{DataType as T, TimezoneInfo};
+    let ntz = |name: &ObjectName| name.to_string().eq_ignore_ascii_case("TIMESTAMP_NTZ");
+    *t = match t {
+        T::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => {
+            T::Timestamp(Some(6), TimezoneInfo::WithTimeZone)
+        }
+        T::Timestamp(_, TimezoneInfo::WithoutTimeZone) | T::TimestampNtz(_) => {
+            T::Timestamp(Some(6), TimezoneInfo::WithoutTimeZone)
+        }
+        T::Custom(name, args) if args.is_empty() && ntz(name) => {
+            T::Timestamp(Some(6), TimezoneInfo::WithoutTimeZone)
+        }
+        _ => return,
+    };
+}
+
+impl VisitorMut for DatabricksTimestamps {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        match expr {
+            Expr::Cast { data_type, .. } => databricks_timestamp(data_type),
+            Expr::TypedString(t) => databricks_timestamp(&mut t.data_type),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// Replaces variable references with literals.
 struct VariableBinder<'a> {
     vars: &'a Variables,
@@ -591,6 +628,7 @@ impl Session {
     /// exact numeric literals, `:` JSON paths, Spark's spellings of functions.
     pub(crate) fn rewrite_syntax<T: VisitMut>(&self, node: &mut T) -> Result<()> {
         let _ = node.visit(&mut DoubleLiterals);
+        let _ = node.visit(&mut DatabricksTimestamps);
         let mut colon = super::json::ColonPaths { error: None };
         let _ = node.visit(&mut colon);
         if let Some(e) = colon.error {

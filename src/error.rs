@@ -60,6 +60,13 @@ pub enum Error {
     /// Something else, with its context.
     #[error("{0}")]
     Other(String),
+    /// `SIGNAL` in a script: a condition the script raised itself.
+    #[error("[{}] {message} (SQLSTATE: {sqlstate})", condition.as_deref().map(str::to_uppercase).unwrap_or_else(|| "USER_RAISED_EXCEPTION".into()))]
+    Signal {
+        condition: Option<String>,
+        sqlstate: String,
+        message: String,
+    },
     /// An error at a 1-based position of the statement (a name the engine does not know, a
     /// value of the wrong type), found after parsing.
     #[error("{error}")]
@@ -116,6 +123,14 @@ impl Error {
                 col,
             },
             other => Error::Other(format!("{what}: {other}")),
+        }
+    }
+
+    /// The error without the position it was found at.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::At { error, .. } => error.root(),
+            other => other,
         }
     }
 

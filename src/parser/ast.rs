@@ -30,6 +30,14 @@ pub enum Statement {
     /// `INSERT INTO|OVERWRITE [TABLE] t BY NAME query`, `INSERT INTO [TABLE] t REPLACE WHERE
     /// predicate query` (the forms sqlparser lacks; every other INSERT is `Sql`).
     Insert(Box<Insert>),
+    /// `[label:] BEGIN ... END [label]`: a compound statement (SQL scripting).
+    Script(Box<crate::parser::script::Compound>),
+    /// `EXECUTE IMMEDIATE sql [INTO v, ...] [USING e [AS name], ...]`.
+    ExecuteImmediate {
+        sql: Box<Expr>,
+        into: Vec<String>,
+        using: Vec<(Expr, Option<String>)>,
+    },
     /// `CREATE [OR REPLACE] [TEMPORARY] FUNCTION [IF NOT EXISTS] f(...) RETURNS ... RETURN ...`.
     CreateFunction(Box<CreateFunction>),
     /// `DROP [TEMPORARY] FUNCTION [IF EXISTS] f`.
@@ -140,6 +148,8 @@ impl Statement {
             Statement::Vacuum { dry_run, .. } => !dry_run,
             Statement::OnTable(t) => t.action.writes(),
             Statement::Insert(_) => true,
+            // Their statements answer for themselves.
+            Statement::Script(_) | Statement::ExecuteImmediate { .. } => false,
             Statement::CreateFunction(f) => !f.temporary,
             Statement::DropFunction { temporary, .. } => !temporary,
             Statement::DescribeFunction { .. } | Statement::ShowFunctions { .. } => false,
@@ -508,6 +518,24 @@ impl fmt::Display for Statement {
             }
             Statement::OnTable(t) => write!(f, "{t}"),
             Statement::Insert(i) => write!(f, "{i}"),
+            Statement::Script(c) => write!(f, "{c}"),
+            Statement::ExecuteImmediate { sql, into, using } => {
+                write!(f, "EXECUTE IMMEDIATE {sql}")?;
+                if !into.is_empty() {
+                    write!(f, " INTO {}", into.join(", "))?;
+                }
+                if !using.is_empty() {
+                    let args: Vec<String> = using
+                        .iter()
+                        .map(|(e, n)| match n {
+                            Some(n) => format!("{e} AS {n}"),
+                            None => e.to_string(),
+                        })
+                        .collect();
+                    write!(f, " USING {}", args.join(", "))?;
+                }
+                Ok(())
+            }
             Statement::CreateFunction(c) => write!(f, "{c}"),
             Statement::DropFunction {
                 temporary,

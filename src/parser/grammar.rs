@@ -92,6 +92,7 @@ pub(super) fn parse_statement(p: &mut Parser) -> Result<Statement> {
         table::table_statement,
         insert::insert_statement,
         function::function_statement,
+        execute_statement,
         session_statement,
         maintenance_statement,
         ddl_statement,
@@ -232,6 +233,35 @@ pub(super) fn ddl_statement(p: &mut Parser) -> Result<Option<Statement>> {
         }));
     }
     Ok(None)
+}
+
+/// `EXECUTE IMMEDIATE sql [INTO v, ...] [USING e [AS name], ...]`.
+pub(super) fn execute_statement(p: &mut Parser) -> Result<Option<Statement>> {
+    if !(is_word(&p.peek_token().token, "EXECUTE")
+        && is_word(&p.peek_nth_token(1).token, "IMMEDIATE"))
+    {
+        return Ok(None);
+    }
+    p.next_token();
+    p.next_token();
+    let sql = Box::new(p.parse_expr().map_err(pe)?);
+    let mut into = vec![];
+    if parse_word(p, "INTO") {
+        into = comma_separated(p, variable_name)?;
+    }
+    let mut using = vec![];
+    if parse_word(p, "USING") {
+        using = comma_separated(p, |p| {
+            let e = p.parse_expr().map_err(pe)?;
+            let name = if parse_word(p, "AS") {
+                Some(p.parse_identifier().map_err(pe)?.value)
+            } else {
+                None
+            };
+            Ok((e, name))
+        })?;
+    }
+    Ok(Some(Statement::ExecuteImmediate { sql, into, using }))
 }
 
 /// `DECLARE`, `SET VAR` and `DROP TEMPORARY VARIABLE`.

@@ -2,6 +2,7 @@
 //! tidemark's own statements, and hands every other statement to sqlparser untouched.
 
 pub mod ast;
+pub mod script;
 pub mod splitter;
 pub mod syntax;
 
@@ -15,6 +16,7 @@ mod grammar;
 use grammar::*;
 
 pub use ast::*;
+pub use script::{Compound, Condition, Item, ItemKind};
 
 use crate::catalog::split_qualified;
 use crate::error::{Error, Result};
@@ -143,6 +145,11 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     if first_is(0, "FOR") {
         return parse_for(sql, tokens, resolver);
     }
+    if script::is_compound(&tokens) {
+        return Ok(Statement::Script(Box::new(script::parse_compound(
+            sql, tokens,
+        )?)));
+    }
     refuse_unparsed_statements(&tokens)?;
     let map_type = map_type_at(&tokens);
     let mut tokens = substitute_identifiers(tokens, resolver)?;
@@ -229,14 +236,6 @@ fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
             }) =>
         {
             Some("CREATE TABLE ... SHALLOW|DEEP CLONE is not supported yet")
-        }
-        "BEGIN"
-            if !matches!(w(1), "" | "TRANSACTION" | "WORK")
-                || tokens.iter().any(|t| t.token == Token::SemiColon) =>
-        {
-            Some(
-                "BEGIN ... END compound statements (SQL scripting) are not supported yet; FOR ... DO ... END FOR loops over a query",
-            )
         }
         _ => None,
     };

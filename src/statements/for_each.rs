@@ -75,7 +75,7 @@ fn affected(out: &Output) -> i64 {
 }
 
 /// Split the loop query's result into rows of (column, value).
-fn rows_of(batches: &[RecordBatch]) -> Result<Vec<Vec<(String, ScalarValue)>>> {
+pub(super) fn rows_of(batches: &[RecordBatch]) -> Result<Vec<Vec<(String, ScalarValue)>>> {
     let mut rows = Vec::new();
     for b in batches {
         for r in 0..b.num_rows() {

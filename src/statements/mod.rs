@@ -11,6 +11,7 @@ pub mod maintenance;
 pub mod query;
 pub(crate) mod retry;
 pub mod rewrite;
+pub mod script;
 pub mod show;
 pub(crate) mod table;
 pub mod upkeep;
@@ -57,6 +58,10 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::Show { what, within } => show::show(session, what, within.as_ref()),
         Statement::OnTable(t) => ddl::on_table::execute(session, *t).await,
         Statement::Insert(i) => dml::insert_by(session, *i).await,
+        Statement::Script(c) => script::execute(session, *c).await,
+        Statement::ExecuteImmediate { sql, into, using } => {
+            script::execute_immediate(session, *sql, into, using).await
+        }
         Statement::CreateFunction(c) => ddl::function::create(session, *c).await,
         Statement::DropFunction {
             temporary,

@@ -117,3 +117,55 @@ fn both_job_forms_give_the_same_targets_control_rows_and_history() {
         snapshot("03_job_one_statement.sql")
     );
 }
+
+/// The job as one SQL script (`08_job_script.sql`): a control row whose source does not exist
+/// is written to the log table by the handler, and the other tables are copied exactly once.
+#[test]
+fn the_job_as_one_script_logs_a_failing_table_and_goes_on() {
+    let (_d, wh) = warehouse();
+    run_script(&wh, "01_setup.sql");
+    let bad = tidemark(&wh)
+        .args([
+            "-c",
+            "INSERT INTO main.config.watermarks VALUES ('samples.wanderbricks.nope', 'main.config.nope', 'created_at', '1970-01-01')",
+        ])
+        .output()
+        .unwrap();
+    assert!(bad.status.success(), "{bad:?}");
+    let first = run_script(&wh, "08_job_script.sql");
+    assert!(first.contains("copied,failed\n2,1"), "{first}");
+    let check = |sql: &str| {
+        let out = tidemark(&wh)
+            .args(["--format", "csv", "-c", sql])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{sql}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(
+        check("SELECT source_table, target_table FROM main.config.copy_failures"),
+        "source_table,target_table\nsamples.wanderbricks.nope,main.config.nope\n"
+    );
+    assert_eq!(
+        check(
+            "SELECT (SELECT count(*) FROM main.config.users) AS users, (SELECT count(*) FROM main.config.properties) AS properties"
+        ),
+        "users,properties\n5000,3000\n"
+    );
+    // The marks advanced for the two tables copied; the failing row kept its own.
+    assert_eq!(
+        check(
+            "SELECT count(*) FROM main.config.watermarks WHERE last_watermark > TIMESTAMP '1970-01-01 00:00:00'"
+        ),
+        "count(*)\n2\n"
+    );
+    // Again: nothing new is copied (no duplicates), the failing table fails again.
+    let second = run_script(&wh, "08_job_script.sql");
+    assert!(second.contains("copied,failed\n2,1"), "{second}");
+    assert_eq!(
+        check(
+            "SELECT (SELECT count(*) FROM main.config.users) AS users, (SELECT count(*) FROM main.config.copy_failures) AS failures"
+        ),
+        "users,failures\n5000,2\n"
+    );
+}

@@ -60,7 +60,9 @@ SELECT [ DISTINCT ] expr [ AS alias ] [, ...]
     Syntax {
         name: "INSERT",
         about: "append (or overwrite with) rows",
-        grammar: "INSERT { INTO | OVERWRITE } [ TABLE ] table [ ( column [, ...] ) ] { VALUES ( expr [, ...] ) [, ...] | query }",
+        grammar: "INSERT { INTO | OVERWRITE } [ TABLE ] table [ ( column [, ...] ) ] { VALUES ( { expr | DEFAULT } [, ...] ) [, ...] | query }
+INSERT { INTO | OVERWRITE } [ TABLE ] table BY NAME query   -- columns matched by name
+INSERT INTO [ TABLE ] table REPLACE WHERE predicate query   -- replace the rows it selects",
         example: "INSERT INTO t (id, name) VALUES (1, 'a'), (2, 'b')",
     },
     Syntax {
@@ -169,8 +171,49 @@ SHOW TABLES [ { IN | FROM } [ catalog. ]schema ]
 SHOW VIEWS [ { IN | FROM } [ catalog. ]schema ]
 SHOW COLUMNS { IN | FROM } table [ { IN | FROM } schema ]
 SHOW TBLPROPERTIES table [ ( key ) ]
-SHOW CREATE TABLE table",
+SHOW CREATE TABLE table
+SHOW [ USER | SYSTEM | ALL ] FUNCTIONS [ { IN | FROM } schema ] [ [ LIKE ] 'pattern' ]",
         example: "SHOW TABLES IN main.default",
+    },
+    Syntax {
+        name: "CREATE FUNCTION",
+        about: "a SQL function: scalar (RETURN expr) or table (RETURNS TABLE ... RETURN query)",
+        grammar: "CREATE [ OR REPLACE ] [ TEMPORARY ] FUNCTION [ IF NOT EXISTS ] name
+    ( [ param type [ DEFAULT expr ] [ COMMENT 'text' ] [, ...] ] )
+    { [ RETURNS type ] | RETURNS TABLE [ ( column type [, ...] ) ] }
+    [ COMMENT 'text' ] [ [ NOT ] DETERMINISTIC ] [ LANGUAGE SQL ]
+    RETURN { expr | query }
+DROP [ TEMPORARY ] FUNCTION [ IF EXISTS ] name
+DESCRIBE FUNCTION [ EXTENDED ] name
+SHOW [ USER | SYSTEM | ALL ] FUNCTIONS [ { IN | FROM } schema ] [ [ LIKE ] 'pattern' ]",
+        example: "CREATE OR REPLACE FUNCTION add_tax(amount DECIMAL(10,2), rate DECIMAL(4,3) DEFAULT 0.2) RETURNS DECIMAL(12,2) RETURN amount * (1 + rate)",
+    },
+    Syntax {
+        name: "BEGIN",
+        about: "a compound statement (SQL scripting): variables, loops, conditions, handlers",
+        grammar: "[ label: ] BEGIN
+    [ DECLARE name type [ DEFAULT expr ]; ... ]
+    [ DECLARE name CONDITION [ FOR SQLSTATE 'xxxxx' ]; ... ]
+    [ DECLARE { CONTINUE | EXIT } HANDLER FOR { SQLEXCEPTION | SQLSTATE 'xxxxx' | condition } [, ...] statement; ... ]
+    statement; ...
+END [ label ]
+statements: any statement, SET VAR, nested BEGIN ... END,
+    IF cond THEN ... [ ELSEIF cond THEN ... ] [ ELSE ... ] END IF
+    CASE [ expr ] WHEN value THEN ... [ ELSE ... ] END CASE
+    [ label: ] WHILE cond DO ... END WHILE [ label ]
+    [ label: ] REPEAT ... UNTIL cond END REPEAT [ label ]
+    [ label: ] LOOP ... END LOOP [ label ]
+    [ label: ] FOR [ var AS ] query DO ... END FOR [ label ]
+    LEAVE label | ITERATE label
+    SIGNAL { condition | SQLSTATE 'xxxxx' } [ SET MESSAGE_TEXT = expr ] | RESIGNAL",
+        example: "BEGIN DECLARE n INT DEFAULT 0; WHILE n < 3 DO SET VAR n = n + 1; END WHILE; SELECT n; END",
+    },
+    Syntax {
+        name: "EXECUTE IMMEDIATE",
+        about: "run a statement given as a string, its parameters bound as values",
+        grammar: "EXECUTE IMMEDIATE sql_string [ INTO var [, ...] ] [ USING expr [ AS name ] [, ...] ]
+    -- ? takes the next unnamed USING value, :name the one named name",
+        example: "EXECUTE IMMEDIATE 'SELECT count(*) FROM t WHERE id > ?' USING 10",
     },
     Syntax {
         name: "USE",
@@ -261,7 +304,7 @@ mod tests {
     fn lookup_by_name_and_by_first_words() {
         assert_eq!(lookup("copy  incremental").len(), 1);
         assert_eq!(lookup("copy").len(), 2);
-        assert_eq!(lookup("create").len(), 4);
+        assert_eq!(lookup("create").len(), 5);
         assert_eq!(lookup("for each")[0].name, "FOR EACH");
         assert!(lookup("grant").is_empty());
         assert!(lookup("SE").is_empty());

@@ -315,7 +315,10 @@ fn run<'a>(
                     Statement::Sql(s) => match *s {
                         datafusion::sql::sqlparser::ast::Statement::Query(q) => *q,
                         _ => {
-                            return Err(at(Error::Invalid("FOR ... AS takes a query".into()), item));
+                            return Err(at(
+                                Error::Invalid("FOR ... AS takes a query".into()),
+                                item,
+                            ));
                         }
                     },
                     _ => return Err(at(Error::Invalid("FOR ... AS takes a query".into()), item)),

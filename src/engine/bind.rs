@@ -634,6 +634,11 @@ impl Session {
         if let Some(e) = colon.error {
             return Err(e);
         }
+        let mut generators = super::lateral::Generators::default();
+        let _ = node.visit(&mut generators);
+        if let Some(e) = generators.error {
+            return Err(e);
+        }
         let mut spellings = super::spark::SparkSpellings {
             catalog: &self.catalog,
             schema: &self.schema,

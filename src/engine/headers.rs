@@ -47,6 +47,14 @@ impl Written {
                             Item::Named
                         }
                         SelectItem::UnnamedExpr(Expr::JsonAccess { .. }) => Item::Named,
+                        // Generators of several columns, each named by the generator.
+                        SelectItem::UnnamedExpr(Expr::Function(f))
+                            if ["posexplode", "posexplode_outer", "explode_outer"]
+                                .iter()
+                                .any(|g| f.name.to_string().eq_ignore_ascii_case(g)) =>
+                        {
+                            Item::Wildcard
+                        }
                         SelectItem::UnnamedExpr(e) => Item::Expr(e.to_string()),
                         SelectItem::ExprWithAlias { .. } => Item::Named,
                         _ => Item::Wildcard,

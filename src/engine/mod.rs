@@ -6,6 +6,7 @@ pub mod bind;
 pub mod functions;
 pub mod headers;
 pub mod json;
+mod lateral;
 pub mod progress;
 pub(crate) mod routines;
 mod sample;

@@ -282,12 +282,21 @@ impl ScriptParser<'_> {
         let mut items = vec![];
         loop {
             if self.i >= self.toks.len() {
-                return Err(self.error(&format!("expected {}", ends.join(" or "))));
+                return Err(self.error(&format!(
+                    "the block is not closed: expected {}",
+                    ends.join(" or ")
+                )));
             }
             if ends.iter().any(|e| self.at(e)) {
                 return Ok(items);
             }
             items.push(self.item()?);
+            if self.i >= self.toks.len() {
+                return Err(self.error(&format!(
+                    "the block is not closed: expected ; and {}",
+                    ends.join(" or ")
+                )));
+            }
             if self.toks.get(self.i).map(|t| &t.token) == Some(&Token::SemiColon) {
                 self.i += 1;
             } else if !ends.iter().any(|e| self.at(e)) {

@@ -1,0 +1,293 @@
+//! Spark's generators: `LATERAL VIEW [OUTER] explode|posexplode(...) t AS c, ...` and
+//! `posexplode`, `explode_outer`, `posexplode_outer` in the select list, written with the
+//! engine's `unnest` (one row per element; several unnests in one select list go in step).
+//!
+//! `FROM rel LATERAL VIEW g(e) t AS c` becomes `FROM (SELECT rel.*, <g's columns> FROM rel)
+//! AS rel`: the relation keeps its name, and `t.c` is read as `rel.c`. OUTER keeps a row for
+//! an empty or NULL array, with NULLs, as Spark does.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, LateralView, Query, SelectItem,
+    SetExpr, TableAlias, TableFactor, TableWithJoins, VisitMut, VisitorMut,
+};
+
+use crate::error::{Error, Result};
+
+/// The rewriter.
+#[derive(Default)]
+pub struct Generators {
+    pub error: Option<Error>,
+}
+
+impl VisitorMut for Generators {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let mut result = Ok(());
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            result = select_list(&mut select.projection);
+        }
+        let lateral =
+            matches!(query.body.as_ref(), SetExpr::Select(s) if !s.lateral_views.is_empty());
+        if result.is_ok() && lateral {
+            result = lateral_views(query);
+        }
+        match result {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+/// A generator call: its name (lower case) and its one argument.
+fn generator(e: &Expr) -> Option<(String, Expr)> {
+    let Expr::Function(f) = e else {
+        return None;
+    };
+    let name = f.name.to_string().to_lowercase();
+    if !matches!(
+        name.as_str(),
+        "explode"
+            | "explode_outer"
+            | "posexplode"
+            | "posexplode_outer"
+            | "inline"
+            | "inline_outer"
+            | "stack"
+            | "json_tuple"
+    ) {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(a))] => Some((name, a.clone())),
+        _ => Some((
+            name,
+            Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+        )),
+    }
+}
+
+/// The columns a generator makes, as (expression, default name).
+fn columns(name: &str, arg: &Expr, outer: bool, names: usize) -> Result<Vec<(String, String)>> {
+    let outer = outer || name.ends_with("_outer");
+    let a = format!("({arg})");
+    // OUTER: an empty or NULL array gives one row of NULLs.
+    let array = if outer {
+        format!("CASE WHEN cardinality({a}) > 0 THEN {a} ELSE array(NULL) END")
+    } else {
+        a.clone()
+    };
+    Ok(match name.trim_end_matches("_outer") {
+        "explode" if names == 2 => vec![
+            (format!("unnest(map_keys({a}))"), "key".into()),
+            (format!("unnest(map_values({a}))"), "value".into()),
+        ],
+        "explode" => vec![(format!("unnest({array})"), "col".into())],
+        "posexplode" => vec![
+            (
+                format!(
+                    "unnest(CASE WHEN {a} IS NULL OR cardinality({a}) = 0 THEN {} ELSE CAST(range(0, cardinality({a})) AS ARRAY<INT>) END)",
+                    if outer {
+                        "array(CAST(NULL AS INT))"
+                    } else {
+                        "NULL"
+                    }
+                ),
+                "pos".into(),
+            ),
+            (format!("unnest({array})"), "col".into()),
+        ],
+        other => {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "the generator {other}() is not supported yet (explode, explode_outer, posexplode and posexplode_outer are)"
+                ),
+            ));
+        }
+    })
+}
+
+/// `posexplode(a)` and the OUTER forms among the select items (explode itself is a Spark
+/// spelling of unnest).
+fn select_list(items: &mut Vec<SelectItem>) -> Result<()> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items.drain(..) {
+        let (e, aliases) = match &item {
+            SelectItem::UnnamedExpr(e) => (e, vec![]),
+            SelectItem::ExprWithAlias { expr, alias } => (expr, vec![alias.clone()]),
+            _ => {
+                out.push(item);
+                continue;
+            }
+        };
+        match generator(e) {
+            Some((name, arg)) if name != "explode" => {
+                let cols = columns(&name, &arg, false, 1)?;
+                if !aliases.is_empty() && aliases.len() != cols.len() {
+                    return Err(Error::Invalid(format!(
+                        "{name}() makes {} columns: name them with AS (a, b) in a LATERAL VIEW, or leave them named",
+                        cols.len()
+                    )));
+                }
+                for (i, (sql, default)) in cols.into_iter().enumerate() {
+                    out.push(SelectItem::ExprWithAlias {
+                        expr: crate::parser::expr_text(&sql)?,
+                        alias: aliases
+                            .get(i)
+                            .cloned()
+                            .unwrap_or_else(|| Ident::new(default)),
+                    });
+                }
+            }
+            _ => out.push(item),
+        }
+    }
+    *items = out;
+    Ok(())
+}
+
+/// The relation's own name: its alias, or the table's last name part.
+fn relation_name(relation: &TableFactor) -> Option<Ident> {
+    match relation {
+        TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => {
+            Some(a.name.clone())
+        }
+        TableFactor::Table { name, .. } => name.0.last().and_then(|p| p.as_ident()).cloned(),
+        _ => None,
+    }
+}
+
+/// `FROM rel LATERAL VIEW ...` rewritten (see the module documentation).
+fn lateral_views(query: &mut Query) -> Result<()> {
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return Ok(());
+    };
+    let views: Vec<LateralView> = std::mem::take(&mut select.lateral_views);
+    let [TableWithJoins { relation, joins }] = select.from.as_mut_slice() else {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            "LATERAL VIEW after several FROM items is not supported yet: join them in a subquery first",
+        ));
+    };
+    if !joins.is_empty() {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            "LATERAL VIEW after a JOIN is not supported yet: join in a subquery first (FROM (SELECT ... JOIN ...) t LATERAL VIEW ...)",
+        ));
+    }
+    let Some(name) = relation_name(relation) else {
+        return Err(Error::Invalid(
+            "LATERAL VIEW: give the relation before it an alias (FROM (...) AS t LATERAL VIEW ...)"
+                .into(),
+        ));
+    };
+    let mut views_named: Vec<String> = vec![];
+    let mut current = relation.clone();
+    // The relation under its own name, so `name.*` reads it however it was named.
+    if let TableFactor::Table {
+        alias: alias @ None,
+        ..
+    } = &mut current
+    {
+        *alias = Some(TableAlias {
+            explicit: true,
+            name: name.clone(),
+            columns: vec![],
+            at: None,
+        });
+    }
+    for view in &views {
+        let Some((g, arg)) = generator(&view.lateral_view) else {
+            return Err(Error::Invalid(format!(
+                "LATERAL VIEW takes a generator (explode, posexplode, ...), found {}",
+                view.lateral_view
+            )));
+        };
+        let mut arg = arg;
+        requalify(&mut arg, &views_named, &name);
+        let cols = columns(&g, &arg, view.outer, view.lateral_col_alias.len())?;
+        let aliases = &view.lateral_col_alias;
+        if !aliases.is_empty() && aliases.len() != cols.len() {
+            return Err(Error::Invalid(format!(
+                "LATERAL VIEW {g}(): it makes {} column(s) and AS names {}",
+                cols.len(),
+                aliases.len()
+            )));
+        }
+        let items: Vec<String> = cols
+            .iter()
+            .enumerate()
+            .map(|(i, (sql, default))| {
+                let alias = aliases
+                    .get(i)
+                    .map(|a| a.value.clone())
+                    .unwrap_or_else(|| default.clone());
+                format!("{sql} AS {}", crate::catalog::quote_ident(&alias))
+            })
+            .collect();
+        let sql = format!(
+            "SELECT {}.*, {} FROM t",
+            crate::catalog::quote_ident(&name.value),
+            items.join(", ")
+        );
+        let mut inner = crate::parser::query_text(&sql)?;
+        if let SetExpr::Select(s) = inner.body.as_mut() {
+            s.from = vec![TableWithJoins {
+                relation: current,
+                joins: vec![],
+            }];
+        }
+        current = TableFactor::Derived {
+            lateral: false,
+            subquery: Box::new(inner),
+            alias: Some(TableAlias {
+                explicit: true,
+                name: name.clone(),
+                columns: vec![],
+                at: None,
+            }),
+            sample: None,
+        };
+        views_named.push(view.lateral_view_name.to_string().to_lowercase());
+    }
+    *relation = current;
+    // `t.c` of a lateral view is the relation's column now.
+    let _ = query.visit(&mut Requalify {
+        views: &views_named,
+        name: &name,
+    });
+    Ok(())
+}
+
+fn requalify(e: &mut Expr, views: &[String], name: &Ident) {
+    let _ = e.visit(&mut Requalify { views, name });
+}
+
+/// Reads a lateral view's qualified columns (`t.c`) as the relation's.
+struct Requalify<'a> {
+    views: &'a [String],
+    name: &'a Ident,
+}
+
+impl VisitorMut for Requalify<'_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::CompoundIdentifier(parts) = expr
+            && parts.len() == 2
+            && self.views.contains(&parts[0].value.to_lowercase())
+        {
+            parts[0] = self.name.clone();
+        }
+        ControlFlow::Continue(())
+    }
+}

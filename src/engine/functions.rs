@@ -13,10 +13,20 @@ use datafusion::logical_expr::{
 };
 
 /// Register tidemark's functions on a session context.
+mod percentile;
+mod regex;
+mod spark_time;
 mod type_of;
 
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
+    ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new()));
+    ctx.register_udf(ScalarUDF::from(spark_time::TimestampDiff::new()));
+    ctx.register_udf(ScalarUDF::from(regex::Split::new()));
+    ctx.register_udf(ScalarUDF::from(regex::ExtractAll::new()));
+    ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
+        percentile::PercentileApprox::new(),
+    ));
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
     ctx.register_udf(ScalarUDF::from(ElementAt {
         signature: Signature::any(2, Volatility::Immutable),

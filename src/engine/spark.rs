@@ -177,6 +177,26 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
     };
     let args: Vec<String> = exprs.iter().map(|e| format!("({e})")).collect();
     let scalar = f.over.is_none() && f.filter.is_none() && f.within_group.is_empty();
+    // timestampadd(HOUR, n, ts) and timestampdiff(DAY, a, b), also spelled dateadd/date_add
+    // and datediff/date_diff with three arguments: the unit keyword becomes a string.
+    if scalar
+        && let [Expr::Identifier(u), _, _] = exprs.as_slice()
+        && u.quote_style.is_none()
+    {
+        let f = match name.as_str() {
+            "timestampadd" | "dateadd" | "date_add" => Some("timestampadd"),
+            "timestampdiff" | "datediff" | "date_diff" => Some("timestampdiff"),
+            _ => None,
+        };
+        if let Some(f) = f {
+            return Ok(Some(parse_expr(&format!(
+                "{f}({}, {}, {})",
+                quoted(&u.value.to_uppercase()),
+                args[1],
+                args[2]
+            ))?));
+        }
+    }
     let aggregate = f.within_group.is_empty();
     let part = |p: &str, x: &str| format!("CAST(date_part('{p}', CAST({x} AS DATE)) AS INT)");
     let sql = match (name.as_str(), args.as_slice()) {
@@ -190,6 +210,10 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("dayofweek", [x]) if scalar => part("dow", x),
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
+        // Spark's exact percentile interpolates between the two nearest values.
+        ("percentile", [x, p]) if aggregate && f.over.is_none() => {
+            format!("percentile_cont({x}, {p})")
+        }
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
         // One row per element (DataFusion's unnest); the select item is named `col`.
         ("explode", [a]) if scalar => format!("unnest({a})"),

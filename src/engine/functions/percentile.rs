@@ -1,0 +1,210 @@
+//! `percentile_approx(col, p [, accuracy])` (alias `approx_percentile`): Spark's answer is one
+//! of the column's values, the smallest whose share of values at or below it reaches `p`; `p`
+//! may be an array (the answer is then an array). tidemark computes it exactly (Spark's
+//! sketch is exact below `accuracy` rows and within 1/accuracy of rank above), keeping the
+//! group's values in memory. Values are Arrow arrays, sorted once at the end.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, ListArray};
+use datafusion::arrow::compute::{SortOptions, concat, filter, sort_to_indices, take};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::physical_expr::expressions::Literal;
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct PercentileApprox {
+    signature: Signature,
+    aliases: Vec<String>,
+}
+
+impl PercentileApprox {
+    pub(super) fn new() -> Self {
+        PercentileApprox {
+            signature: Signature::user_defined(Volatility::Immutable),
+            aliases: vec!["approx_percentile".into()],
+        }
+    }
+}
+
+impl AggregateUDFImpl for PercentileApprox {
+    fn name(&self) -> &str {
+        "percentile_approx"
+    }
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        let (value, p) = match args {
+            [v, p] | [v, p, _] => (v, p),
+            _ => return plan_err!("percentile_approx takes (col, percentage [, accuracy])"),
+        };
+        if !(value.is_numeric() || matches!(value, DataType::Date32 | DataType::Timestamp(_, _))) {
+            return plan_err!("percentile_approx: the column is a number, DATE or TIMESTAMP");
+        }
+        let p = match p {
+            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) => {
+                DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
+            }
+            _ => DataType::Float64,
+        };
+        let mut out = vec![value.clone(), p];
+        if args.len() == 3 {
+            out.push(DataType::Int64);
+        }
+        Ok(out)
+    }
+    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(match &args[1] {
+            DataType::List(_) => {
+                DataType::List(Arc::new(Field::new_list_field(args[0].clone(), true)))
+            }
+            _ => args[0].clone(),
+        })
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> datafusion::error::Result<Vec<FieldRef>> {
+        let value = args.input_fields[0].data_type().clone();
+        Ok(vec![Arc::new(Field::new_list(
+            format!("{}_values", args.name),
+            Field::new_list_field(value, true),
+            true,
+        ))])
+    }
+    fn accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> datafusion::error::Result<Box<dyn Accumulator>> {
+        let Some(p) = args.exprs[1].downcast_ref::<Literal>() else {
+            return plan_err!(
+                "percentile_approx: the percentage is a constant (or an array of them)"
+            );
+        };
+        let (percentages, list) = match p.value() {
+            ScalarValue::List(l) => {
+                let values = l.value(0);
+                let values = datafusion::arrow::array::as_primitive_array::<
+                    datafusion::arrow::datatypes::Float64Type,
+                >(&values);
+                (values.iter().collect::<Option<Vec<f64>>>(), true)
+            }
+            ScalarValue::Float64(v) => (v.map(|v| vec![v]), false),
+            other => {
+                return plan_err!("percentile_approx: the percentage is a number, found {other}");
+            }
+        };
+        let Some(percentages) = percentages else {
+            return plan_err!("percentile_approx: the percentage is NULL");
+        };
+        if let Some(p) = percentages.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+            return plan_err!("percentile_approx: the percentage {p} is not between 0.0 and 1.0");
+        }
+        if let Some(a) = args.exprs.get(2) {
+            match a.downcast_ref::<Literal>().map(|l| l.value()) {
+                Some(ScalarValue::Int64(Some(a))) if *a > 0 => {}
+                _ => {
+                    return plan_err!(
+                        "percentile_approx: the accuracy is a positive integer constant"
+                    );
+                }
+            }
+        }
+        Ok(Box::new(Values {
+            data_type: args.expr_fields[0].data_type().clone(),
+            values: vec![],
+            percentages,
+            list,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct Values {
+    data_type: DataType,
+    values: Vec<ArrayRef>,
+    percentages: Vec<f64>,
+    list: bool,
+}
+
+impl Values {
+    fn all(&self) -> datafusion::error::Result<ArrayRef> {
+        if self.values.is_empty() {
+            return Ok(datafusion::arrow::array::new_empty_array(&self.data_type));
+        }
+        let refs: Vec<&dyn Array> = self.values.iter().map(|a| a.as_ref()).collect();
+        Ok(concat(&refs)?)
+    }
+}
+
+impl Accumulator for Values {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
+        let v = &values[0];
+        let kept = datafusion::arrow::compute::is_not_null(v)?;
+        self.values.push(filter(v, &kept)?);
+        Ok(())
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::error::Result<()> {
+        let lists = states[0]
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .ok_or_else(|| {
+                datafusion::error::DataFusionError::Internal("percentile_approx state".into())
+            })?;
+        for i in 0..lists.len() {
+            if lists.is_valid(i) {
+                self.values.push(lists.value(i));
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
+        let all = self.all()?;
+        self.values = vec![all.clone()];
+        Ok(vec![ScalarValue::List(Arc::new(
+            datafusion::common::utils::SingleRowListArrayBuilder::new(all).build_list_array(),
+        ))])
+    }
+
+    fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
+        let all = self.all()?;
+        let n = all.len();
+        let picked: Vec<ScalarValue> = if n == 0 {
+            vec![ScalarValue::try_from(&self.data_type)?; self.percentages.len()]
+        } else {
+            let order = sort_to_indices(&all, Some(SortOptions::default()), None)?;
+            let sorted = take(&all, &order, None)?;
+            self.percentages
+                .iter()
+                .map(|p| {
+                    let rank = (p * n as f64).ceil() as usize;
+                    ScalarValue::try_from_array(&sorted, rank.clamp(1, n) - 1)
+                })
+                .collect::<datafusion::error::Result<_>>()?
+        };
+        if !self.list {
+            return match picked.into_iter().next() {
+                Some(v) => Ok(v),
+                None => exec_err!("percentile_approx: no percentage"),
+            };
+        }
+        Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+            &picked,
+            &self.data_type,
+        )))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+            + self
+                .values
+                .iter()
+                .map(|a| a.get_array_memory_size())
+                .sum::<usize>()
+    }
+}

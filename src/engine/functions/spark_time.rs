@@ -1,0 +1,211 @@
+//! `timestampadd(unit, n, ts)` and `timestampdiff(unit, start, end)` (also spelled
+//! `dateadd`/`datediff` with three arguments), as Spark computes them in UTC: units up to WEEK
+//! count exact microseconds (a difference truncated toward zero); MONTH, QUARTER and YEAR go
+//! by the calendar (adding clamps to the month's last day; a difference counts whole months,
+//! so Jan 31 to Feb 28 is 0 months). The unit arrives as a string: the binder turns the
+//! written keyword (`HOUR`) into one.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Months, NaiveDateTime};
+use datafusion::arrow::array::{Array, ArrayRef, Int64Array, TimestampMicrosecondArray};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::common::{ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+};
+
+fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// A unit: microseconds per unit, or months per unit.
+enum Unit {
+    Micros(i64),
+    Months(u32),
+}
+
+fn unit(name: &str) -> datafusion::error::Result<Unit> {
+    Ok(match name.to_uppercase().as_str() {
+        "MICROSECOND" => Unit::Micros(1),
+        "MILLISECOND" => Unit::Micros(1_000),
+        "SECOND" => Unit::Micros(1_000_000),
+        "MINUTE" => Unit::Micros(60_000_000),
+        "HOUR" => Unit::Micros(3_600_000_000),
+        "DAY" | "DAYOFYEAR" => Unit::Micros(86_400_000_000),
+        "WEEK" => Unit::Micros(7 * 86_400_000_000),
+        "MONTH" => Unit::Months(1),
+        "QUARTER" => Unit::Months(3),
+        "YEAR" => Unit::Months(12),
+        other => {
+            return plan_err!(
+                "unit {other} is not a datetime unit (MICROSECOND, MILLISECOND, SECOND, MINUTE, HOUR, DAY, DAYOFYEAR, WEEK, MONTH, QUARTER, YEAR)"
+            );
+        }
+    })
+}
+
+/// The unit argument, which must be a constant.
+fn unit_of(args: &ScalarFunctionArgs, name: &str) -> datafusion::error::Result<Unit> {
+    match &args.args[0] {
+        ColumnarValue::Scalar(ScalarValue::Utf8(Some(u)) | ScalarValue::Utf8View(Some(u))) => {
+            unit(u)
+        }
+        _ => exec_err!("{name}: the unit is a keyword (HOUR, DAY, MONTH, ...)"),
+    }
+}
+
+fn micros(v: &ColumnarValue, n: usize) -> datafusion::error::Result<TimestampMicrosecondArray> {
+    let a = v.to_array(n)?;
+    let a = datafusion::arrow::compute::cast(&a, &ts_type())?;
+    Ok(datafusion::arrow::array::as_primitive_array::<
+        datafusion::arrow::datatypes::TimestampMicrosecondType,
+    >(&a)
+    .clone())
+}
+
+fn naive(us: i64) -> Option<NaiveDateTime> {
+    DateTime::from_timestamp_micros(us).map(|d| d.naive_utc())
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct TimestampAdd {
+    signature: Signature,
+}
+
+impl TimestampAdd {
+    pub(super) fn new() -> Self {
+        TimestampAdd {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for TimestampAdd {
+    fn name(&self) -> &str {
+        "timestampadd"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        if args.len() != 3 {
+            return plan_err!("timestampadd takes (unit, quantity, timestamp)");
+        }
+        Ok(vec![DataType::Utf8, DataType::Int64, ts_type()])
+    }
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(ts_type())
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let unit = unit_of(&args, "timestampadd")?;
+        let qty = args.args[1].to_array(n)?;
+        let qty = datafusion::arrow::array::as_primitive_array::<
+            datafusion::arrow::datatypes::Int64Type,
+        >(&qty);
+        let ts = micros(&args.args[2], n)?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            if qty.is_null(i) || ts.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let (q, t) = (qty.value(i), ts.value(i));
+            let v = match unit {
+                Unit::Micros(per) => q.checked_mul(per).and_then(|d| t.checked_add(d)),
+                Unit::Months(per) => naive(t).and_then(|d| {
+                    let months = q.checked_mul(per as i64)?;
+                    let shifted = if months >= 0 {
+                        d.checked_add_months(Months::new(u32::try_from(months).ok()?))
+                    } else {
+                        d.checked_sub_months(Months::new(u32::try_from(-months).ok()?))
+                    }?;
+                    Some(shifted.and_utc().timestamp_micros())
+                }),
+            };
+            match v {
+                Some(v) => out.push(Some(v)),
+                None => {
+                    return exec_err!(
+                        "[DATETIME_OVERFLOW] timestampadd: the result is out of range"
+                    );
+                }
+            }
+        }
+        let array = TimestampMicrosecondArray::from(out).with_timezone("UTC");
+        Ok(ColumnarValue::Array(Arc::new(array) as ArrayRef))
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct TimestampDiff {
+    signature: Signature,
+}
+
+impl TimestampDiff {
+    pub(super) fn new() -> Self {
+        TimestampDiff {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+/// Whole months from `a` to `b` (negative when b is earlier), as a calendar counts them.
+fn months_between(a: NaiveDateTime, b: NaiveDateTime) -> i64 {
+    use chrono::Datelike;
+    let raw =
+        (b.year() as i64 * 12 + b.month0() as i64) - (a.year() as i64 * 12 + a.month0() as i64);
+    // The part of the month each instant is into: day, then time of day.
+    let into = |d: NaiveDateTime| (d.day(), d.time());
+    if raw > 0 && into(b) < into(a) {
+        raw - 1
+    } else if raw < 0 && into(b) > into(a) {
+        raw + 1
+    } else {
+        raw
+    }
+}
+
+impl ScalarUDFImpl for TimestampDiff {
+    fn name(&self) -> &str {
+        "timestampdiff"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        if args.len() != 3 {
+            return plan_err!("timestampdiff takes (unit, start, end)");
+        }
+        Ok(vec![DataType::Utf8, ts_type(), ts_type()])
+    }
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Int64)
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let unit = unit_of(&args, "timestampdiff")?;
+        let start = micros(&args.args[1], n)?;
+        let end = micros(&args.args[2], n)?;
+        let out: Int64Array = (0..n)
+            .map(|i| {
+                if start.is_null(i) || end.is_null(i) {
+                    return None;
+                }
+                let (s, e) = (start.value(i), end.value(i));
+                match unit {
+                    Unit::Micros(per) => Some(((e as i128 - s as i128) / per as i128) as i64),
+                    Unit::Months(per) => Some(months_between(naive(s)?, naive(e)?) / per as i64),
+                }
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
+    }
+}

@@ -131,6 +131,8 @@ pub struct Bound {
     pub temp_views: Vec<String>,
     /// Temporary functions the statement calls.
     pub temp_functions: Vec<String>,
+    /// What its table functions registered (`table_changes`), dropped with it.
+    _scratch: super::routines::Scratch,
 }
 
 impl Bound {
@@ -336,7 +338,32 @@ impl VisitorMut for DatabricksTimestamps {
     type Break = ();
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::{CastKind, DataType as T, TimezoneInfo};
         match expr {
+            // A cast to TIMESTAMP reads numbers as seconds (the engine's cast would read them
+            // as its own unit): the session's function does the cast.
+            Expr::Cast {
+                kind: CastKind::Cast | CastKind::DoubleColon,
+                expr: inner,
+                data_type:
+                    T::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithTimeZone | TimezoneInfo::Tz),
+                format: None,
+                ..
+            } => {
+                let call = format!("{}(NULL)", super::functions::TO_TIMESTAMP);
+                if let Ok(Expr::Function(mut f)) = crate::parser::expr_text(&call) {
+                    if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) =
+                        &mut f.args
+                    {
+                        list.args = vec![datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                            datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(
+                                inner.as_ref().clone(),
+                            ),
+                        )];
+                    }
+                    *expr = Expr::Function(f);
+                }
+            }
             Expr::Cast { data_type, .. } => databricks_timestamp(data_type),
             Expr::TypedString(t) => databricks_timestamp(&mut t.data_type),
             _ => {}
@@ -486,7 +513,7 @@ impl Session {
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
         let want_columns = !self.vars.is_empty();
         let (mut bound, mut columns) = self
-            .bind_tables(node, extra_columns, want_columns, true)
+            .bind_tables(node, extra_columns, want_columns, true, &[])
             .await?;
         if want_columns {
             let _ = node.visit(&mut AliasCollector(&mut columns));
@@ -510,7 +537,7 @@ impl Session {
     /// name (listed in [`Bound::temp_views`]), session variables by name (a temporary view reads
     /// them when it is read).
     pub async fn bind_view_query<T: VisitMut>(&self, node: &mut T) -> Result<Bound> {
-        Ok(self.bind_tables(node, &[], false, false).await?.0)
+        Ok(self.bind_tables(node, &[], false, false, &[]).await?.0)
     }
 
     /// Every step of binding but variables; with `want_columns`, the column names in scope.
@@ -520,6 +547,7 @@ impl Session {
         extra_columns: &[String],
         want_columns: bool,
         expand_views: bool,
+        stack: &[String],
     ) -> Result<(Bound, HashSet<String>)> {
         self.rewrite_syntax(node)?;
         let mut sampler = SampleRewriter::default();
@@ -534,14 +562,14 @@ impl Session {
         // Views and table functions are queries put in place of names, and each can hold
         // the other: expand both until no call of a table function is left.
         let mut temp_functions = vec![];
-        let mut registered = vec![];
+        let mut registered = super::routines::Scratch::default();
         let mut found: Vec<Found> = vec![];
         let mut temp_views = vec![];
         let mut views = 0;
         loop {
-            let table_calls = self.bind_table_functions(node, calls, &[]).await?;
+            let table_calls = self.bind_table_functions(node, calls, stack).await?;
             temp_functions.extend(table_calls.temporary);
-            registered.extend(table_calls.registered);
+            registered.absorb(table_calls.registered);
             let mut rb = RelationBinder {
                 session: self,
                 ctes: vec![],
@@ -581,7 +609,8 @@ impl Session {
         temp_functions.extend(scalars.temporary);
         let mut bound = Bound {
             session: self.clone(),
-            pinned: registered,
+            pinned: vec![],
+            _scratch: registered,
             tables: vec![],
             variables: 0,
             temp_views,
@@ -657,9 +686,11 @@ impl Session {
     pub(crate) async fn columns_in_scope<T: VisitMut + Clone>(
         &self,
         node: &T,
+        stack: &[String],
     ) -> Result<HashSet<String>> {
         let mut copy = node.clone();
-        let (_bound, mut columns) = Box::pin(self.bind_tables(&mut copy, &[], true, true)).await?;
+        let (_bound, mut columns) =
+            Box::pin(self.bind_tables(&mut copy, &[], true, true, stack)).await?;
         let _ = copy.visit(&mut AliasCollector(&mut columns));
         Ok(columns)
     }

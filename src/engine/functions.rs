@@ -16,11 +16,13 @@ use datafusion::logical_expr::{
 mod percentile;
 mod regex;
 mod spark_time;
+pub use spark_time::TO_TIMESTAMP;
 mod type_of;
 
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new()));
+    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new()));
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampDiff::new()));
     ctx.register_udf(ScalarUDF::from(regex::Split::new()));
     ctx.register_udf(ScalarUDF::from(regex::ExtractAll::new()));

@@ -18,6 +18,50 @@ use crate::error::{Error, Result};
 /// The alias of the engine's `range` inside the rewrite of `range(...)`.
 const ENGINE_RANGE: &str = "__tidemark_range";
 
+/// The names this module spells with the engine's functions: built-ins, though the engine
+/// does not list them.
+pub const SPELLED: &[&str] = &[
+    "add_months",
+    "approx_count_distinct",
+    "count_if",
+    "current_catalog",
+    "current_schema",
+    "current_database",
+    "date_add",
+    "dateadd",
+    "date_part",
+    "datepart",
+    "date_sub",
+    "datediff",
+    "date_diff",
+    "day",
+    "dayofmonth",
+    "dayofweek",
+    "dayofyear",
+    "decode",
+    "explode",
+    "explode_outer",
+    "posexplode",
+    "posexplode_outer",
+    "from_unixtime",
+    "iff",
+    "last_day",
+    "max_by",
+    "min_by",
+    "month",
+    "percentile",
+    "quarter",
+    "regexp_extract",
+    "to_date",
+    "to_timestamp",
+    "unix_timestamp",
+    "weekofyear",
+    "year",
+    "timestampadd",
+    "timestampdiff",
+    "range",
+];
+
 /// The rewriter; `catalog` and `schema` answer `current_catalog()` / `current_schema()`.
 pub struct SparkSpellings<'a> {
     pub catalog: &'a str,

@@ -283,8 +283,8 @@ fn sql_type_of(t: &DataType) -> sql::DataType {
         DataType::Float64 => S::Double(sql::ExactNumberInfo::None),
         DataType::Boolean => S::Boolean,
         DataType::Date32 | DataType::Date64 => S::Date,
-        DataType::Timestamp(_, Some(_)) => S::Timestamp(None, TimezoneInfo::WithTimeZone),
-        DataType::Timestamp(_, None) => S::Timestamp(None, TimezoneInfo::None),
+        DataType::Timestamp(_, Some(_)) => S::Timestamp(Some(6), TimezoneInfo::WithTimeZone),
+        DataType::Timestamp(_, None) => S::Timestamp(Some(6), TimezoneInfo::WithoutTimeZone),
         DataType::Decimal128(p, s) => {
             S::Decimal(ExactNumberInfo::PrecisionAndScale(*p as u64, *s as i64))
         }

@@ -30,6 +30,8 @@ pub struct LoopRow {
 pub struct Variables {
     vars: BTreeMap<String, Variable>,
     rows: Vec<LoopRow>,
+    /// Variables a running script block declared (dropped when the block ends).
+    locals: std::collections::BTreeSet<String>,
 }
 
 impl Variables {
@@ -61,7 +63,30 @@ impl Variables {
 
     /// Drop a variable; false when it did not exist.
     pub fn drop_var(&mut self, name: &str) -> bool {
+        self.locals.remove(&name.to_lowercase());
         self.vars.remove(&name.to_lowercase()).is_some()
+    }
+
+    /// Mark a variable as a script block's own.
+    pub fn mark_local(&mut self, name: &str) {
+        self.locals.insert(name.to_lowercase());
+    }
+
+    /// The script blocks' own variables only (none when no script runs).
+    pub fn only_locals(&self) -> Option<Variables> {
+        if self.locals.is_empty() {
+            return None;
+        }
+        Some(Variables {
+            vars: self
+                .vars
+                .iter()
+                .filter(|(n, _)| self.locals.contains(*n))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+            rows: vec![],
+            locals: self.locals.clone(),
+        })
     }
 
     /// Declared variables in name order.

@@ -254,7 +254,7 @@ impl ScriptParser<'_> {
     /// `BEGIN items END [label]`, the parser at BEGIN.
     fn block(&mut self, label: Option<String>) -> Result<Compound> {
         self.expect("BEGIN")?;
-        let items = self.scoped(&label, false, |p| p.items(&["END"]))?;
+        let items = self.scoped(&label, false, |p| p.items_in(&["END"], true))?;
         self.expect("END")?;
         self.end_label(&label)?;
         Ok(Compound { label, items })
@@ -279,8 +279,29 @@ impl ScriptParser<'_> {
 
     /// Statements up to one of `ends` (not consumed), each followed by `;`.
     fn items(&mut self, ends: &[&str]) -> Result<Vec<Item>> {
-        let mut items = vec![];
+        self.items_in(ends, false)
+    }
+
+    /// [`Self::items`]; `block`: the statements of a BEGIN ... END, which may start with
+    /// declarations.
+    fn items_in(&mut self, ends: &[&str], block: bool) -> Result<Vec<Item>> {
+        let mut items: Vec<Item> = vec![];
         loop {
+            if self.at("DECLARE")
+                && (!block
+                    || items.iter().any(|i| {
+                        !matches!(
+                            i.kind,
+                            ItemKind::Declare(_)
+                                | ItemKind::Condition { .. }
+                                | ItemKind::Handler { .. }
+                        )
+                    }))
+            {
+                return Err(self.error(
+                    "DECLARE goes at the start of a BEGIN ... END block, before its statements",
+                ));
+            }
             if self.i >= self.toks.len() {
                 return Err(self.error(&format!(
                     "the block is not closed: expected {}",
@@ -486,7 +507,12 @@ impl ScriptParser<'_> {
                     self.eat("VALUE");
                     (None, Some(self.string()?))
                 } else {
-                    let name = self.text(self.i, self.i + 1).to_lowercase();
+                    let Some(Token::Word(w)) = self.toks.get(self.i).map(|t| &t.token) else {
+                        return Err(
+                            self.error("expected a condition or SQLSTATE 'xxxxx' after SIGNAL")
+                        );
+                    };
+                    let name = w.value.to_lowercase();
                     self.i += 1;
                     (Some(name), None)
                 };

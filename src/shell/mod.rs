@@ -104,6 +104,9 @@ impl Shell {
         let print = self.print_now();
         crate::engine::progress::reset_rows();
         let spinner = self.spinner(sql);
+        // A cancelled statement leaves the variables as they were (a script's block-local
+        // ones would otherwise stay, hiding the session's).
+        let variables = self.session.vars().clone();
         let outcome = {
             let run = run_and_print(
                 &mut self.session,
@@ -120,6 +123,9 @@ impl Shell {
         };
         if let Some(bar) = spinner {
             bar.finish_and_clear();
+        }
+        if matches!(outcome, Err(Failure::Statement(Error::Cancelled))) {
+            *self.session.vars_mut() = variables;
         }
         self.sync_current();
         match outcome {

@@ -21,13 +21,34 @@ enum Flow {
     Next,
     Leave(String),
     Iterate(String),
+    /// An EXIT handler of the block with this id ran: leave that block.
+    Exit(usize),
 }
 
-/// What the running script knows besides the session: declared conditions (innermost
-/// block last), errors being handled (for RESIGNAL) and the last result.
+/// A handler a block declared.
+#[derive(Clone)]
+struct Handler {
+    exit: bool,
+    conditions: Vec<Condition>,
+    action: Item,
+}
+
+/// One running block: its declared conditions and handlers.
+struct Scope {
+    id: usize,
+    conditions: HashMap<String, Option<String>>,
+    handlers: Vec<Handler>,
+}
+
+/// What the running script knows besides the session: the blocks running (innermost
+/// last), errors being handled (for RESIGNAL) and the last result.
 #[derive(Default)]
 struct Script {
-    conditions: Vec<HashMap<String, Option<String>>>,
+    scopes: Vec<Scope>,
+    next_id: usize,
+    /// Scopes whose handlers are out of reach: those of a handler running, and the blocks
+    /// inside it (an error in a handler goes to the handlers around its block).
+    hidden: Vec<std::ops::Range<usize>>,
     handling: Vec<Error>,
     last: Option<Output>,
 }
@@ -36,18 +57,11 @@ struct Script {
 pub async fn execute(session: &mut Session, compound: Compound) -> Result<Output> {
     let mut script = Script::default();
     match block(session, &mut script, &compound).await? {
-        Flow::Next => Ok(script.last.unwrap_or_else(Output::empty)),
+        Flow::Next | Flow::Exit(_) => Ok(script.last.unwrap_or_else(Output::empty)),
         Flow::Leave(l) | Flow::Iterate(l) => Err(Error::Invalid(format!(
             "LEAVE or ITERATE {l}: no enclosing block or loop has that label"
         ))),
     }
-}
-
-/// A handler of one block.
-struct Handler<'a> {
-    exit: bool,
-    conditions: &'a [Condition],
-    action: &'a Item,
 }
 
 /// Run a block: its declarations, then its statements under its handlers.
@@ -57,15 +71,20 @@ fn block<'a>(
     compound: &'a Compound,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Flow>> + Send + 'a>> {
     Box::pin(async move {
-        script.conditions.push(HashMap::new());
+        let id = script.next_id;
+        script.next_id += 1;
+        script.scopes.push(Scope {
+            id,
+            conditions: HashMap::new(),
+            handlers: vec![],
+        });
         let mut locals: Vec<(String, Option<crate::engine::Variable>)> = vec![];
-        let mut handlers: Vec<Handler> = vec![];
         let mut flow = Ok(Flow::Next);
         for item in &compound.items {
             let result = match &item.kind {
                 ItemKind::Condition { name, sqlstate } => {
-                    let scope = script.conditions.last_mut().expect("pushed above");
-                    scope.insert(name.clone(), sqlstate.clone());
+                    let scope = script.scopes.last_mut().expect("pushed above");
+                    scope.conditions.insert(name.clone(), sqlstate.clone());
                     Ok(Flow::Next)
                 }
                 ItemKind::Handler {
@@ -73,10 +92,11 @@ fn block<'a>(
                     conditions,
                     action,
                 } => {
-                    handlers.push(Handler {
+                    let scope = script.scopes.last_mut().expect("pushed above");
+                    scope.handlers.push(Handler {
                         exit: *exit,
-                        conditions,
-                        action,
+                        conditions: conditions.clone(),
+                        action: action.as_ref().clone(),
                     });
                     Ok(Flow::Next)
                 }
@@ -86,36 +106,21 @@ fn block<'a>(
                     .map_err(|e| at(e, item)),
                 _ => run(session, script, item).await,
             };
+            let result = match result {
+                Err(e) => handle(session, script, e).await,
+                Ok(f) => Ok(Some(f)),
+            };
             match result {
-                Ok(Flow::Next) => continue,
-                Ok(Flow::Leave(l)) if compound.label.as_deref() == Some(l.as_str()) => break,
-                Ok(other) => {
+                Ok(None | Some(Flow::Next)) => continue,
+                Ok(Some(Flow::Leave(l))) if compound.label.as_deref() == Some(l.as_str()) => break,
+                Ok(Some(Flow::Exit(x))) if x == id => break,
+                Ok(Some(other)) => {
                     flow = Ok(other);
                     break;
                 }
                 Err(e) => {
-                    let Some(h) = handlers
-                        .iter()
-                        .find(|h| h.conditions.iter().any(|c| matches(script, c, &e)))
-                    else {
-                        flow = Err(e);
-                        break;
-                    };
-                    let (exit, action) = (h.exit, h.action);
-                    script.handling.push(e);
-                    let handled = run(session, script, action).await;
-                    script.handling.pop();
-                    match handled {
-                        Ok(Flow::Next) if !exit => continue,
-                        Ok(Flow::Next) => break,
-                        Ok(Flow::Leave(l)) if compound.label.as_deref() == Some(l.as_str()) => {
-                            break;
-                        }
-                        other => {
-                            flow = other;
-                            break;
-                        }
-                    }
+                    flow = Err(e);
+                    break;
                 }
             }
         }
@@ -125,9 +130,56 @@ fn block<'a>(
                 session.vars_mut().declare(&name, v);
             }
         }
-        script.conditions.pop();
+        let index = script.scopes.len() - 1;
+        script.hidden.retain(|r| r.start != index);
+        script.scopes.pop();
         flow
     })
+}
+
+/// An error of a statement: the handler in reach that takes it (the innermost block's
+/// first; there a handler for the error's condition or SQLSTATE before one for SQLEXCEPTION)
+/// runs, then the script goes on with the next statement (CONTINUE: `Ok(None)`) or leaves
+/// the handler's block (EXIT). No handler: the error.
+async fn handle(session: &mut Session, script: &mut Script, e: Error) -> Result<Option<Flow>> {
+    let reachable = |k: usize| !script.hidden.iter().any(|r| r.contains(&k));
+    let mut chosen = None;
+    'scopes: for k in (0..script.scopes.len()).rev().filter(|&k| reachable(k)) {
+        for specific in [true, false] {
+            for h in &script.scopes[k].handlers {
+                let takes = h.conditions.iter().any(|c| {
+                    (specific != matches!(c, Condition::SqlException)) && matches(script, c, &e)
+                });
+                if takes {
+                    chosen = Some((k, h.clone()));
+                    break 'scopes;
+                }
+            }
+        }
+    }
+    let Some((k, handler)) = chosen else {
+        return Err(e);
+    };
+    let id = script.scopes[k].id;
+    script.hidden.push(k..usize::MAX);
+    script.handling.push(e);
+    let done = run(session, script, &handler.action).await;
+    script.handling.pop();
+    script.hidden.pop();
+    let done = match done {
+        Ok(flow) => flow,
+        Err(e) => {
+            // An error in a handler (RESIGNAL among them) leaves the handler's block: until
+            // that block ends, its handlers and those inside it are out of reach.
+            script.hidden.push(k..usize::MAX);
+            return Err(e);
+        }
+    };
+    match done {
+        Flow::Next if handler.exit => Ok(Some(Flow::Exit(id))),
+        Flow::Next => Ok(None),
+        other => Ok(Some(other)),
+    }
 }
 
 /// A variable of the block: it hides a session variable of its name until the block ends.
@@ -153,6 +205,7 @@ async fn declare(
     }
     let hidden = session.vars().get(&name).cloned();
     super::variables::declare(session, true, &name, data_type.as_ref(), default).await?;
+    session.vars_mut().mark_local(&name);
     locals.push((name.to_lowercase(), hidden));
     Ok(())
 }
@@ -165,7 +218,15 @@ fn items<'a>(
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Flow>> + Send + 'a>> {
     Box::pin(async move {
         for item in items {
-            match run(session, script, item).await? {
+            let flow = match run(session, script, item).await {
+                Ok(flow) => flow,
+                // The handler in reach takes it here: CONTINUE goes on with the next one.
+                Err(e) => match handle(session, script, e).await? {
+                    None => continue,
+                    Some(flow) => flow,
+                },
+            };
+            match flow {
                 Flow::Next => {}
                 other => return Ok(other),
             }
@@ -238,8 +299,17 @@ fn run<'a>(
                 whens,
                 otherwise,
             } => {
+                // The operand is evaluated once, then compared as a value.
+                let operand = match operand {
+                    Some(o) => {
+                        let e = crate::parser::expr_text(o).map_err(|e| at(e, item))?;
+                        let v = session.eval_scalar(&e).await.map_err(|e| at(e, item))?;
+                        Some(scalar_to_sql(&v).to_string())
+                    }
+                    None => None,
+                };
                 for (value, body) in whens {
-                    let test = match operand {
+                    let test = match &operand {
                         Some(o) => format!("({o}) = ({value})"),
                         None => value.clone(),
                     };
@@ -459,10 +529,10 @@ async fn text_of(session: &Session, message: &str, item: &Item) -> Result<String
 /// condition declared without one).
 fn declared(script: &Script, name: &str) -> Option<Option<String>> {
     script
-        .conditions
+        .scopes
         .iter()
         .rev()
-        .find_map(|scope| scope.get(&name.to_lowercase()).cloned())
+        .find_map(|scope| scope.conditions.get(&name.to_lowercase()).cloned())
 }
 
 /// Whether a handler's condition takes the error.
@@ -471,7 +541,11 @@ fn matches(script: &Script, condition: &Condition, e: &Error) -> bool {
         return false;
     }
     match condition {
-        Condition::SqlException => true,
+        // Every error but warnings, "no data" and internal errors, as in Databricks.
+        Condition::SqlException => !sqlstate(e).is_some_and(|s| {
+            let class = s.get(..2).unwrap_or_default().to_uppercase();
+            matches!(class.as_str(), "00" | "01" | "02" | "XX")
+        }),
         Condition::NotFound => false,
         Condition::SqlState(s) => sqlstate(e).is_some_and(|x| x.eq_ignore_ascii_case(s)),
         Condition::Named(n) => match (declared(script, n), e.root()) {

@@ -209,3 +209,92 @@ impl ScalarUDFImpl for TimestampDiff {
         Ok(ColumnarValue::Array(Arc::new(out) as ArrayRef))
     }
 }
+
+/// `CAST(x AS TIMESTAMP)` as Databricks reads it (the binder writes it as this function): a
+/// number is seconds since the epoch (a fraction keeps its microseconds), a string is parsed
+/// strictly (a bad one is an error, as in ANSI mode), a date or timestamp is cast.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct ToTimestamp {
+    signature: Signature,
+}
+
+/// The function the binder writes `CAST(x AS TIMESTAMP)` as.
+pub const TO_TIMESTAMP: &str = "__tidemark_timestamp";
+
+impl ToTimestamp {
+    pub(super) fn new() -> Self {
+        ToTimestamp {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToTimestamp {
+    fn name(&self) -> &str {
+        TO_TIMESTAMP
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(ts_type())
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let values = args.args[0].to_array(n)?;
+        let t = values.data_type().clone();
+        let out: ArrayRef = if t.is_integer() {
+            let secs = datafusion::arrow::compute::cast(&values, &DataType::Int64)?;
+            let secs = datafusion::arrow::array::as_primitive_array::<
+                datafusion::arrow::datatypes::Int64Type,
+            >(&secs);
+            let mut out = Vec::with_capacity(n);
+            for v in secs.iter() {
+                match v.map(|s| s.checked_mul(1_000_000)) {
+                    None => out.push(None),
+                    Some(Some(us)) => out.push(Some(us)),
+                    Some(None) => {
+                        return exec_err!(
+                            "[CAST_OVERFLOW] {} seconds is out of the TIMESTAMP range",
+                            v.unwrap_or_default()
+                        );
+                    }
+                }
+            }
+            Arc::new(TimestampMicrosecondArray::from(out).with_timezone("UTC"))
+        } else if t.is_floating()
+            || matches!(t, DataType::Decimal128(_, _) | DataType::Decimal256(_, _))
+        {
+            let secs = datafusion::arrow::compute::cast(&values, &DataType::Float64)?;
+            let secs = datafusion::arrow::array::as_primitive_array::<
+                datafusion::arrow::datatypes::Float64Type,
+            >(&secs);
+            let mut out = Vec::with_capacity(n);
+            for v in secs.iter() {
+                match v {
+                    None => out.push(None),
+                    Some(s) if s.is_finite() && (s * 1e6).abs() < i64::MAX as f64 => {
+                        out.push(Some((s * 1e6).trunc() as i64))
+                    }
+                    Some(s) => {
+                        return exec_err!(
+                            "[CAST_OVERFLOW] {s} seconds is out of the TIMESTAMP range"
+                        );
+                    }
+                }
+            }
+            Arc::new(TimestampMicrosecondArray::from(out).with_timezone("UTC"))
+        } else if matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
+            crate::engine::types::cast_strict(&values, &ts_type())
+                .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?
+        } else if matches!(t, DataType::Boolean) {
+            return exec_err!("[DATATYPE_MISMATCH] cannot cast a BOOLEAN to TIMESTAMP");
+        } else {
+            datafusion::arrow::compute::cast(&values, &ts_type())?
+        };
+        Ok(ColumnarValue::Array(out))
+    }
+}

@@ -13,7 +13,7 @@ mod scalar;
 mod table;
 
 pub(crate) use changes::TABLE_CHANGES;
-pub(crate) use table::{Call, Callee, passes_parameters};
+pub(crate) use table::{Call, Callee, Scratch, passes_parameters};
 
 use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, FunctionArgOperator, ObjectName,
@@ -65,7 +65,8 @@ impl Session {
         let state = self.ctx.state();
         let name = name.to_lowercase();
         !name.contains('.')
-            && (state.scalar_functions().contains_key(&name)
+            && (super::spark::SPELLED.contains(&name.as_str())
+                || state.scalar_functions().contains_key(&name)
                 || state.aggregate_functions().contains_key(&name)
                 || state.window_functions().contains_key(&name))
     }
@@ -94,7 +95,8 @@ impl Session {
                 definition,
             }));
         }
-        if lower.len() > 1 && lower[lower.len() - 2] == SESSION_SCHEMA.1 {
+        // `system.session.f` names only temporary functions.
+        if matches!(lower.as_slice(), [c, s, _] if c == SESSION_SCHEMA.0 && s == SESSION_SCHEMA.1) {
             return Ok(None);
         }
         let Ok(name) = TableName::resolve(parts, &self.catalog, &self.schema) else {

@@ -41,7 +41,40 @@ pub(crate) struct TableCalls {
     /// Temporary functions called.
     pub temporary: Vec<String>,
     /// Providers registered for the statement (dropped with it).
-    pub registered: Vec<String>,
+    pub registered: Scratch,
+}
+
+/// Providers registered in the scratch schema for one statement: dropped with this, on
+/// every path (an error after registering included).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    session: Option<Session>,
+    names: Vec<String>,
+}
+
+impl Scratch {
+    pub(crate) fn add(&mut self, session: &Session, name: String) {
+        self.session.get_or_insert_with(|| session.clone());
+        self.names.push(name);
+    }
+
+    pub(crate) fn absorb(&mut self, mut other: Scratch) {
+        if self.session.is_none() {
+            self.session = other.session.take();
+        }
+        self.names.append(&mut other.names);
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(session) = &self.session {
+            let schema = session.catalogs.scratch_schema();
+            for name in &self.names {
+                let _ = schema.deregister_table(name);
+            }
+        }
+    }
 }
 
 /// Finds the calls (replacing each with a placeholder), or with [`Calls::Qualify`] names
@@ -242,7 +275,9 @@ impl VisitorMut for AnyCall<'_> {
             args: Some(_),
             ..
         } = factor
-            && !matches!(name_parts(name).as_deref(), Ok([one]) if self.0.is_builtin_table_function(one))
+            && !matches!(name_parts(name).as_deref(), Ok([one])
+                if self.0.is_builtin_table_function(one)
+                    && !one.eq_ignore_ascii_case(super::TABLE_CHANGES))
         {
             self.1 = true;
             return ControlFlow::Break(());
@@ -308,7 +343,7 @@ impl Session {
         }
         let mut out = TableCalls {
             temporary: find.temporary,
-            registered: vec![],
+            registered: Scratch::default(),
         };
         if find.found.is_empty() {
             return Ok(out);
@@ -317,7 +352,7 @@ impl Session {
         for call in find.found {
             let (factor, more) = Box::pin(self.table_call(call, stack)).await?;
             out.temporary.extend(more.temporary);
-            out.registered.extend(more.registered);
+            out.registered.absorb(more.registered);
             queries.push(Some(factor));
         }
         let _ = node.visit(&mut PutCalls(queries));
@@ -338,10 +373,8 @@ impl Session {
         let routine = match callee {
             Callee::Changes => {
                 let (factor, name) = self.table_changes(args, alias).await?;
-                let calls = TableCalls {
-                    temporary: vec![],
-                    registered: vec![name],
-                };
+                let mut calls = TableCalls::default();
+                calls.registered.add(self, name);
                 return Ok((factor, calls));
             }
             Callee::Sql(routine) => routine,
@@ -353,15 +386,34 @@ impl Session {
         let mut body = crate::parser::query_text(&definition.body)?;
         let inner: Vec<String> = stack.iter().cloned().chain([name.clone()]).collect();
         let short = name.rsplit('.').next().unwrap_or(&name).to_string();
-        let values = definition
-            .params
-            .iter()
-            .zip(args)
-            .map(|(p, arg)| {
-                let cast = format!("CAST(({arg}) AS {})", p.data_type);
-                crate::parser::expr_text(&cast).map(|e| (p.name.to_lowercase(), e))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Each argument is evaluated here, in the caller's scope (its variables, not the
+        // body's columns), and goes into the body as a value of the parameter's type.
+        let mut values = Vec::with_capacity(args.len());
+        for (p, arg) in definition.params.iter().zip(args) {
+            let value = self.eval_scalar(&arg).await.map_err(|e| {
+                e.context(format!(
+                    "{name}: the argument for {} must be a constant expression ({arg})",
+                    p.name
+                ))
+            })?;
+            let data_type = super::parse_type(&p.data_type)?;
+            let value = if value.is_null() {
+                datafusion::common::ScalarValue::try_from(&data_type)?
+            } else {
+                crate::engine::types::cast_value(&value, &data_type).map_err(|e| {
+                    Error::class(
+                        "DATATYPE_MISMATCH",
+                        format!(
+                            "{name}: argument {arg} cannot be a {} for parameter {}: {e}",
+                            p.data_type, p.name
+                        ),
+                    )
+                })?
+            };
+            let literal = crate::engine::types::scalar_to_sql(&value);
+            let cast = format!("CAST(({literal}) AS {})", p.data_type);
+            values.push((p.name.to_lowercase(), crate::parser::expr_text(&cast)?));
+        }
         // The columns in scope, with the parameters that table functions in the body take
         // as arguments in place (the body's own table functions are expanded to find them).
         let none = HashSet::new();
@@ -373,7 +425,7 @@ impl Session {
             in_call: 0,
             calls_only: true,
         });
-        let columns = self.columns_in_scope(&arguments_only).await?;
+        let columns = self.columns_in_scope(&arguments_only, &inner).await?;
         let _ = body.visit(&mut Parameters {
             function: &short,
             values,

@@ -32,7 +32,21 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
                 "temporary view {name} already exists (use CREATE OR REPLACE TEMP VIEW)"
             )));
         }
-        // Tables resolve now; session variables when the view is read.
+        // Tables resolve now; session variables when the view is read. A script block's
+        // own variable is gone (or another's of its name is back) by then: refused.
+        if let Some(locals) = session.vars().only_locals() {
+            let mut probe = session.clone();
+            *probe.vars_mut() = locals;
+            let mut copy = query.clone();
+            if probe.bind(&mut copy, &[]).await?.variables > 0 {
+                return Err(Error::class(
+                    "INVALID_TEMP_OBJ_REFERENCE",
+                    format!(
+                        "temporary view {name} reads a variable the script block declared, which is gone when the block ends: use a session variable (DECLARE it before BEGIN), or write the value in the query"
+                    ),
+                ));
+            }
+        }
         bind(session, &mut query, name).await?;
         check_columns(session, &query, &columns, name).await?;
         let view = View {
@@ -75,7 +89,7 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
         return Err(Error::class(
             "INVALID_TEMP_OBJ_REFERENCE",
             format!(
-                "view {name} reads temporary view {t}: a persistent view cannot (other sessions do not have it); make {name} TEMPORARY too, or read tables"
+                "view {name} reads {t}: a persistent view cannot (other sessions do not have it); make {name} TEMPORARY too, or read tables and persistent functions"
             ),
         ));
     }
@@ -130,7 +144,17 @@ async fn bind(
             format!("view {name}: a view cannot read a table VERSION|TIMESTAMP AS OF yet"),
         ));
     }
-    Ok(bound.temp_views.clone())
+    Ok(bound
+        .temp_views
+        .iter()
+        .map(|v| format!("temporary view {v}"))
+        .chain(
+            bound
+                .temp_functions
+                .iter()
+                .map(|f| format!("temporary function {f}")),
+        )
+        .collect())
 }
 
 /// `DROP VIEW [IF EXISTS] v`: a temporary view first (for a one-part name), else the

@@ -30,6 +30,8 @@ pub enum Statement {
     /// `INSERT INTO|OVERWRITE [TABLE] t BY NAME query`, `INSERT INTO [TABLE] t REPLACE WHERE
     /// predicate query` (the forms sqlparser lacks; every other INSERT is `Sql`).
     Insert(Box<Insert>),
+    /// `CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t [SHALLOW|DEEP] CLONE s [VERSION|TIMESTAMP AS OF]`.
+    CloneTable(Box<CloneTable>),
     /// `[label:] BEGIN ... END [label]`: a compound statement (SQL scripting).
     Script(Box<crate::parser::script::Compound>),
     /// `EXECUTE IMMEDIATE sql [INTO v, ...] [USING e [AS name], ...]`.
@@ -148,6 +150,7 @@ impl Statement {
             Statement::Vacuum { dry_run, .. } => !dry_run,
             Statement::OnTable(t) => t.action.writes(),
             Statement::Insert(_) => true,
+            Statement::CloneTable(_) => true,
             // Their statements answer for themselves.
             Statement::Script(_) | Statement::ExecuteImmediate { .. } => false,
             Statement::CreateFunction(f) => !f.temporary,
@@ -518,6 +521,7 @@ impl fmt::Display for Statement {
             }
             Statement::OnTable(t) => write!(f, "{t}"),
             Statement::Insert(i) => write!(f, "{i}"),
+            Statement::CloneTable(c) => write!(f, "{c}"),
             Statement::Script(c) => write!(f, "{c}"),
             Statement::ExecuteImmediate { sql, into, using } => {
                 write!(f, "EXECUTE IMMEDIATE {sql}")?;
@@ -771,5 +775,49 @@ impl fmt::Display for CreateFunction {
             FunctionBody::Expr(e) => write!(f, " RETURN {e}"),
             FunctionBody::Query(q) => write!(f, " RETURN {q}"),
         }
+    }
+}
+
+/// `CREATE TABLE t [SHALLOW|DEEP] CLONE s`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloneTable {
+    pub or_replace: bool,
+    pub if_not_exists: bool,
+    pub name: ObjectName,
+    pub shallow: bool,
+    pub source: ObjectName,
+    pub as_of: Option<AsOf>,
+    pub properties: Vec<(String, String)>,
+}
+
+impl fmt::Display for CloneTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CREATE {}TABLE {}{} {} CLONE {}",
+            if self.or_replace { "OR REPLACE " } else { "" },
+            if self.if_not_exists {
+                "IF NOT EXISTS "
+            } else {
+                ""
+            },
+            self.name,
+            if self.shallow { "SHALLOW" } else { "DEEP" },
+            self.source
+        )?;
+        match &self.as_of {
+            Some(AsOf::Version(v)) => write!(f, " VERSION AS OF {v}")?,
+            Some(AsOf::Timestamp(t)) => write!(f, " TIMESTAMP AS OF {t}")?,
+            None => {}
+        }
+        if !self.properties.is_empty() {
+            let props: Vec<String> = self
+                .properties
+                .iter()
+                .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v)))
+                .collect();
+            write!(f, " TBLPROPERTIES ({})", props.join(", "))?;
+        }
+        Ok(())
     }
 }

@@ -150,7 +150,6 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
             sql, tokens,
         )?)));
     }
-    refuse_unparsed_statements(&tokens)?;
     let map_type = map_type_at(&tokens);
     let mut tokens = substitute_identifiers(tokens, resolver)?;
     if first_is(0, "MERGE") {
@@ -218,31 +217,6 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
                 e.location.column as usize,
             )
         })
-}
-
-/// Databricks statements tidemark does not run yet and sqlparser cannot parse: refused by
-/// name instead of a syntax error at a later word.
-fn refuse_unparsed_statements(tokens: &[TokenWithSpan]) -> Result<()> {
-    let words: Vec<String> = first_words(tokens, 8)
-        .iter()
-        .map(|w| w.to_uppercase())
-        .collect();
-    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
-    let refused = match w(0) {
-        "CREATE"
-            if own_clauses(tokens, &["TABLE"]).iter().any(|&(i, next)| {
-                (is_word(&tokens[i].token, "SHALLOW") || is_word(&tokens[i].token, "DEEP"))
-                    && next.is_some_and(|n| is_word(&tokens[n].token, "CLONE"))
-            }) =>
-        {
-            Some("CREATE TABLE ... SHALLOW|DEEP CLONE is not supported yet")
-        }
-        _ => None,
-    };
-    match refused {
-        Some(what) => Err(Error::class("UNSUPPORTED_FEATURE", what.to_string())),
-        None => Ok(()),
-    }
 }
 
 /// The first `n` unquoted words of the statement.

@@ -92,7 +92,9 @@ INSERT INTO [ TABLE ] table REPLACE WHERE predicate query   -- replace the rows 
         grammar: "CREATE [ OR REPLACE ] TABLE [ IF NOT EXISTS ] table
     ( column type [ NOT NULL ] [ DEFAULT expr ] [ COMMENT 'text' ] [, ...] )
     [ USING DELTA ] [ PARTITIONED BY ( column [, ...] ) ] [ TBLPROPERTIES ( 'key' = 'value' [, ...] ) ]
-CREATE [ OR REPLACE ] TABLE table [ PARTITIONED BY ( ... ) ] AS query",
+CREATE [ OR REPLACE ] TABLE table [ PARTITIONED BY ( ... ) ] AS query
+CREATE TABLE [ IF NOT EXISTS ] table [ DEEP ] CLONE source [ VERSION AS OF n | TIMESTAMP AS OF 'ts' ]
+    [ TBLPROPERTIES ( ... ) ]        -- a copy of the source's files and metadata",
         example: "CREATE TABLE IF NOT EXISTS t (id BIGINT NOT NULL, name STRING DEFAULT 'x') PARTITIONED BY (name)",
     },
     Syntax {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod alter;
+pub(super) mod clone;
 pub(super) mod function;
 pub(super) mod on_table;
 pub(super) mod view;

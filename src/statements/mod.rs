@@ -58,6 +58,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::Show { what, within } => show::show(session, what, within.as_ref()),
         Statement::OnTable(t) => ddl::on_table::execute(session, *t).await,
         Statement::Insert(i) => dml::insert_by(session, *i).await,
+        Statement::CloneTable(c) => ddl::clone::clone_table(session, *c).await,
         Statement::Script(c) => script::execute(session, *c).await,
         Statement::ExecuteImmediate { sql, into, using } => {
             script::execute_immediate(session, *sql, into, using).await

@@ -209,3 +209,30 @@ fn python_reads_a_decoded_copy_with_delta_encoded_columns() {
     ));
     assert_eq!(got, want);
 }
+
+/// A DEEP CLONE is a standard Delta table: Python's `deltalake` reads its rows, partition
+/// values (one with a space and a slash) and properties.
+#[test]
+fn python_reads_a_deep_clone() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE src (id BIGINT, p STRING) PARTITIONED BY (p) TBLPROPERTIES ('team' = 'core')",
+    );
+    ok(
+        &wh,
+        "INSERT INTO src VALUES (1, 'a'), (2, 'a b/c'), (3, NULL)",
+    );
+    ok(&wh, "CREATE TABLE cl DEEP CLONE src");
+    let out = run_py(&format!(
+        "from deltalake import DeltaTable\n\
+         t = DeltaTable({p:?})\n\
+         print(sorted(t.to_pyarrow_table().to_pylist(), key=lambda r: r['id']))\n\
+         print(t.metadata().partition_columns, t.metadata().configuration.get('team'))\n",
+        p = wh.join("main/default/cl").display().to_string()
+    ));
+    assert_eq!(
+        out.trim(),
+        "[{'id': 1, 'p': 'a'}, {'id': 2, 'p': 'a b/c'}, {'id': 3, 'p': None}]\n['p'] core"
+    );
+}

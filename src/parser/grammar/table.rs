@@ -18,6 +18,11 @@ pub(in crate::parser) fn table_statement(p: &mut Parser) -> Result<Option<Statem
     if is_word(&w0, "ALTER") && is_word(&p.peek_nth_token(1).token, "TABLE") {
         return alter_table(p);
     }
+    if is_word(&w0, "CREATE")
+        && let Some(clone) = clone_table(p)?
+    {
+        return Ok(Some(clone));
+    }
     if parse_word(p, "TRUNCATE") {
         parse_word(p, "TABLE");
         let table = object_name(p)?;
@@ -229,4 +234,59 @@ fn version(p: &mut Parser) -> Result<u64> {
             Err(error_here(p, "expected a table version (0, 1, ...)"))
         }
     }
+}
+
+/// `CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t [SHALLOW | DEEP] CLONE source [VERSION AS OF n |
+/// TIMESTAMP AS OF ts] [TBLPROPERTIES (...)]`, or None (the parser is where it was).
+fn clone_table(p: &mut Parser) -> Result<Option<Statement>> {
+    let head = p
+        .maybe_parse(|p| {
+            p.next_token();
+            let or_replace = parse_words(p, &["OR", "REPLACE"]);
+            if !parse_word(p, "TABLE") {
+                return p.expected("TABLE", p.peek_token());
+            }
+            let if_not_exists = parse_words(p, &["IF", "NOT", "EXISTS"]);
+            let name = p.parse_object_name(false)?;
+            let shallow = parse_word(p, "SHALLOW");
+            if !shallow {
+                parse_word(p, "DEEP");
+            }
+            if !parse_word(p, "CLONE") {
+                return p.expected("CLONE", p.peek_token());
+            }
+            Ok((or_replace, if_not_exists, name, shallow))
+        })
+        .map_err(pe)?;
+    let Some((or_replace, if_not_exists, name, shallow)) = head else {
+        return Ok(None);
+    };
+    let source = object_name(p)?;
+    let as_of = if parse_words(p, &["VERSION", "AS", "OF"]) {
+        Some(AsOf::Version(version(p)?))
+    } else if parse_words(p, &["TIMESTAMP", "AS", "OF"]) {
+        Some(AsOf::Timestamp(Box::new(p.parse_expr().map_err(pe)?)))
+    } else {
+        None
+    };
+    let properties = if parse_word(p, "TBLPROPERTIES") {
+        parse_properties(p)?
+    } else {
+        vec![]
+    };
+    if is_word(&p.peek_token().token, "LOCATION") {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            "CREATE TABLE ... CLONE ... LOCATION is not supported: a clone is a table of the warehouse",
+        ));
+    }
+    Ok(Some(Statement::CloneTable(Box::new(CloneTable {
+        or_replace,
+        if_not_exists,
+        name,
+        shallow,
+        source,
+        as_of,
+        properties,
+    }))))
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use deltalake::DeltaTable;
 
-use super::whole_file::{percent_decode, unmapped};
+use super::whole_file::unmapped;
 
 /// Rows per row group of the files a decoding copy writes.
 const ROW_GROUP_ROWS: usize = 256 * 1024;
@@ -61,7 +61,8 @@ pub fn decode_settings(
             .max()
     });
     let reader = largest.and_then(|(_, path)| {
-        let file = std::fs::File::open(root.join(percent_decode(&path))).ok()?;
+        // An add path from delta-rs is already URL-decoded.
+        let file = std::fs::File::open(root.join(&path)).ok()?;
         SerializedFileReader::new(file).ok()
     });
     if let Some(reader) = reader

@@ -240,7 +240,8 @@ fn footer_range(
     use datafusion::parquet::basic::{LogicalType, TimeUnit as PqUnit};
     use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
     use datafusion::parquet::file::statistics::Statistics;
-    let file = std::fs::File::open(root.join(percent_decode(path))).ok()?;
+    // delta-rs hands out add paths already URL-decoded: the file's own name.
+    let file = std::fs::File::open(root.join(path)).ok()?;
     let reader = SerializedFileReader::new(file).ok()?;
     let meta = reader.metadata();
     let schema = meta.file_metadata().schema_descr();
@@ -342,7 +343,8 @@ pub fn link_files(
     let batch = uuid::Uuid::new_v4().simple().to_string();
     let mut adds = Vec::with_capacity(files.len());
     for (i, f) in files.iter().enumerate() {
-        let rel = percent_decode(&f.add.path);
+        // Already URL-decoded by delta-rs: the file's own name.
+        let rel = f.add.path.clone();
         let from = source_root.join(&rel);
         let file_name = Path::new(&rel)
             .file_name()
@@ -380,7 +382,7 @@ pub fn link_files(
 }
 
 /// Byte-copy into a file that must not exist yet.
-fn copy_new(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_new(from: &Path, to: &Path) -> Result<()> {
     let io = |e: std::io::Error| {
         Error::Io(std::io::Error::new(
             e.kind(),
@@ -398,38 +400,9 @@ fn copy_new(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Add paths are URL-encoded relative paths.
-pub(super) fn percent_decode(p: &str) -> String {
-    let bytes = p.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(
-                std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
-                16,
-            )
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decodes_percent_escapes() {
-        assert_eq!(percent_decode("a%20b.parquet"), "a b.parquet");
-        assert_eq!(percent_decode("plain.parquet"), "plain.parquet");
-    }
 
     #[test]
     fn timestamp_stats_are_widened_by_the_truncation() {

@@ -393,7 +393,10 @@ enum Restore {
 
 /// A constant expression as a point in time (a TIMESTAMP, or a string or DATE that casts to
 /// one, as `TIMESTAMP AS OF` reads it in queries).
-async fn timestamp(session: &Session, e: &Expr) -> Result<chrono::DateTime<chrono::Utc>> {
+pub(super) async fn timestamp(
+    session: &Session,
+    e: &Expr,
+) -> Result<chrono::DateTime<chrono::Utc>> {
     use datafusion::arrow::datatypes::TimeUnit;
     use datafusion::common::ScalarValue;
     let value = session.eval_scalar(e).await?;

@@ -1,0 +1,192 @@
+//! `CREATE TABLE t [DEEP] CLONE s [VERSION AS OF n | TIMESTAMP AS OF ts]`: a new table whose
+//! version 0 is the source's snapshot: its protocol, schema, partitioning, properties and
+//! comment, and its data files linked (or copied) under the same relative paths with their
+//! statistics. One commit; files copied before a failed commit are removed. `SHALLOW CLONE`
+//! is refused: its log would name the source's files by absolute path.
+
+use std::collections::HashMap;
+
+use deltalake::kernel::Action;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::protocol::{DeltaOperation, SaveMode};
+
+use crate::catalog::check_writable_table;
+use crate::engine::{Output, Session};
+use crate::error::{Error, Result};
+use crate::parser::{AsOf, CloneTable};
+
+/// `CREATE TABLE ... CLONE`.
+pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
+    let target = session.table_name(&c.name)?;
+    let source = session.object_name(&c.source)?;
+    if c.shallow {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "SHALLOW CLONE of {source} is not supported: its log would name {source}'s files by absolute path, which a VACUUM of {source} deletes under it and other readers resolve differently; write DEEP CLONE (links or copies the files)"
+            ),
+        ));
+    }
+    check_writable_table(&target, false)?;
+    let wh = session.warehouse();
+    if !wh.schema_exists(&target.catalog, &target.schema) {
+        return Err(wh.missing_table_error(&target));
+    }
+    if wh.table_exists(&target) {
+        if c.if_not_exists && !c.or_replace {
+            return Ok(Output::empty());
+        }
+        return Err(Error::AlreadyExists(if c.or_replace {
+            format!(
+                "CREATE OR REPLACE TABLE {target} ... CLONE over an existing table is not supported yet: DROP TABLE {target} first"
+            )
+        } else {
+            format!("table {target} already exists (IF NOT EXISTS keeps it)")
+        }));
+    }
+    if wh.view_exists(&source) {
+        return Err(Error::Invalid(format!(
+            "{source} is a view: CLONE copies a table"
+        )));
+    }
+    if !wh.table_exists(&source) {
+        return Err(wh.missing_table_error(&source));
+    }
+    let mut t = wh.open(&source).await?;
+    match &c.as_of {
+        Some(AsOf::Version(v)) => {
+            let latest = t.version().unwrap_or(0) as u64;
+            if *v > latest {
+                return Err(Error::NotFound(format!(
+                    "{source} has no version {v} (versions 0 to {latest})"
+                )));
+            }
+            t.load_version(*v).await?;
+        }
+        Some(AsOf::Timestamp(e)) => {
+            let at = super::on_table::timestamp(session, e).await?;
+            t.load_with_datetime(at).await.map_err(|e| {
+                Error::NotFound(format!("{source} has no version at or before {at}: {e}"))
+            })?;
+        }
+        None => {}
+    }
+    let snapshot = t.snapshot()?;
+    let config = snapshot.metadata().configuration();
+    if config
+        .get("delta.columnMapping.mode")
+        .is_some_and(|m| !m.eq_ignore_ascii_case("none"))
+    {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!("DEEP CLONE of {source}, a table with column mapping, is not supported yet"),
+        ));
+    }
+    let mut adds = vec![];
+    for view in snapshot.log_data().iter() {
+        #[allow(deprecated)] // the Add action is exactly what the clone commits
+        let add = view.add_action();
+        if add.deletion_vector.is_some() {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "DEEP CLONE of {source}, whose files have deletion vectors, is not supported yet (OPTIMIZE {source} rewrites them away)"
+                ),
+            ));
+        }
+        adds.push(add);
+    }
+    // The source's metadata as the new table's: a new id, name and creation time.
+    let mut metadata = serde_json::to_value(snapshot.metadata())
+        .map_err(|e| Error::Other(format!("cannot read {source}'s metadata: {e}")))?;
+    metadata["id"] = uuid::Uuid::new_v4().to_string().into();
+    metadata["name"] = target.table.clone().into();
+    metadata["createdTime"] = chrono::Utc::now().timestamp_millis().into();
+    if let Some(conf) = metadata["configuration"].as_object_mut() {
+        for (k, v) in &c.properties {
+            conf.insert(k.clone(), v.clone().into());
+        }
+    }
+    let metadata: deltalake::kernel::Metadata = serde_json::from_value(metadata)
+        .map_err(|e| Error::Other(format!("cannot write {target}'s metadata: {e}")))?;
+    let protocol = snapshot.protocol().clone();
+
+    let source_root = wh.table_path(&source)?;
+    let target_root = wh.table_path(&target)?;
+    // The table's directory (create_builder makes it and checks no view has the name).
+    wh.create_builder(&target).await?;
+    let copied = copy_files(
+        &source_root,
+        &target_root,
+        &adds,
+        session.settings().hard_links,
+    );
+    let (count, bytes) = match copied {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&target_root);
+            return Err(e.context(format!("cannot clone {source} into {target}")));
+        }
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut actions = vec![
+        Action::Protocol(protocol.clone()),
+        Action::Metadata(metadata.clone()),
+    ];
+    actions.extend(adds.into_iter().map(|mut a| {
+        a.modification_time = now;
+        a.data_change = true;
+        Action::Add(a)
+    }));
+    let table = wh.handle(&target).await?;
+    let operation = DeltaOperation::Create {
+        mode: SaveMode::ErrorIfExists,
+        location: table.table_url().clone(),
+        protocol,
+        metadata,
+    };
+    let committed = CommitBuilder::from(CommitProperties::default().with_max_retries(0))
+        .with_actions(actions)
+        .build(None, table.log_store(), operation)
+        .await;
+    if let Err(e) = committed {
+        let _ = std::fs::remove_dir_all(&target_root);
+        return Err(Error::from(e).context(format!("cannot clone {source} into {target}")));
+    }
+    let size: i64 = snapshot.log_data().iter().map(|f| f.size()).sum();
+    Ok(super::super::counts(&[
+        ("source_table_size", size),
+        ("source_num_of_files", count as i64),
+        ("num_removed_files", 0),
+        ("num_copied_files", count as i64),
+        ("removed_files_size", 0),
+        ("copied_files_size", bytes as i64),
+    ]))
+}
+
+/// Link (or copy) each file under the same relative path; returns the count and bytes.
+fn copy_files(
+    source_root: &std::path::Path,
+    target_root: &std::path::Path,
+    adds: &[deltalake::kernel::Add],
+    hard_links: bool,
+) -> Result<(usize, u64)> {
+    let mut bytes = 0u64;
+    let mut dirs: HashMap<std::path::PathBuf, ()> = HashMap::new();
+    for add in adds {
+        let rel = add.path.clone();
+        let from = source_root.join(&rel);
+        let to = target_root.join(&rel);
+        if let Some(parent) = to.parent()
+            && dirs.insert(parent.to_path_buf(), ()).is_none()
+        {
+            std::fs::create_dir_all(parent)?;
+        }
+        let linked = hard_links && std::fs::hard_link(&from, &to).is_ok();
+        if !linked {
+            crate::statements::copy::whole_file::copy_new(&from, &to)?;
+        }
+        bytes += add.size as u64;
+    }
+    Ok((adds.len(), bytes))
+}

@@ -21,8 +21,12 @@ pub enum Statement {
         what: ShowWhat,
         within: Option<ObjectName>,
     },
-    /// `DESCRIBE [TABLE] t` or `DESCRIBE HISTORY t`.
-    Describe { table: ObjectName, history: bool },
+    /// `DESCRIBE [TABLE] [EXTENDED] t` or `DESCRIBE HISTORY t`.
+    Describe {
+        table: ObjectName,
+        history: bool,
+        extended: bool,
+    },
     /// A statement on one existing table: `ALTER TABLE ... RENAME TO | ALTER COLUMN`,
     /// `TRUNCATE`, `RESTORE`, `COMMENT ON`, `SHOW CREATE TABLE | TBLPROPERTIES | COLUMNS`,
     /// `DESCRIBE DETAIL`.
@@ -460,11 +464,16 @@ impl fmt::Display for Statement {
                 }
                 Ok(())
             }
-            Statement::Describe { table, history } => {
+            Statement::Describe {
+                table,
+                history,
+                extended,
+            } => {
                 write!(
                     f,
-                    "DESCRIBE {}{table}",
-                    if *history { "HISTORY " } else { "TABLE " }
+                    "DESCRIBE {}{}{table}",
+                    if *history { "HISTORY " } else { "TABLE " },
+                    if *extended { "EXTENDED " } else { "" }
                 )
             }
             Statement::CreateCatalog {

@@ -155,20 +155,16 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
             parse_word(p, "TABLE");
         }
         let w = p.peek_token().token;
-        if !history
+        let extended = !history
             && (is_word(&w, "EXTENDED") || is_word(&w, "FORMATTED"))
-            && matches!(p.peek_nth_token(1).token, Token::Word(_))
-        {
-            return Err(Error::class(
-                "UNSUPPORTED_FEATURE",
-                format!(
-                    "DESCRIBE {w} is not supported: DESCRIBE t lists the columns, DESCRIBE DETAIL t the table's details"
-                ),
-            ));
+            && matches!(p.peek_nth_token(1).token, Token::Word(_));
+        if extended {
+            p.next_token();
         }
         return Ok(Some(Statement::Describe {
             table: object_name(p)?,
             history,
+            extended,
         }));
     }
     Ok(None)

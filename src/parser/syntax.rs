@@ -159,7 +159,7 @@ COMMENT ON COLUMN table.column IS { 'text' | NULL }",
     Syntax {
         name: "DESCRIBE",
         about: "a table's columns, its commit history, or its details",
-        grammar: "DESCRIBE [ TABLE ] table
+        grammar: "DESCRIBE [ TABLE ] [ EXTENDED ] table
 DESCRIBE HISTORY table
 DESCRIBE DETAIL table",
         example: "DESCRIBE HISTORY t",

@@ -75,11 +75,15 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::ShowFunctions { kind, within, like } => {
             ddl::function::show(session, kind, within.as_ref(), like.as_deref())
         }
-        Statement::Describe { table, history } => {
+        Statement::Describe {
+            table,
+            history,
+            extended,
+        } => {
             if history {
                 show::describe_history(session, &table).await
             } else {
-                show::describe(session, &table).await
+                show::describe(session, &table, extended).await
             }
         }
         Statement::CreateCatalog {

@@ -98,17 +98,18 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
 }
 
 /// One DESCRIBE row: name, type, nullable, default, comment.
-type ColumnRow = (String, String, bool, Option<String>, Option<String>);
+pub(crate) type ColumnRow = (String, String, bool, Option<String>, Option<String>);
 
 /// `DESCRIBE [TABLE] t`: columns, types, nullability, defaults, comments.
-pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
+pub async fn describe(session: &Session, name: &ObjectName, extended: bool) -> Result<Output> {
     let table = session.object_name(name)?;
     let view = match name_parts(name)?.as_slice() {
         [one] => session.temp_view(one),
         _ => None,
     }
     .or(session.warehouse().view(&table)?);
-    let rows: Vec<ColumnRow> = if let Some(view) = view {
+    let is_view = view.is_some();
+    let mut rows: Vec<ColumnRow> = if let Some(view) = view {
         // A view's columns are its query's: planned, not run.
         let query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
             .try_with_sql(&view.sql)?
@@ -170,10 +171,14 @@ pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
             })
             .collect()
     };
+    let columns = rows.len();
+    if extended {
+        rows.extend(table::extended_rows(session, &table, is_view).await?);
+    }
     let schema = Arc::new(Schema::new(vec![
         Field::new("col_name", DataType::Utf8, false),
         Field::new("data_type", DataType::Utf8, false),
-        Field::new("nullable", DataType::Boolean, false),
+        Field::new("nullable", DataType::Boolean, true),
         Field::new("default", DataType::Utf8, true),
         Field::new("comment", DataType::Utf8, true),
     ]));
@@ -187,7 +192,10 @@ pub async fn describe(session: &Session, name: &ObjectName) -> Result<Output> {
                 rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
             )),
             Arc::new(BooleanArray::from(
-                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+                rows.iter()
+                    .enumerate()
+                    .map(|(i, r)| (i < columns).then_some(r.2))
+                    .collect::<Vec<_>>(),
             )),
             Arc::new(StringArray::from(
                 rows.iter().map(|r| r.3.clone()).collect::<Vec<_>>(),

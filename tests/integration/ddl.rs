@@ -160,3 +160,45 @@ fn restore_by_timestamp_and_what_python_reads_after_ddl() {
     ));
     assert_eq!(out.trim(), "7 [1, 2] False free text restored");
 }
+
+/// `DESCRIBE EXTENDED`: the columns, a blank row, then the details as Databricks names them,
+/// followed by DESCRIBE DETAIL's.
+#[test]
+fn describe_extended_lists_columns_then_details() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE t (id INT NOT NULL, p STRING) PARTITIONED BY (p) TBLPROPERTIES ('team' = 'core')",
+    );
+    let all = rows(&wh, "DESCRIBE TABLE EXTENDED t");
+    let pair = |r: &serde_json::Value| {
+        (
+            r["col_name"].as_str().unwrap_or_default().to_string(),
+            r["data_type"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let pairs: Vec<(String, String)> = all.iter().map(pair).collect();
+    assert_eq!(pairs[0], ("id".into(), "INT".into()));
+    assert_eq!(all[0]["nullable"], serde_json::json!(false));
+    assert_eq!(pairs[1], ("p".into(), "STRING".into()));
+    assert_eq!(pairs[2], (String::new(), String::new()));
+    assert_eq!(pairs[3].0, "# Detailed Table Information");
+    for (k, v) in [
+        ("Catalog", "main"),
+        ("Database", "default"),
+        ("Table", "t"),
+        ("Type", "MANAGED"),
+        ("Provider", "delta"),
+        ("partitionColumns", "[p]"),
+        ("properties", "{team: core}"),
+    ] {
+        assert!(
+            pairs.iter().any(|(a, b)| a == k && b == v),
+            "{k} = {v} missing in {pairs:?}"
+        );
+    }
+    // A view: its columns, then what it is.
+    ok(&wh, "CREATE VIEW v AS SELECT id FROM t");
+    let view: Vec<(String, String)> = rows(&wh, "DESCRIBE EXTENDED v").iter().map(pair).collect();
+    assert!(view.contains(&("Type".into(), "VIEW".into())), "{view:?}");
+}

@@ -434,3 +434,39 @@ mod tests {
         );
     }
 }
+
+/// The rows `DESCRIBE EXTENDED t` adds after the columns, as Databricks: a blank row, then
+/// `# Detailed Table Information` and one row per detail (DESCRIBE DETAIL's, by name).
+pub(crate) async fn extended_rows(
+    session: &Session,
+    table: &TableName,
+    is_view: bool,
+) -> Result<Vec<super::ColumnRow>> {
+    let row = |k: &str, v: String| (k.to_string(), v, false, None, None);
+    let mut rows = vec![
+        row("", String::new()),
+        row("# Detailed Table Information", String::new()),
+        row("Catalog", table.catalog.clone()),
+        row("Database", table.schema.clone()),
+        row("Table", table.table.clone()),
+    ];
+    if is_view || table.catalog == crate::catalog::SAMPLES {
+        rows.push(row("Type", if is_view { "VIEW" } else { "SAMPLE" }.into()));
+        return Ok(rows);
+    }
+    rows.push(row("Type", "MANAGED".into()));
+    rows.push(row("Provider", "delta".into()));
+    let t = session.warehouse().open(table).await?;
+    let details = detail(session, table, &t).await?;
+    for batch in &details.batches {
+        for (i, field) in batch.schema().fields().iter().enumerate() {
+            let column = batch.column(i);
+            if column.is_empty() {
+                continue;
+            }
+            let text = datafusion::arrow::util::display::array_value_to_string(column, 0)?;
+            rows.push(row(field.name(), text));
+        }
+    }
+    Ok(rows)
+}

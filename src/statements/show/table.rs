@@ -404,37 +404,6 @@ async fn detail(session: &Session, table: &TableName, t: &DeltaTable) -> Result<
     )?))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::sql_type;
-    use deltalake::kernel::{ArrayType, DataType, MapType, PrimitiveType, StructField, StructType};
-
-    #[test]
-    fn delta_types_are_written_as_databricks_sql() {
-        let decimal = DataType::decimal(10, 2).unwrap();
-        assert_eq!(sql_type(&decimal), "DECIMAL(10,2)");
-        assert_eq!(sql_type(&DataType::LONG), "BIGINT");
-        assert_eq!(sql_type(&DataType::TIMESTAMP_NTZ), "TIMESTAMP_NTZ");
-        let array = DataType::Array(Box::new(ArrayType::new(DataType::STRING, true)));
-        assert_eq!(sql_type(&array), "ARRAY<STRING>");
-        let map = DataType::Map(Box::new(MapType::new(
-            DataType::STRING,
-            DataType::Primitive(PrimitiveType::Integer),
-            true,
-        )));
-        assert_eq!(sql_type(&map), "MAP<STRING, INT>");
-        let s = StructType::try_new(vec![
-            StructField::new("a", DataType::INTEGER, false),
-            StructField::new("B c", DataType::STRING, true),
-        ])
-        .unwrap();
-        assert_eq!(
-            sql_type(&DataType::Struct(Box::new(s))),
-            "STRUCT<a: INT NOT NULL, `B c`: STRING>"
-        );
-    }
-}
-
 /// The rows `DESCRIBE EXTENDED t` adds after the columns, as Databricks: a blank row, then
 /// `# Detailed Table Information` and one row per detail (DESCRIBE DETAIL's, by name).
 pub(crate) async fn extended_rows(
@@ -469,4 +438,35 @@ pub(crate) async fn extended_rows(
         }
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql_type;
+    use deltalake::kernel::{ArrayType, DataType, MapType, PrimitiveType, StructField, StructType};
+
+    #[test]
+    fn delta_types_are_written_as_databricks_sql() {
+        let decimal = DataType::decimal(10, 2).unwrap();
+        assert_eq!(sql_type(&decimal), "DECIMAL(10,2)");
+        assert_eq!(sql_type(&DataType::LONG), "BIGINT");
+        assert_eq!(sql_type(&DataType::TIMESTAMP_NTZ), "TIMESTAMP_NTZ");
+        let array = DataType::Array(Box::new(ArrayType::new(DataType::STRING, true)));
+        assert_eq!(sql_type(&array), "ARRAY<STRING>");
+        let map = DataType::Map(Box::new(MapType::new(
+            DataType::STRING,
+            DataType::Primitive(PrimitiveType::Integer),
+            true,
+        )));
+        assert_eq!(sql_type(&map), "MAP<STRING, INT>");
+        let s = StructType::try_new(vec![
+            StructField::new("a", DataType::INTEGER, false),
+            StructField::new("B c", DataType::STRING, true),
+        ])
+        .unwrap();
+        assert_eq!(
+            sql_type(&DataType::Struct(Box::new(s))),
+            "STRUCT<a: INT NOT NULL, `B c`: STRING>"
+        );
+    }
 }

@@ -24,8 +24,8 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new()));
     ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new()));
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampDiff::new()));
-    ctx.register_udf(ScalarUDF::from(regex::Split::new()));
-    ctx.register_udf(ScalarUDF::from(regex::ExtractAll::new()));
+    ctx.register_udf(ScalarUDF::from(regex::RegexList::split()));
+    ctx.register_udf(ScalarUDF::from(regex::RegexList::extract_all()));
     ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
         percentile::PercentileApprox::new(),
     ));

@@ -235,15 +235,25 @@ fn items<'a>(
     })
 }
 
-/// Whether a loop labelled `label` goes on after its body ended with `flow`: Some(true) to
-/// run the body again, Some(false) to leave the loop, None to pass `flow` up.
-fn after_body(label: &Option<String>, flow: &Flow) -> Option<bool> {
-    match flow {
-        Flow::Next => Some(true),
-        Flow::Iterate(l) if label.as_deref() == Some(l.as_str()) => Some(true),
-        Flow::Leave(l) if label.as_deref() == Some(l.as_str()) => Some(false),
-        _ => None,
-    }
+/// One pass of the body of the loop labelled `label` (the `n`th): None to run it again,
+/// `Some(flow)` to end the loop with `flow` (`Next` when it was left by LEAVE).
+async fn pass(
+    session: &mut Session,
+    script: &mut Script,
+    label: &Option<String>,
+    body: &[Item],
+    item: &Item,
+    n: &mut u64,
+) -> Result<Option<Flow>> {
+    *n = count(*n, item)?;
+    let flow = items(session, script, body).await?;
+    let ours = |l: &str| label.as_deref() == Some(l);
+    Ok(match flow {
+        Flow::Next => None,
+        Flow::Iterate(l) if ours(&l) => None,
+        Flow::Leave(l) if ours(&l) => Some(Flow::Next),
+        other => Some(other),
+    })
 }
 
 /// Loops stop after this many iterations of one loop statement (a runaway `LOOP` without
@@ -335,12 +345,8 @@ fn run<'a>(
             } => {
                 let mut n = 0u64;
                 while truth(session, condition, item).await? {
-                    n = count(n, item)?;
-                    let flow = items(session, script, body).await?;
-                    match after_body(label, &flow) {
-                        Some(true) => {}
-                        Some(false) => break,
-                        None => return Ok(flow),
+                    if let Some(flow) = pass(session, script, label, body, item, &mut n).await? {
+                        return Ok(flow);
                     }
                 }
                 Ok(Flow::Next)
@@ -348,31 +354,21 @@ fn run<'a>(
             ItemKind::Repeat { label, body, until } => {
                 let mut n = 0u64;
                 loop {
-                    n = count(n, item)?;
-                    let flow = items(session, script, body).await?;
-                    match after_body(label, &flow) {
-                        Some(true) => {}
-                        Some(false) => break,
-                        None => return Ok(flow),
+                    if let Some(flow) = pass(session, script, label, body, item, &mut n).await? {
+                        return Ok(flow);
                     }
                     if truth(session, until, item).await? {
-                        break;
+                        return Ok(Flow::Next);
                     }
                 }
-                Ok(Flow::Next)
             }
             ItemKind::Loop { label, body } => {
                 let mut n = 0u64;
                 loop {
-                    n = count(n, item)?;
-                    let flow = items(session, script, body).await?;
-                    match after_body(label, &flow) {
-                        Some(true) => {}
-                        Some(false) => break,
-                        None => return Ok(flow),
+                    if let Some(flow) = pass(session, script, label, body, item, &mut n).await? {
+                        return Ok(flow);
                     }
                 }
-                Ok(Flow::Next)
             }
             ItemKind::For {
                 label,
@@ -397,18 +393,16 @@ fn run<'a>(
                     .await
                     .map_err(|e| at(e, item))?;
                 let batches = df.collect().await.map_err(|e| at(e.into(), item))?;
+                let mut n = 0u64;
                 for row in super::for_each::rows_of(&batches)? {
                     session.vars_mut().push_row(LoopRow {
                         name: var.clone(),
                         columns: row,
                     });
-                    let flow = items(session, script, body).await;
+                    let done = pass(session, script, label, body, item, &mut n).await;
                     session.vars_mut().pop_row();
-                    let flow = flow?;
-                    match after_body(label, &flow) {
-                        Some(true) => {}
-                        Some(false) => break,
-                        None => return Ok(flow),
+                    if let Some(flow) = done? {
+                        return Ok(flow);
                     }
                 }
                 Ok(Flow::Next)

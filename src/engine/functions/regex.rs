@@ -58,34 +58,57 @@ fn coerce(name: &str, args: &[DataType]) -> datafusion::error::Result<Vec<DataTy
     }
 }
 
+/// Which of the two functions.
+#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
+enum Kind {
+    Split,
+    ExtractAll,
+}
+
+/// `split` or `regexp_extract_all`: (str, regex [, n]) to an array of strings, row by row.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub(super) struct Split {
+pub(super) struct RegexList {
+    kind: Kind,
     signature: Signature,
 }
 
-impl Split {
-    pub(super) fn new() -> Self {
-        Split {
+impl RegexList {
+    /// Java's `String.split(regex, limit)`, as Spark: a limit above 0 makes at most that
+    /// many parts (the last holds the rest); otherwise every part, trailing empty ones
+    /// included.
+    pub(super) fn split() -> Self {
+        RegexList {
+            kind: Kind::Split,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+
+    /// Group `n` (1 when not given; 0 is the whole match) of every match, `''` for a group
+    /// that took no part; a group past the pattern's last is an error, as in Spark.
+    pub(super) fn extract_all() -> Self {
+        RegexList {
+            kind: Kind::ExtractAll,
             signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
 
-impl ScalarUDFImpl for Split {
+impl ScalarUDFImpl for RegexList {
     fn name(&self) -> &str {
-        "split"
+        match self.kind {
+            Kind::Split => "split",
+            Kind::ExtractAll => "regexp_extract_all",
+        }
     }
     fn signature(&self) -> &Signature {
         &self.signature
     }
     fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
-        coerce("split", args)
+        coerce(self.name(), args)
     }
     fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
         Ok(list_type())
     }
-    /// Java's `String.split(regex, limit)`, as Spark: a limit above 0 makes at most that many
-    /// parts (the last holds the rest); otherwise every part, trailing empty ones included.
     fn invoke_with_args(
         &self,
         args: ScalarFunctionArgs,
@@ -93,12 +116,12 @@ impl ScalarUDFImpl for Split {
         let n = args.number_rows;
         let text = strings(&args.args[0], n)?;
         let pattern = strings(&args.args[1], n)?;
-        let limit = integers(args.args.get(2), n)?;
+        let third = integers(args.args.get(2), n)?;
         let (text, pattern) = (
             datafusion::arrow::array::as_string_array(&text),
             datafusion::arrow::array::as_string_array(&pattern),
         );
-        let limit = limit.as_ref().map(|l| {
+        let third = third.as_ref().map(|l| {
             datafusion::arrow::array::as_primitive_array::<datafusion::arrow::datatypes::Int64Type>(
                 l,
             )
@@ -106,32 +129,15 @@ impl ScalarUDFImpl for Split {
         let mut out = ListBuilder::new(StringBuilder::new());
         let mut patterns = Patterns(None);
         for i in 0..n {
-            if text.is_null(i) || pattern.is_null(i) || limit.is_some_and(|l| l.is_null(i)) {
+            if text.is_null(i) || pattern.is_null(i) || third.is_some_and(|l| l.is_null(i)) {
                 out.append(false);
                 continue;
             }
             let (s, p) = (text.value(i), pattern.value(i));
-            let limit = limit.map(|l| l.value(i)).unwrap_or(-1);
-            let parts: Vec<&str> = if p.is_empty() {
-                // Java splits between every character (no empty first part).
-                let chars: Vec<&str> = s
-                    .char_indices()
-                    .map(|(j, c)| &s[j..j + c.len_utf8()])
-                    .collect();
-                if limit > 0 && chars.len() > limit as usize {
-                    let cut = chars[..limit as usize - 1].iter().map(|c| c.len()).sum();
-                    let mut head = chars[..limit as usize - 1].to_vec();
-                    head.push(&s[cut..]);
-                    head
-                } else {
-                    chars
-                }
-            } else {
-                let re = patterns.get("split", p)?;
-                if limit > 0 {
-                    re.splitn(s, limit as usize).collect()
-                } else {
-                    re.split(s).collect()
+            let parts = match self.kind {
+                Kind::Split => split(s, p, third.map(|l| l.value(i)).unwrap_or(-1), &mut patterns)?,
+                Kind::ExtractAll => {
+                    extract(s, p, third.map(|l| l.value(i)).unwrap_or(1), &mut patterns)?
                 }
             };
             for part in parts {
@@ -143,72 +149,49 @@ impl ScalarUDFImpl for Split {
     }
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub(super) struct ExtractAll {
-    signature: Signature,
-}
-
-impl ExtractAll {
-    pub(super) fn new() -> Self {
-        ExtractAll {
-            signature: Signature::user_defined(Volatility::Immutable),
+fn split<'a>(
+    s: &'a str,
+    p: &str,
+    limit: i64,
+    patterns: &mut Patterns,
+) -> datafusion::error::Result<Vec<&'a str>> {
+    if p.is_empty() {
+        // Java splits between every character (no empty first part).
+        let chars: Vec<&str> = s
+            .char_indices()
+            .map(|(j, c)| &s[j..j + c.len_utf8()])
+            .collect();
+        if limit > 0 && chars.len() > limit as usize {
+            let cut = chars[..limit as usize - 1].iter().map(|c| c.len()).sum();
+            let mut head = chars[..limit as usize - 1].to_vec();
+            head.push(&s[cut..]);
+            return Ok(head);
         }
+        return Ok(chars);
     }
+    let re = patterns.get("split", p)?;
+    Ok(if limit > 0 {
+        re.splitn(s, limit as usize).collect()
+    } else {
+        re.split(s).collect()
+    })
 }
 
-impl ScalarUDFImpl for ExtractAll {
-    fn name(&self) -> &str {
-        "regexp_extract_all"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
-        coerce("regexp_extract_all", args)
-    }
-    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
-        Ok(list_type())
-    }
-    /// Group `idx` (1 when not given; 0 is the whole match) of every match, `''` for a group
-    /// that took no part; a group past the pattern's last is an error, as in Spark.
-    fn invoke_with_args(
-        &self,
-        args: ScalarFunctionArgs,
-    ) -> datafusion::error::Result<ColumnarValue> {
-        let n = args.number_rows;
-        let text = strings(&args.args[0], n)?;
-        let pattern = strings(&args.args[1], n)?;
-        let group = integers(args.args.get(2), n)?;
-        let (text, pattern) = (
-            datafusion::arrow::array::as_string_array(&text),
-            datafusion::arrow::array::as_string_array(&pattern),
+fn extract<'a>(
+    s: &'a str,
+    p: &str,
+    idx: i64,
+    patterns: &mut Patterns,
+) -> datafusion::error::Result<Vec<&'a str>> {
+    let re = patterns.get("regexp_extract_all", p)?;
+    let groups = re.captures_len() as i64 - 1;
+    if idx < 0 || idx > groups {
+        return exec_err!(
+            "[INVALID_PARAMETER_VALUE.REGEX_GROUP_INDEX] regexp_extract_all: the pattern has {groups} group(s), and the group index is {idx}"
         );
-        let group = group.as_ref().map(|l| {
-            datafusion::arrow::array::as_primitive_array::<datafusion::arrow::datatypes::Int64Type>(
-                l,
-            )
-        });
-        let mut out = ListBuilder::new(StringBuilder::new());
-        let mut patterns = Patterns(None);
-        for i in 0..n {
-            if text.is_null(i) || pattern.is_null(i) || group.is_some_and(|g| g.is_null(i)) {
-                out.append(false);
-                continue;
-            }
-            let re = patterns.get("regexp_extract_all", pattern.value(i))?;
-            let idx = group.map(|g| g.value(i)).unwrap_or(1);
-            let groups = re.captures_len() as i64 - 1;
-            if idx < 0 || idx > groups {
-                return exec_err!(
-                    "[INVALID_PARAMETER_VALUE.REGEX_GROUP_INDEX] regexp_extract_all: the pattern has {groups} group(s), and the group index is {idx}"
-                );
-            }
-            for caps in re.captures_iter(text.value(i)) {
-                out.values()
-                    .append_value(caps.get(idx as usize).map(|m| m.as_str()).unwrap_or(""));
-            }
-            out.append(true);
-        }
-        Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
     }
+    Ok(re
+        .captures_iter(s)
+        .map(|caps| caps.get(idx as usize).map(|m| m.as_str()).unwrap_or(""))
+        .collect())
 }

@@ -1,0 +1,95 @@
+//! Literals and casts as Databricks reads them, rewritten before a statement is bound:
+//! exponent and very long numbers are DOUBLEs, TIMESTAMP is an instant in UTC.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Value, VisitorMut};
+
+/// Numeric literals with an exponent (`1e3`, `2.5E-50`) or more than 38 digits are DOUBLEs, as
+/// in Databricks: the session reads literals with a point as exact DECIMALs, and DataFusion
+/// would read these as decimals too (`1e3` with a negative scale, `1e-100` not at all).
+pub(super) struct DoubleLiterals;
+
+impl VisitorMut for DoubleLiterals {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Value(v) = expr
+            && let Value::Number(n, _) = &v.value
+            && (n.contains(['e', 'E']) || n.chars().filter(|c| c.is_ascii_digit()).count() > 38)
+        {
+            *expr = Expr::Cast {
+                kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+                expr: Box::new(Expr::Value(Value::SingleQuotedString(n.clone()).into())),
+                data_type: datafusion::sql::sqlparser::ast::DataType::Double(
+                    datafusion::sql::sqlparser::ast::ExactNumberInfo::None,
+                ),
+                array: false,
+                format: None,
+            };
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `TIMESTAMP` in casts and typed literals (`CAST(x AS TIMESTAMP)`, `x::timestamp`,
+/// `TIMESTAMP '2024-01-01 10:00'`) is Databricks' TIMESTAMP: an instant, in UTC (the session
+/// zone), at microseconds, the type of tidemark's TIMESTAMP columns. The engine read it as
+/// a zone-less nanosecond time. `TIMESTAMP_NTZ` (which the engine did not know) is the
+/// zone-less one, at microseconds.
+pub(super) struct DatabricksTimestamps;
+
+fn databricks_timestamp(t: &mut datafusion::sql::sqlparser::ast::DataType) {
+    use datafusion::sql::sqlparser::ast::{DataType as T, TimezoneInfo};
+    let ntz = |name: &ObjectName| name.to_string().eq_ignore_ascii_case("TIMESTAMP_NTZ");
+    *t = match t {
+        T::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => {
+            T::Timestamp(Some(6), TimezoneInfo::WithTimeZone)
+        }
+        T::Timestamp(_, TimezoneInfo::WithoutTimeZone) | T::TimestampNtz(_) => {
+            T::Timestamp(Some(6), TimezoneInfo::WithoutTimeZone)
+        }
+        T::Custom(name, args) if args.is_empty() && ntz(name) => {
+            T::Timestamp(Some(6), TimezoneInfo::WithoutTimeZone)
+        }
+        _ => return,
+    };
+}
+
+impl VisitorMut for DatabricksTimestamps {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::{CastKind, DataType as T, TimezoneInfo};
+        match expr {
+            // A cast to TIMESTAMP reads numbers as seconds (the engine's cast would read them
+            // as its own unit): the session's function does the cast.
+            Expr::Cast {
+                kind: CastKind::Cast | CastKind::DoubleColon,
+                expr: inner,
+                data_type:
+                    T::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithTimeZone | TimezoneInfo::Tz),
+                format: None,
+                ..
+            } => {
+                let call = format!("{}(NULL)", crate::engine::functions::TO_TIMESTAMP);
+                if let Ok(Expr::Function(mut f)) = crate::parser::expr_text(&call) {
+                    if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) =
+                        &mut f.args
+                    {
+                        list.args = vec![datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                            datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(
+                                inner.as_ref().clone(),
+                            ),
+                        )];
+                    }
+                    *expr = Expr::Function(f);
+                }
+            }
+            Expr::Cast { data_type, .. } => databricks_timestamp(data_type),
+            Expr::TypedString(t) => databricks_timestamp(&mut t.data_type),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}

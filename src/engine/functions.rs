@@ -16,13 +16,14 @@ use datafusion::logical_expr::{
 mod percentile;
 mod regex;
 mod spark_time;
-pub use spark_time::TO_TIMESTAMP;
+pub use spark_time::{TO_TIMESTAMP, TRY_TO_TIMESTAMP};
 mod type_of;
 
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new()));
-    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new()));
+    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(false)));
+    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(true)));
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampDiff::new()));
     ctx.register_udf(ScalarUDF::from(regex::RegexList::split()));
     ctx.register_udf(ScalarUDF::from(regex::RegexList::extract_all()));

@@ -68,16 +68,22 @@ fn generator(e: &Expr) -> Option<(String, Expr)> {
     };
     match list.args.as_slice() {
         [FunctionArg::Unnamed(FunctionArgExpr::Expr(a))] => Some((name, a.clone())),
-        _ => Some((
-            name,
-            Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
-        )),
+        // Refused by `columns` with the count (stack and json_tuple take several).
+        _ => Some((name, Expr::Tuple(vec![]))),
     }
 }
 
 /// The columns a generator makes, as (expression, default name).
 fn columns(name: &str, arg: &Expr, outer: bool, names: usize) -> Result<Vec<(String, String)>> {
     let outer = outer || name.ends_with("_outer");
+    if matches!(arg, Expr::Tuple(t) if t.is_empty())
+        && matches!(name.trim_end_matches("_outer"), "explode" | "posexplode")
+    {
+        return Err(Error::class(
+            "WRONG_NUM_ARGS",
+            format!("{name}() takes one argument, an array (or a map)"),
+        ));
+    }
     let a = format!("({arg})");
     // OUTER: an empty or NULL array gives one row of NULLs.
     let array = if outer {
@@ -86,10 +92,19 @@ fn columns(name: &str, arg: &Expr, outer: bool, names: usize) -> Result<Vec<(Str
         a.clone()
     };
     Ok(match name.trim_end_matches("_outer") {
-        "explode" if names == 2 => vec![
-            (format!("unnest(map_keys({a}))"), "key".into()),
-            (format!("unnest(map_values({a}))"), "value".into()),
-        ],
+        "explode" if names == 2 => {
+            // OUTER: an empty or NULL map gives one row of NULLs.
+            let part = |f: &str| match outer {
+                true => format!(
+                    "unnest(CASE WHEN cardinality({f}({a})) > 0 THEN {f}({a}) ELSE array(NULL) END)"
+                ),
+                false => format!("unnest({f}({a}))"),
+            };
+            vec![
+                (part("map_keys"), "key".into()),
+                (part("map_values"), "value".into()),
+            ]
+        }
         "explode" => vec![(format!("unnest({array})"), "col".into())],
         "posexplode" => vec![
             (
@@ -191,6 +206,7 @@ fn lateral_views(query: &mut Query) -> Result<()> {
         ));
     };
     let mut views_named: Vec<String> = vec![];
+    let mut generated: Vec<Ident> = vec![];
     let mut current = relation.clone();
     // The relation under its own name, so `name.*` reads it however it was named.
     if let TableFactor::Table {
@@ -258,31 +274,75 @@ fn lateral_views(query: &mut Query) -> Result<()> {
             sample: None,
         };
         views_named.push(view.lateral_view_name.to_string().to_lowercase());
+        generated.extend(cols.iter().enumerate().map(|(i, (_, default))| {
+            aliases
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| Ident::new(default.clone()))
+        }));
     }
     *relation = current;
+    // `rel.*` is the relation's own columns, as in Spark (`*` has the generated ones too).
+    if let Some((first, rest)) = generated.split_first() {
+        for item in select.projection.iter_mut() {
+            if let SelectItem::QualifiedWildcard(
+                datafusion::sql::sqlparser::ast::SelectItemQualifiedWildcardKind::ObjectName(n),
+                options,
+            ) = item
+                && n.0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .is_some_and(|i| i.value.eq_ignore_ascii_case(&name.value))
+                && options.opt_except.is_none()
+            {
+                options.opt_except = Some(datafusion::sql::sqlparser::ast::ExceptSelectItem {
+                    first_element: first.clone(),
+                    additional_elements: rest.to_vec(),
+                });
+            }
+        }
+    }
     // `t.c` of a lateral view is the relation's column now.
     let _ = query.visit(&mut Requalify {
         views: &views_named,
         name: &name,
+        depth: 0,
     });
     Ok(())
 }
 
 fn requalify(e: &mut Expr, views: &[String], name: &Ident) {
-    let _ = e.visit(&mut Requalify { views, name });
+    let _ = e.visit(&mut Requalify {
+        views,
+        name,
+        depth: 0,
+    });
 }
 
-/// Reads a lateral view's qualified columns (`t.c`) as the relation's.
+/// Reads a lateral view's qualified columns (`t.c`) as the relation's, in the query itself
+/// (a subquery's own FROM may name something `t`).
 struct Requalify<'a> {
     views: &'a [String],
     name: &'a Ident,
+    depth: usize,
 }
 
 impl VisitorMut for Requalify<'_> {
     type Break = ();
 
+    fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if let Expr::CompoundIdentifier(parts) = expr
+        if self.depth <= 1
+            && let Expr::CompoundIdentifier(parts) = expr
             && parts.len() == 2
             && self.views.contains(&parts[0].value.to_lowercase())
         {

@@ -255,7 +255,7 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         // Spark's exact percentile interpolates between the two nearest values.
-        ("percentile", [x, p]) if aggregate && f.over.is_none() => {
+        ("percentile", [x, p]) if aggregate && f.over.is_none() && f.filter.is_none() => {
             format!("percentile_cont({x}, {p})")
         }
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),

@@ -67,6 +67,11 @@ impl Variables {
         self.vars.remove(&name.to_lowercase()).is_some()
     }
 
+    /// Whether a variable is a script block's own.
+    pub fn is_local(&self, name: &str) -> bool {
+        self.locals.contains(&name.to_lowercase())
+    }
+
     /// Mark a variable as a script block's own.
     pub fn mark_local(&mut self, name: &str) {
         self.locals.insert(name.to_lowercase());

@@ -23,6 +23,9 @@ enum Flow {
     Iterate(String),
     /// An EXIT handler of the block with this id ran: leave that block.
     Exit(usize),
+    /// A handler of the block with this id failed: leave that block, which then raises the
+    /// error to the blocks around it.
+    Fail(usize, Box<Error>),
 }
 
 /// A handler a block declared.
@@ -58,6 +61,7 @@ pub async fn execute(session: &mut Session, compound: Compound) -> Result<Output
     let mut script = Script::default();
     match block(session, &mut script, &compound).await? {
         Flow::Next | Flow::Exit(_) => Ok(script.last.unwrap_or_else(Output::empty)),
+        Flow::Fail(_, e) => Err(*e),
         Flow::Leave(l) | Flow::Iterate(l) => Err(Error::Invalid(format!(
             "LEAVE or ITERATE {l}: no enclosing block or loop has that label"
         ))),
@@ -78,7 +82,7 @@ fn block<'a>(
             conditions: HashMap::new(),
             handlers: vec![],
         });
-        let mut locals: Vec<(String, Option<crate::engine::Variable>)> = vec![];
+        let mut locals: Vec<Local> = vec![];
         let mut flow = Ok(Flow::Next);
         for item in &compound.items {
             let result = match &item.kind {
@@ -114,6 +118,10 @@ fn block<'a>(
                 Ok(None | Some(Flow::Next)) => continue,
                 Ok(Some(Flow::Leave(l))) if compound.label.as_deref() == Some(l.as_str()) => break,
                 Ok(Some(Flow::Exit(x))) if x == id => break,
+                Ok(Some(Flow::Fail(x, e))) if x == id => {
+                    flow = Err(*e);
+                    break;
+                }
                 Ok(Some(other)) => {
                     flow = Ok(other);
                     break;
@@ -124,14 +132,15 @@ fn block<'a>(
                 }
             }
         }
-        for (name, hidden) in locals.into_iter().rev() {
+        for (name, hidden, hidden_local) in locals.into_iter().rev() {
             session.vars_mut().drop_var(&name);
             if let Some(v) = hidden {
                 session.vars_mut().declare(&name, v);
+                if hidden_local {
+                    session.vars_mut().mark_local(&name);
+                }
             }
         }
-        let index = script.scopes.len() - 1;
-        script.hidden.retain(|r| r.start != index);
         script.scopes.pop();
         flow
     })
@@ -161,19 +170,21 @@ async fn handle(session: &mut Session, script: &mut Script, e: Error) -> Result<
         return Err(e);
     };
     let id = script.scopes[k].id;
-    script.hidden.push(k..usize::MAX);
+    // While the handler runs, its block's handlers and those of the blocks inside it are out
+    // of reach (blocks the handler itself opens are not).
+    let range = k..script.scopes.len();
+    script.hidden.push(range.clone());
     script.handling.push(e);
     let done = run(session, script, &handler.action).await;
     script.handling.pop();
-    script.hidden.pop();
+    if let Some(i) = script.hidden.iter().rposition(|r| *r == range) {
+        script.hidden.remove(i);
+    }
     let done = match done {
         Ok(flow) => flow,
-        Err(e) => {
-            // An error in a handler (RESIGNAL among them) leaves the handler's block: until
-            // that block ends, its handlers and those inside it are out of reach.
-            script.hidden.push(k..usize::MAX);
-            return Err(e);
-        }
+        // An error in a handler (RESIGNAL among them) leaves the handler's block, which
+        // raises it to the blocks around it.
+        Err(e) => return Ok(Some(Flow::Fail(id, Box::new(e)))),
     };
     match done {
         Flow::Next if handler.exit => Ok(Some(Flow::Exit(id))),
@@ -182,12 +193,12 @@ async fn handle(session: &mut Session, script: &mut Script, e: Error) -> Result<
     }
 }
 
+/// A variable a block declared: its name, the variable of that name it hides, and whether
+/// that one was an outer block's own.
+type Local = (String, Option<crate::engine::Variable>, bool);
+
 /// A variable of the block: it hides a session variable of its name until the block ends.
-async fn declare(
-    session: &mut Session,
-    sql: &str,
-    locals: &mut Vec<(String, Option<crate::engine::Variable>)>,
-) -> Result<()> {
+async fn declare(session: &mut Session, sql: &str, locals: &mut Vec<Local>) -> Result<()> {
     let Statement::Declare {
         name,
         data_type,
@@ -197,16 +208,17 @@ async fn declare(
     else {
         return Err(Error::Invalid(format!("not a variable declaration: {sql}")));
     };
-    if locals.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+    if locals.iter().any(|(n, _, _)| n.eq_ignore_ascii_case(&name)) {
         return Err(Error::class(
             "VARIABLE_ALREADY_EXISTS",
             format!("the block declares variable {name} twice"),
         ));
     }
     let hidden = session.vars().get(&name).cloned();
+    let hidden_local = session.vars().is_local(&name);
     super::variables::declare(session, true, &name, data_type.as_ref(), default).await?;
     session.vars_mut().mark_local(&name);
-    locals.push((name.to_lowercase(), hidden));
+    locals.push((name.to_lowercase(), hidden, hidden_local));
     Ok(())
 }
 

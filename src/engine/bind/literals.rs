@@ -65,14 +65,22 @@ impl VisitorMut for DatabricksTimestamps {
             // A cast to TIMESTAMP reads numbers as seconds (the engine's cast would read them
             // as its own unit): the session's function does the cast.
             Expr::Cast {
-                kind: CastKind::Cast | CastKind::DoubleColon,
+                kind,
                 expr: inner,
                 data_type:
                     T::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithTimeZone | TimezoneInfo::Tz),
                 format: None,
                 ..
             } => {
-                let call = format!("{}(NULL)", crate::engine::functions::TO_TIMESTAMP);
+                let function = match kind {
+                    CastKind::TryCast | CastKind::SafeCast => {
+                        crate::engine::functions::TRY_TO_TIMESTAMP
+                    }
+                    CastKind::Cast | CastKind::DoubleColon => {
+                        crate::engine::functions::TO_TIMESTAMP
+                    }
+                };
+                let call = format!("{function}(NULL)");
                 if let Ok(Expr::Function(mut f)) = crate::parser::expr_text(&call) {
                     if let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) =
                         &mut f.args

@@ -174,9 +174,17 @@ impl Accumulator for Values {
     fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
         let all = self.all()?;
         let n = all.len();
-        let picked: Vec<ScalarValue> = if n == 0 {
-            vec![ScalarValue::try_from(&self.data_type)?; self.percentages.len()]
-        } else {
+        if n == 0 {
+            // No values: NULL (an array of percentages too, as Spark).
+            return Ok(match self.list {
+                true => ScalarValue::try_from(&DataType::List(Arc::new(Field::new_list_field(
+                    self.data_type.clone(),
+                    true,
+                ))))?,
+                false => ScalarValue::try_from(&self.data_type)?,
+            });
+        }
+        let picked: Vec<ScalarValue> = {
             let order = sort_to_indices(&all, Some(SortOptions::default()), None)?;
             let sorted = take(&all, &order, None)?;
             self.percentages

@@ -155,6 +155,10 @@ fn split<'a>(
     limit: i64,
     patterns: &mut Patterns,
 ) -> datafusion::error::Result<Vec<&'a str>> {
+    if s.is_empty() {
+        // Java: splitting nothing gives one empty part.
+        return Ok(vec![s]);
+    }
     if p.is_empty() {
         // Java splits between every character (no empty first part).
         let chars: Vec<&str> = s

@@ -122,7 +122,9 @@ impl ScalarUDFImpl for TimestampAdd {
                     let shifted = if months >= 0 {
                         d.checked_add_months(Months::new(u32::try_from(months).ok()?))
                     } else {
-                        d.checked_sub_months(Months::new(u32::try_from(-months).ok()?))
+                        d.checked_sub_months(Months::new(
+                            u32::try_from(months.unsigned_abs()).ok()?,
+                        ))
                     }?;
                     Some(shifted.and_utc().timestamp_micros())
                 }),
@@ -154,22 +156,22 @@ impl TimestampDiff {
     }
 }
 
-/// Whole months from `a` to `b` (negative when b is earlier), as a calendar counts them.
+/// Whole months from `a` to `b` (negative when b is earlier), as Java's
+/// `LocalDateTime.until(b, MONTHS)` counts them (Spark's rule): the end date moves back a day
+/// when its time of day is earlier than the start's (forward when later, going backwards),
+/// then months are counted on (month * 32 + day).
 fn months_between(a: NaiveDateTime, b: NaiveDateTime) -> i64 {
     use chrono::Datelike;
-    let raw =
-        (b.year() as i64 * 12 + b.month0() as i64) - (a.year() as i64 * 12 + a.month0() as i64);
-    // The part of the month each instant is into: day, then time of day.
-    let into = |d: NaiveDateTime| (d.day(), d.time());
-    if raw > 0 && into(b) < into(a) {
-        raw - 1
-    } else if raw < 0 && into(b) > into(a) {
-        raw + 1
-    } else {
-        raw
+    let mut end = b.date();
+    if end > a.date() && b.time() < a.time() {
+        end = end.pred_opt().unwrap_or(end);
+    } else if end < a.date() && b.time() > a.time() {
+        end = end.succ_opt().unwrap_or(end);
     }
+    let packed =
+        |d: chrono::NaiveDate| (d.year() as i64 * 12 + d.month0() as i64) * 32 + d.day() as i64;
+    (packed(end) - packed(a.date())) / 32
 }
-
 impl ScalarUDFImpl for TimestampDiff {
     fn name(&self) -> &str {
         "timestampdiff"
@@ -211,27 +213,49 @@ impl ScalarUDFImpl for TimestampDiff {
 }
 
 /// `CAST(x AS TIMESTAMP)` as Databricks reads it (the binder writes it as this function): a
-/// number is seconds since the epoch (a fraction keeps its microseconds), a string is parsed
-/// strictly (a bad one is an error, as in ANSI mode), a date or timestamp is cast.
+/// number is seconds since the epoch (a fraction keeps its microseconds, a DECIMAL exactly), a
+/// string is parsed strictly (a bad one is an error, as in ANSI mode), a date or timestamp is
+/// cast. `TRY_CAST` is the same function in its `try` form: NULL where the cast would fail.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct ToTimestamp {
     signature: Signature,
+    try_: bool,
 }
 
 /// The function the binder writes `CAST(x AS TIMESTAMP)` as.
 pub const TO_TIMESTAMP: &str = "__tidemark_timestamp";
+/// ... and `TRY_CAST(x AS TIMESTAMP)`.
+pub const TRY_TO_TIMESTAMP: &str = "__tidemark_try_timestamp";
 
 impl ToTimestamp {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(try_: bool) -> Self {
         ToTimestamp {
             signature: Signature::any(1, Volatility::Immutable),
+            try_,
+        }
+    }
+
+    /// Microseconds for `us`, or the overflow: NULL for TRY_CAST, else the error.
+    fn checked(
+        &self,
+        us: Option<i64>,
+        shown: &dyn std::fmt::Display,
+    ) -> datafusion::error::Result<Option<i64>> {
+        match us {
+            Some(us) => Ok(Some(us)),
+            None if self.try_ => Ok(None),
+            None => exec_err!("[CAST_OVERFLOW] {shown} seconds is out of the TIMESTAMP range"),
         }
     }
 }
 
 impl ScalarUDFImpl for ToTimestamp {
     fn name(&self) -> &str {
-        TO_TIMESTAMP
+        if self.try_ {
+            TRY_TO_TIMESTAMP
+        } else {
+            TO_TIMESTAMP
+        }
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -243,58 +267,77 @@ impl ScalarUDFImpl for ToTimestamp {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
+        use datafusion::arrow::array::as_primitive_array;
+        use datafusion::arrow::datatypes::{Decimal128Type, Float64Type, Int64Type};
         let n = args.number_rows;
-        let values = args.args[0].to_array(n)?;
+        let mut values = args.args[0].to_array(n)?;
+        // A dictionary (a partition column) is read as its values.
+        if let DataType::Dictionary(_, v) = values.data_type() {
+            let v = v.as_ref().clone();
+            values = datafusion::arrow::compute::cast(&values, &v)?;
+        }
         let t = values.data_type().clone();
-        let out: ArrayRef = if t.is_integer() {
+        let mut out: Vec<Option<i64>> = Vec::with_capacity(n);
+        if t.is_integer() {
             let secs = datafusion::arrow::compute::cast(&values, &DataType::Int64)?;
-            let secs = datafusion::arrow::array::as_primitive_array::<
-                datafusion::arrow::datatypes::Int64Type,
-            >(&secs);
-            let mut out = Vec::with_capacity(n);
-            for v in secs.iter() {
-                match v.map(|s| s.checked_mul(1_000_000)) {
-                    None => out.push(None),
-                    Some(Some(us)) => out.push(Some(us)),
-                    Some(None) => {
-                        return exec_err!(
-                            "[CAST_OVERFLOW] {} seconds is out of the TIMESTAMP range",
-                            v.unwrap_or_default()
-                        );
-                    }
-                }
+            for v in as_primitive_array::<Int64Type>(&secs).iter() {
+                out.push(match v {
+                    None => None,
+                    Some(s) => self.checked(s.checked_mul(1_000_000), &s)?,
+                });
             }
-            Arc::new(TimestampMicrosecondArray::from(out).with_timezone("UTC"))
-        } else if t.is_floating()
-            || matches!(t, DataType::Decimal128(_, _) | DataType::Decimal256(_, _))
-        {
+        } else if let DataType::Decimal128(_, scale) = t {
+            let secs = as_primitive_array::<Decimal128Type>(&values);
+            for v in secs.iter() {
+                let Some(v) = v else {
+                    out.push(None);
+                    continue;
+                };
+                // Exact: the unscaled value moved to six decimals, truncated.
+                let us = if scale <= 6 {
+                    10i128
+                        .checked_pow((6 - scale) as u32)
+                        .and_then(|f| v.checked_mul(f))
+                } else {
+                    10i128.checked_pow((scale - 6) as u32).map(|f| v / f)
+                };
+                let us = us.and_then(|us| i64::try_from(us).ok());
+                out.push(self.checked(us, &v)?);
+            }
+        } else if t.is_floating() || matches!(t, DataType::Decimal256(_, _)) {
             let secs = datafusion::arrow::compute::cast(&values, &DataType::Float64)?;
-            let secs = datafusion::arrow::array::as_primitive_array::<
-                datafusion::arrow::datatypes::Float64Type,
-            >(&secs);
-            let mut out = Vec::with_capacity(n);
-            for v in secs.iter() {
-                match v {
-                    None => out.push(None),
-                    Some(s) if s.is_finite() && (s * 1e6).abs() < i64::MAX as f64 => {
-                        out.push(Some((s * 1e6).trunc() as i64))
-                    }
+            for v in as_primitive_array::<Float64Type>(&secs).iter() {
+                out.push(match v {
+                    None => None,
                     Some(s) => {
-                        return exec_err!(
-                            "[CAST_OVERFLOW] {s} seconds is out of the TIMESTAMP range"
-                        );
+                        let us = (s.is_finite() && (s * 1e6).abs() < i64::MAX as f64)
+                            .then(|| (s * 1e6).trunc() as i64);
+                        self.checked(us, &s)?
                     }
-                }
+                });
             }
-            Arc::new(TimestampMicrosecondArray::from(out).with_timezone("UTC"))
         } else if matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
-            crate::engine::types::cast_strict(&values, &ts_type())
-                .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?
+            let cast = if self.try_ {
+                datafusion::arrow::compute::cast(&values, &ts_type())?
+            } else {
+                crate::engine::types::cast_strict(&values, &ts_type())
+                    .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?
+            };
+            return Ok(ColumnarValue::Array(cast));
         } else if matches!(t, DataType::Boolean) {
-            return exec_err!("[DATATYPE_MISMATCH] cannot cast a BOOLEAN to TIMESTAMP");
+            if self.try_ {
+                out = vec![None; n];
+            } else {
+                return exec_err!("[DATATYPE_MISMATCH] cannot cast a BOOLEAN to TIMESTAMP");
+            }
         } else {
-            datafusion::arrow::compute::cast(&values, &ts_type())?
-        };
-        Ok(ColumnarValue::Array(out))
+            return Ok(ColumnarValue::Array(datafusion::arrow::compute::cast(
+                &values,
+                &ts_type(),
+            )?));
+        }
+        Ok(ColumnarValue::Array(Arc::new(
+            TimestampMicrosecondArray::from(out).with_timezone("UTC"),
+        )))
     }
 }

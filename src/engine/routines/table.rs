@@ -411,7 +411,7 @@ impl Session {
                 })?
             };
             let literal = crate::engine::types::scalar_to_sql(&value);
-            let cast = format!("CAST(({literal}) AS {})", p.data_type);
+            let cast = format!("CAST(({literal}) AS {})", planner_type(&p.data_type));
             values.push((p.name.to_lowercase(), crate::parser::expr_text(&cast)?));
         }
         // The columns in scope, with the parameters that table functions in the body take
@@ -449,7 +449,7 @@ impl Session {
             let casts: Vec<String> = declared
                 .iter()
                 .zip(&names)
-                .map(|((_, t), c)| format!("CAST({c} AS {t}) AS {c}"))
+                .map(|((_, t), c)| format!("CAST({c} AS {}) AS {c}", planner_type(t)))
                 .collect();
             crate::parser::query_text(&format!(
                 "SELECT {} FROM ({body}) AS __tidemark_body({})",
@@ -470,5 +470,18 @@ impl Session {
             sample: None,
         };
         Ok((factor, calls))
+    }
+}
+
+/// A stored SQL type as the engine must read it to mean what Databricks means: TIMESTAMP is an
+/// instant (UTC, microseconds), TIMESTAMP_NTZ a zone-less time; these casts are written after
+/// the binder's own rewrite of TIMESTAMP has run.
+fn planner_type(sql: &str) -> String {
+    match super::parse_type(sql) {
+        Ok(datafusion::arrow::datatypes::DataType::Timestamp(_, Some(_))) => {
+            "TIMESTAMP(6) WITH TIME ZONE".into()
+        }
+        Ok(datafusion::arrow::datatypes::DataType::Timestamp(_, None)) => "TIMESTAMP(6)".into(),
+        _ => sql.to_string(),
     }
 }

@@ -73,6 +73,33 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
     }
     let snapshot = t.snapshot()?;
     let config = snapshot.metadata().configuration();
+    // Features whose state lives outside the schema and files (domain metadata, row ids,
+    // commit timestamps tied to the source's versions) would be wrong in a copy.
+    let features: Vec<String> = snapshot
+        .protocol()
+        .writer_features()
+        .map(|f| f.iter().map(|x| x.to_string()).collect())
+        .unwrap_or_default();
+    if let Some(f) = features.iter().find(|f| {
+        matches!(
+            f.as_str(),
+            "domainMetadata"
+                | "rowTracking"
+                | "clustering"
+                | "inCommitTimestamp"
+                | "identityColumns"
+        )
+    }) {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!("DEEP CLONE of {source}, a table with the {f} feature, is not supported yet"),
+        ));
+    }
+    if let Some((k, _)) = c.properties.iter().find(|(k, _)| k.starts_with("delta.")) {
+        return Err(Error::Invalid(format!(
+            "CLONE ... TBLPROPERTIES takes custom keys; set {k} after cloning with ALTER TABLE {target} SET TBLPROPERTIES (it checks what the property needs)"
+        )));
+    }
     if config
         .get("delta.columnMapping.mode")
         .is_some_and(|m| !m.eq_ignore_ascii_case("none"))
@@ -113,18 +140,27 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
 
     let source_root = wh.table_path(&source)?;
     let target_root = wh.table_path(&target)?;
-    // The table's directory (create_builder makes it and checks no view has the name).
+    // The table's directory (create_builder makes it and checks no view has the name); a
+    // directory with anything in it is another table's, being made.
     wh.create_builder(&target).await?;
+    if std::fs::read_dir(&target_root).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(Error::AlreadyExists(format!(
+            "cannot clone into {target}: its directory ({}) is not empty (another session creating it?)",
+            target_root.display()
+        )));
+    }
+    let mut created = vec![];
     let copied = copy_files(
         &source_root,
         &target_root,
         &adds,
         session.settings().hard_links,
+        &mut created,
     );
     let (count, bytes) = match copied {
         Ok(v) => v,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&target_root);
+            remove(&target_root, &created);
             return Err(e.context(format!("cannot clone {source} into {target}")));
         }
     };
@@ -150,7 +186,8 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
         .build(None, table.log_store(), operation)
         .await;
     if let Err(e) = committed {
-        let _ = std::fs::remove_dir_all(&target_root);
+        // Only the files this clone made: a table another session committed stays.
+        remove(&target_root, &created);
         return Err(Error::from(e).context(format!("cannot clone {source} into {target}")));
     }
     let size: i64 = snapshot.log_data().iter().map(|f| f.size()).sum();
@@ -164,12 +201,31 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
     ]))
 }
 
-/// Link (or copy) each file under the same relative path; returns the count and bytes.
+/// Remove the files a failed clone made, and the partition directories they leave empty.
+fn remove(root: &std::path::Path, created: &[std::path::PathBuf]) {
+    for f in created {
+        let _ = std::fs::remove_file(f);
+    }
+    for f in created {
+        // Only empty directories below the table's go (remove_dir refuses others).
+        let mut dir = f.parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(root) && *d != root) {
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+}
+
+/// Link (or copy) each file under the same relative path, noting each file made in
+/// `created`; returns the count and bytes.
 fn copy_files(
     source_root: &std::path::Path,
     target_root: &std::path::Path,
     adds: &[deltalake::kernel::Add],
     hard_links: bool,
+    created: &mut Vec<std::path::PathBuf>,
 ) -> Result<(usize, u64)> {
     let mut bytes = 0u64;
     let mut dirs: HashMap<std::path::PathBuf, ()> = HashMap::new();
@@ -186,6 +242,7 @@ fn copy_files(
         if !linked {
             crate::statements::copy::whole_file::copy_new(&from, &to)?;
         }
+        created.push(to);
         bytes += add.size as u64;
     }
     Ok((adds.len(), bytes))

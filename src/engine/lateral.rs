@@ -44,8 +44,8 @@ impl VisitorMut for Generators {
     }
 }
 
-/// A generator call: its name (lower case) and its one argument.
-fn generator(e: &Expr) -> Option<(String, Expr)> {
+/// A generator call: its name (lower case) and its argument (None unless it has exactly one).
+fn generator(e: &Expr) -> Option<(String, Option<Expr>)> {
     let Expr::Function(f) = e else {
         return None;
     };
@@ -67,23 +67,31 @@ fn generator(e: &Expr) -> Option<(String, Expr)> {
         return None;
     };
     match list.args.as_slice() {
-        [FunctionArg::Unnamed(FunctionArgExpr::Expr(a))] => Some((name, a.clone())),
-        // Refused by `columns` with the count (stack and json_tuple take several).
-        _ => Some((name, Expr::Tuple(vec![]))),
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(a))] => Some((name, Some(a.clone()))),
+        _ => Some((name, None)),
     }
 }
 
 /// The columns a generator makes, as (expression, default name).
-fn columns(name: &str, arg: &Expr, outer: bool, names: usize) -> Result<Vec<(String, String)>> {
+fn columns(
+    name: &str,
+    arg: Option<&Expr>,
+    outer: bool,
+    names: usize,
+) -> Result<Vec<(String, String)>> {
     let outer = outer || name.ends_with("_outer");
-    if matches!(arg, Expr::Tuple(t) if t.is_empty())
-        && matches!(name.trim_end_matches("_outer"), "explode" | "posexplode")
-    {
-        return Err(Error::class(
-            "WRONG_NUM_ARGS",
-            format!("{name}() takes one argument, an array (or a map)"),
-        ));
-    }
+    let supported = matches!(name.trim_end_matches("_outer"), "explode" | "posexplode");
+    let arg = match arg {
+        Some(arg) => arg,
+        None if supported => {
+            return Err(Error::class(
+                "WRONG_NUM_ARGS",
+                format!("{name}() takes one argument, an array (or a map)"),
+            ));
+        }
+        // Refused below by name.
+        None => &Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+    };
     let a = format!("({arg})");
     // OUTER: an empty or NULL array gives one row of NULLs.
     let array = if outer {
@@ -146,7 +154,7 @@ fn select_list(items: &mut Vec<SelectItem>) -> Result<()> {
         };
         match generator(e) {
             Some((name, arg)) if name != "explode" => {
-                let cols = columns(&name, &arg, false, 1)?;
+                let cols = columns(&name, arg.as_ref(), false, 1)?;
                 if !aliases.is_empty() && aliases.len() != cols.len() {
                     return Err(Error::Invalid(format!(
                         "{name}() makes {} columns: name them with AS (a, b) in a LATERAL VIEW, or leave them named",
@@ -229,8 +237,10 @@ fn lateral_views(query: &mut Query) -> Result<()> {
             )));
         };
         let mut arg = arg;
-        requalify(&mut arg, &views_named, &name);
-        let cols = columns(&g, &arg, view.outer, view.lateral_col_alias.len())?;
+        if let Some(arg) = arg.as_mut() {
+            requalify(arg, &views_named, &name);
+        }
+        let cols = columns(&g, arg.as_ref(), view.outer, view.lateral_col_alias.len())?;
         let aliases = &view.lateral_col_alias;
         if !aliases.is_empty() && aliases.len() != cols.len() {
             return Err(Error::Invalid(format!(

@@ -223,26 +223,22 @@ async fn insert_rows(
         out.push(RecordBatch::try_new(target.clone(), arrays)?);
     }
     let n: usize = out.iter().map(|b| b.num_rows()).sum();
-    let how_mode = match &how {
-        How::Append => SaveMode::Append,
-        How::Overwrite | How::ReplaceWhere(_) => SaveMode::Overwrite,
+    let (mode, replace_where) = match how {
+        How::Append if n == 0 => return Ok(inserted(0)),
+        How::Append => (SaveMode::Append, None),
+        How::Overwrite => (SaveMode::Overwrite, None),
+        How::ReplaceWhere(predicate) => (
+            SaveMode::Overwrite,
+            Some(replace_predicate(session, &table, &target, *predicate, &out).await?),
+        ),
     };
-    let replace_where = match how {
-        How::ReplaceWhere(predicate) => {
-            Some(replace_predicate(session, &table, &target, *predicate, &out).await?)
-        }
-        _ => None,
-    };
-    let write = t
+    let mut write = t
         .write(out)
-        .with_session_state(Arc::new(session.ctx().state()));
-    let write = match (how_mode, replace_where) {
-        (_, Some(predicate)) => write
-            .with_save_mode(SaveMode::Overwrite)
-            .with_replace_where(predicate),
-        (SaveMode::Append, None) if n == 0 => return Ok(inserted(0)),
-        (mode, None) => write.with_save_mode(mode),
-    };
+        .with_session_state(Arc::new(session.ctx().state()))
+        .with_save_mode(mode);
+    if let Some(predicate) = replace_where {
+        write = write.with_replace_where(predicate);
+    }
     super::upkeep::commit(write, CommitProperties::default())
         .await
         .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;

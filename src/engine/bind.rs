@@ -122,10 +122,10 @@ fn not_constant(what: &str) -> Error {
     ))
 }
 
-/// What binding registered for the statement; dropping it removes pinned snapshots.
+/// What binding registered for the statement; dropping it removes what it registered.
 pub struct Bound {
-    session: Session,
-    pinned: Vec<String>,
+    /// Whether a table is read at a pinned version (`VERSION|TIMESTAMP AS OF`).
+    pins: bool,
     /// Every warehouse table the statement reads.
     pub tables: Vec<TableName>,
     /// Session variable references replaced by their values.
@@ -134,24 +134,22 @@ pub struct Bound {
     pub temp_views: Vec<String>,
     /// Temporary functions the statement calls.
     pub temp_functions: Vec<String>,
-    /// What its table functions registered (`table_changes`), dropped with it.
-    _scratch: super::routines::Scratch,
+    /// The providers registered for the statement (pinned snapshots, `table_changes`),
+    /// dropped with it.
+    scratch: super::routines::Scratch,
 }
 
 impl Bound {
     /// Whether the statement reads a table at a pinned version (`VERSION|TIMESTAMP AS OF`).
     pub fn pins_versions(&self) -> bool {
-        !self.pinned.is_empty()
+        self.pins
     }
 }
 
-impl Drop for Bound {
-    fn drop(&mut self) {
-        let schema = self.session.catalogs.scratch_schema();
-        for name in &self.pinned {
-            let _ = schema.deregister_table(name);
-        }
-    }
+/// Where a time-travel clause points: a version, or the time an expression gives.
+pub(crate) enum Travel {
+    Version(i64),
+    Timestamp(Box<Expr>),
 }
 
 /// Collects the relations of a statement and rewrites them to three-part names.
@@ -522,9 +520,8 @@ impl Session {
         }
         temp_functions.extend(scalars.temporary);
         let mut bound = Bound {
-            session: self.clone(),
-            pinned: vec![],
-            _scratch: registered,
+            pins: false,
+            scratch: registered,
             tables: vec![],
             variables: 0,
             temp_views,
@@ -558,7 +555,8 @@ impl Session {
                 self.catalogs
                     .scratch_schema()
                     .register_table(scratch.clone(), provider)?;
-                bound.pinned.push(scratch);
+                bound.scratch.add(self, scratch);
+                bound.pins = true;
             } else if want_columns {
                 columns.extend(self.table_columns(&table).await?);
             }
@@ -632,7 +630,7 @@ impl Session {
         version: TableVersion,
     ) -> Result<Arc<dyn datafusion::catalog::TableProvider>> {
         let mut t = self.warehouse.open(table).await?;
-        match version {
+        let at = match version {
             TableVersion::VersionAsOf(e) | TableVersion::ForSystemTimeAsOf(e) if matches!(&e, Expr::Value(v) if matches!(v.value, Value::Number(..))) =>
             {
                 let Expr::Value(v) = &e else { unreachable!() };
@@ -642,6 +640,31 @@ impl Session {
                 let n: i64 = n.parse().map_err(|_| {
                     Error::Invalid(format!("VERSION AS OF needs a version number, found {n}"))
                 })?;
+                Travel::Version(n)
+            }
+            TableVersion::TimestampAsOf(e) | TableVersion::ForSystemTimeAsOf(e) => {
+                Travel::Timestamp(Box::new(e))
+            }
+            other => {
+                return Err(Error::Invalid(format!(
+                    "unsupported time travel clause: {other}"
+                )));
+            }
+        };
+        self.travel(&mut t, table, at).await?;
+        crate::catalog::provider_for(&t).await
+    }
+
+    /// Load `t` (the table `table`) as of a version or a time. A version past the newest is
+    /// an error, and so is a time before the table existed (delta-rs would load version 0).
+    pub(crate) async fn travel(
+        &self,
+        t: &mut deltalake::DeltaTable,
+        table: &TableName,
+        at: Travel,
+    ) -> Result<()> {
+        match at {
+            Travel::Version(n) => {
                 let latest = t.version().unwrap_or(0) as i64;
                 if n < 0 || n > latest {
                     return Err(Error::NotFound(format!(
@@ -650,7 +673,7 @@ impl Session {
                 }
                 t.load_version(n as u64).await?;
             }
-            TableVersion::TimestampAsOf(e) | TableVersion::ForSystemTimeAsOf(e) => {
+            Travel::Timestamp(e) => {
                 let value = Box::pin(self.eval_scalar(&e)).await?;
                 let ts = value.cast_to(&super::types::timestamp_utc()).map_err(|_| {
                     Error::Type(format!("TIMESTAMP AS OF needs a timestamp, found {value}"))
@@ -677,13 +700,8 @@ impl Session {
                     Error::NotFound(format!("{table} has no version at or before {dt}: {e}"))
                 })?;
             }
-            other => {
-                return Err(Error::Invalid(format!(
-                    "unsupported time travel clause: {other}"
-                )));
-            }
         }
-        crate::catalog::provider_for(&t).await
+        Ok(())
     }
 
     /// Evaluate a constant expression (variables and scalar subqueries allowed) to one value.

@@ -11,6 +11,7 @@ use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 
 use crate::catalog::check_writable_table;
+use crate::engine::bind::Travel;
 use crate::engine::{Output, Session};
 use crate::error::{Error, Result};
 use crate::parser::{AsOf, CloneTable};
@@ -53,26 +54,15 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
         return Err(wh.missing_table_error(&source));
     }
     let mut t = wh.open(&source).await?;
-    match &c.as_of {
-        Some(AsOf::Version(v)) => {
-            let latest = t.version().unwrap_or(0) as u64;
-            if *v > latest {
-                return Err(Error::NotFound(format!(
-                    "{source} has no version {v} (versions 0 to {latest})"
-                )));
-            }
-            t.load_version(*v).await?;
-        }
-        Some(AsOf::Timestamp(e)) => {
-            let at = super::on_table::timestamp(session, e).await?;
-            t.load_with_datetime(at).await.map_err(|e| {
-                Error::NotFound(format!("{source} has no version at or before {at}: {e}"))
-            })?;
-        }
-        None => {}
+    let at = match c.as_of {
+        Some(AsOf::Version(v)) => Some(Travel::Version(v as i64)),
+        Some(AsOf::Timestamp(e)) => Some(Travel::Timestamp(e)),
+        None => None,
+    };
+    if let Some(at) = at {
+        session.travel(&mut t, &source, at).await?;
     }
     let snapshot = t.snapshot()?;
-    let config = snapshot.metadata().configuration();
     // Features whose state lives outside the schema and files (domain metadata, row ids,
     // commit timestamps tied to the source's versions) would be wrong in a copy.
     let features: Vec<String> = snapshot
@@ -100,10 +90,7 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
             "CLONE ... TBLPROPERTIES takes custom keys; set {k} after cloning with ALTER TABLE {target} SET TBLPROPERTIES (it checks what the property needs)"
         )));
     }
-    if config
-        .get("delta.columnMapping.mode")
-        .is_some_and(|m| !m.eq_ignore_ascii_case("none"))
-    {
+    if !crate::statements::copy::whole_file::unmapped(&t) {
         return Err(Error::class(
             "UNSUPPORTED_FEATURE",
             format!("DEEP CLONE of {source}, a table with column mapping, is not supported yet"),

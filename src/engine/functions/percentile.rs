@@ -79,6 +79,11 @@ impl AggregateUDFImpl for PercentileApprox {
         &self,
         args: AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn Accumulator>> {
+        if args.is_distinct {
+            return plan_err!(
+                "percentile_approx(DISTINCT ...) is not supported: DISTINCT the values in a subquery first"
+            );
+        }
         let Some(p) = args.exprs[1].downcast_ref::<Literal>() else {
             return plan_err!(
                 "percentile_approx: the percentage is a constant (or an array of them)"

@@ -109,6 +109,11 @@ impl Session {
             Bound::Timestamp(ts) => builder = builder.with_starting_timestamp(*ts),
         }
         match end {
+            Some(Bound::Version(v)) if v > latest => {
+                return Err(Error::NotFound(format!(
+                    "table_changes: {table} has no version {v} (versions 0 to {latest})"
+                )));
+            }
             Some(Bound::Version(v)) => builder = builder.with_ending_version(v),
             Some(Bound::Timestamp(ts)) => builder = builder.with_ending_timestamp(ts),
             None => {}

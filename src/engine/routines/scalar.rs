@@ -63,7 +63,14 @@ impl VisitorMut for ScalarBinder<'_> {
 
 impl ScalarBinder<'_> {
     fn bind_call(&mut self, f: &mut datafusion::sql::sqlparser::ast::Function) -> Result<()> {
-        let parts = name_parts(&f.name)?;
+        let mut parts = name_parts(&f.name)?;
+        // A back-quoted `c.s.f` (how a bound call names its compiled function) is resolved
+        // like c.s.f: a function dropped since is not called by its old registration.
+        if let [one] = parts.as_slice()
+            && one.contains('.')
+        {
+            parts = one.split('.').map(str::to_string).collect();
+        }
         if parts.len() == 1 && self.session.is_builtin_function(&parts[0]) {
             return Ok(());
         }
@@ -381,11 +388,13 @@ fn implicit(from: &DataType, to: &DataType) -> bool {
     let simple = |t: &DataType| !t.is_nested();
     let numeric = |t: &DataType| t.is_numeric();
     let text = |t: &DataType| matches!(t, Utf8 | LargeUtf8 | Utf8View);
+    let integral = |t: &DataType| t.is_integer();
     match (from, to) {
         (a, b) if a == b => true,
         (Null, _) => true,
         (Dictionary(_, v), to) => implicit(v, to),
-        (a, b) if numeric(a) && numeric(b) => true,
+        // A fraction is not dropped without a CAST (1.5 into an INT parameter).
+        (a, b) if numeric(a) && numeric(b) => b.is_floating() || !integral(b) || integral(a),
         (a, b) if text(a) && simple(b) => true,
         (a, b) if simple(a) && text(b) => true,
         (Date32 | Date64 | Timestamp(_, _), Timestamp(_, _)) => true,

@@ -3,6 +3,7 @@
 //! knows nothing of terminals.
 
 pub mod bind;
+pub(crate) mod files;
 pub mod functions;
 pub mod headers;
 pub mod json;

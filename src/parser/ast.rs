@@ -121,6 +121,8 @@ pub enum Statement {
     DropVariable { name: String, if_exists: bool },
     /// `COPY INCREMENTAL src INTO tgt ...`.
     CopyIncremental(Box<CopyIncremental>),
+    /// `COPY INTO t FROM 'path' FILEFORMAT = f ...`: Databricks' idempotent file loader.
+    CopyInto(Box<CopyInto>),
     /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
     CopyUsingControl(Box<CopyUsingControl>),
     /// `FOR EACH var IN (query) [CONCURRENCY n] DO ... END FOR` or `FOR [var AS] query DO ... END FOR`.
@@ -162,6 +164,7 @@ impl Statement {
             Statement::DescribeFunction { .. } | Statement::ShowFunctions { .. } => false,
             Statement::CopyIncremental(c) => !c.dry_run,
             Statement::CopyUsingControl(c) => !c.dry_run,
+            Statement::CopyInto(_) => true,
             Statement::Use { .. }
             | Statement::Show { .. }
             | Statement::Describe { .. }
@@ -600,6 +603,7 @@ impl fmt::Display for Statement {
             | Statement::SetVariablesFromQuery { .. }
             | Statement::DropVariable { .. } => self.fmt_variable_statement(f),
             Statement::CopyIncremental(c) => write!(f, "{c}"),
+            Statement::CopyInto(c) => write!(f, "{c}"),
             Statement::CopyUsingControl(c) => write!(f, "{c}"),
             Statement::ForEach(l) => write!(f, "{l}"),
         }
@@ -826,6 +830,83 @@ impl fmt::Display for CloneTable {
                 .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v)))
                 .collect();
             write!(f, " TBLPROPERTIES ({})", props.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// `COPY INTO target [BY POSITION | (cols)] FROM 'path' | (SELECT items FROM 'path')
+/// FILEFORMAT = f [FILES = (...) | PATTERN = 'glob'] [FORMAT_OPTIONS (...)] [COPY_OPTIONS (...)]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyInto {
+    pub target: ObjectName,
+    pub columns: CopyColumns,
+    /// The SELECT list of `FROM (SELECT ... FROM 'path')`.
+    pub select: Option<Vec<datafusion::sql::sqlparser::ast::SelectItem>>,
+    pub from: String,
+    /// As written (`CSV`, `json`, ...).
+    pub format: String,
+    /// File names relative to `from`.
+    pub files: Option<Vec<String>>,
+    /// A glob relative to `from`.
+    pub pattern: Option<String>,
+    pub format_options: Vec<(String, String)>,
+    pub copy_options: Vec<(String, String)>,
+}
+
+/// How a [`CopyInto`]'s source columns meet the target's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CopyColumns {
+    /// By name (the default).
+    ByName,
+    /// By position, every column the target has (headerless CSV).
+    ByPosition,
+    /// By position, into these columns (headerless CSV).
+    Listed(Vec<datafusion::sql::sqlparser::ast::Ident>),
+}
+
+impl fmt::Display for CopyInto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "COPY INTO {}", self.target)?;
+        match &self.columns {
+            CopyColumns::ByName => {}
+            CopyColumns::ByPosition => write!(f, " BY POSITION")?,
+            CopyColumns::Listed(c) => {
+                let c: Vec<String> = c.iter().map(|c| c.to_string()).collect();
+                write!(f, " ({})", c.join(", "))?;
+            }
+        }
+        match &self.select {
+            Some(items) => {
+                let items: Vec<String> = items.iter().map(|i| i.to_string()).collect();
+                write!(
+                    f,
+                    " FROM (SELECT {} FROM {})",
+                    items.join(", "),
+                    quoted(&self.from)
+                )?;
+            }
+            None => write!(f, " FROM {}", quoted(&self.from))?,
+        }
+        write!(f, " FILEFORMAT = {}", self.format)?;
+        if let Some(files) = &self.files {
+            let files: Vec<String> = files.iter().map(|s| quoted(s)).collect();
+            write!(f, " FILES = ({})", files.join(", "))?;
+        }
+        if let Some(p) = &self.pattern {
+            write!(f, " PATTERN = {}", quoted(p))?;
+        }
+        let options = |o: &[(String, String)]| {
+            o.iter()
+                .map(|(k, v)| format!("{} = {}", quoted(k), quoted(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.format_options.is_empty() {
+            write!(f, " FORMAT_OPTIONS ({})", options(&self.format_options))?;
+        }
+        if !self.copy_options.is_empty() {
+            write!(f, " COPY_OPTIONS ({})", options(&self.copy_options))?;
         }
         Ok(())
     }

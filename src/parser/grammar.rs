@@ -2,6 +2,7 @@
 //! sqlparser's parser: USE, SHOW, DESCRIBE, OPTIMIZE, VACUUM, CREATE/DROP CATALOG, session
 //! variables, COPY INCREMENTAL and FOR loops; statements on one table in `grammar/table.rs`.
 
+mod copy_into;
 mod function;
 mod insert;
 mod table;
@@ -330,6 +331,9 @@ pub(super) fn variable_statement(p: &mut Parser) -> Result<Option<Statement>> {
 pub(super) fn copy_statement(p: &mut Parser) -> Result<Option<Statement>> {
     if parse_words(p, &["COPY", "INCREMENTAL"]) {
         return parse_copy(p).map(Some);
+    }
+    if let Some(c) = copy_into::copy_into_statement(p)? {
+        return Ok(Some(c));
     }
     if is_word(&p.peek_token().token, "COPY")
         && let Token::Word(w) = &p.peek_nth_token(1).token

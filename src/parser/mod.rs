@@ -93,6 +93,24 @@ pub(crate) fn type_text(sql: &str) -> Result<datafusion::sql::sqlparser::ast::Da
     Ok(Parser::new(&DIALECT).try_with_sql(sql)?.parse_data_type()?)
 }
 
+/// A column list as `read_files` takes it (`'a INT, b STRING'`): names and types.
+pub(crate) fn column_list_text(
+    sql: &str,
+) -> Result<Vec<(String, datafusion::sql::sqlparser::ast::DataType)>> {
+    use datafusion::sql::sqlparser::tokenizer::Token;
+    let mut p = Parser::new(&DIALECT).try_with_sql(sql)?;
+    let mut out = vec![];
+    loop {
+        let name = p.parse_identifier()?.value;
+        out.push((name, p.parse_data_type()?));
+        if !p.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    p.expect_token(&Token::EOF)?;
+    Ok(out)
+}
+
 /// tidemark's own keywords, for "did you mean" on a typo (`WATERMARKS`, `CONCURENCY`) and
 /// for the shell's Tab completion.
 pub const OWN_KEYWORDS: &[&str] = &[
@@ -515,6 +533,10 @@ mod tests {
             "SHOW COLUMNS IN s.t",
             "SHOW VIEWS IN s",
             "DESCRIBE DETAIL t",
+            "COPY INTO s.t FROM '/data/it''s' FILEFORMAT = CSV FILES = ('a.csv', 'b.csv') FORMAT_OPTIONS ('header' = 'true') COPY_OPTIONS ('force' = 'true')",
+            "COPY INTO t (a, b) FROM '/d' FILEFORMAT = CSV PATTERN = '*.csv'",
+            "COPY INTO t BY POSITION FROM '/d' FILEFORMAT = csv",
+            "COPY INTO t FROM (SELECT _c0::INT AS id, upper(_c1) AS name FROM '/d') FILEFORMAT = CSV",
         ] {
             let s = p(sql);
             assert_eq!(p(&s.to_string()), s, "{sql}");

@@ -3,6 +3,7 @@
 
 pub mod clauses;
 pub mod copy;
+pub mod copy_into;
 pub mod ddl;
 pub mod dml;
 pub mod for_each;
@@ -127,6 +128,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         }
         Statement::DropVariable { name, if_exists } => variables::drop(session, &name, if_exists),
         Statement::CopyIncremental(c) => copy::execute(session, *c).await,
+        Statement::CopyInto(c) => copy_into::execute(session, *c).await,
         Statement::CopyUsingControl(c) => for_each::copy_using_control(session, *c).await,
         Statement::ForEach(f) => for_each::execute(session, *f).await,
     }

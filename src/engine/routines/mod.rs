@@ -9,10 +9,10 @@
 //! `system.session.f` name temporary functions, `s.f` and `c.s.f` persistent ones.
 
 mod changes;
+mod read_files;
 mod scalar;
 mod table;
 
-pub(crate) use changes::TABLE_CHANGES;
 pub(crate) use table::{Call, Callee, Scratch, passes_parameters};
 
 use datafusion::sql::sqlparser::ast::{
@@ -24,6 +24,18 @@ use crate::catalog::{Function, Returns, TableName};
 use crate::error::{Error, Result};
 
 pub(crate) use scalar::{Calls, ScalarBinder, compile};
+
+/// The built-in table functions tidemark answers itself (with the statement's session, at
+/// bind time), not the engine.
+fn own_table_function(name: &str) -> Option<Callee> {
+    if name.eq_ignore_ascii_case(changes::TABLE_CHANGES) {
+        Some(Callee::Changes)
+    } else if name.eq_ignore_ascii_case(read_files::READ_FILES) {
+        Some(Callee::ReadFiles)
+    } else {
+        None
+    }
+}
 
 /// The catalog and schema of temporary functions, as Databricks names them.
 pub(crate) const SESSION_SCHEMA: (&str, &str) = ("system", "session");
@@ -73,8 +85,12 @@ impl Session {
 
     /// Whether `name` (one part) is a built-in table function (`range`, ...).
     pub(crate) fn is_builtin_table_function(&self, name: &str) -> bool {
-        let name = name.to_lowercase();
-        name == changes::TABLE_CHANGES || self.ctx.state().table_functions().contains_key(&name)
+        own_table_function(name).is_some()
+            || self
+                .ctx
+                .state()
+                .table_functions()
+                .contains_key(&name.to_lowercase())
     }
 
     /// The user function `parts` names, if any (built-ins are the caller's to rule out).

@@ -33,6 +33,8 @@ pub(crate) enum Callee {
     Sql(Routine),
     /// `table_changes`.
     Changes,
+    /// `read_files`.
+    ReadFiles,
 }
 
 /// What binding the table functions of a statement left to clean up and check.
@@ -56,6 +58,12 @@ impl Scratch {
     pub(crate) fn add(&mut self, session: &Session, name: String) {
         self.session.get_or_insert_with(|| session.clone());
         self.names.push(name);
+    }
+
+    /// The one name registered, no longer dropped by this guard (the caller's to drop).
+    pub(crate) fn release(mut self) -> String {
+        self.session = None;
+        self.names.pop().unwrap_or_default()
     }
 
     pub(crate) fn absorb(&mut self, mut other: Scratch) {
@@ -113,19 +121,27 @@ impl FindCalls<'_> {
             return Ok(());
         };
         let parts = name_parts(name)?;
-        let changes =
-            matches!(parts.as_slice(), [one] if one.eq_ignore_ascii_case(super::TABLE_CHANGES));
-        if parts.len() == 1 && !changes && self.session.is_builtin_table_function(&parts[0]) {
+        let own = match parts.as_slice() {
+            [one] => super::own_table_function(one),
+            _ => None,
+        };
+        if parts.len() == 1 && own.is_none() && self.session.is_builtin_table_function(&parts[0]) {
             return Ok(());
         }
-        if changes {
+        if let Some(callee) = own {
             if version.is_some() {
-                return Err(Error::Invalid(
-                    "table_changes reads versions already: give them as its arguments".into(),
-                ));
+                return Err(Error::Invalid(format!(
+                    "{} takes no VERSION or TIMESTAMP AS OF{}",
+                    parts[0],
+                    if matches!(callee, Callee::Changes) {
+                        ": give the versions as its arguments"
+                    } else {
+                        ""
+                    }
+                )));
             }
             if self.calls == Calls::Compile {
-                self.park(factor, Callee::Changes);
+                self.park(factor, callee);
             }
             return Ok(());
         }
@@ -277,7 +293,7 @@ impl VisitorMut for AnyCall<'_> {
         } = factor
             && !matches!(name_parts(name).as_deref(), Ok([one])
                 if self.0.is_builtin_table_function(one)
-                    && !one.eq_ignore_ascii_case(super::TABLE_CHANGES))
+                    && super::own_table_function(one).is_none())
         {
             self.1 = true;
             return ControlFlow::Break(());
@@ -371,8 +387,11 @@ impl Session {
             alias,
         } = call;
         let routine = match callee {
-            Callee::Changes => {
-                let (factor, name) = self.table_changes(args, alias).await?;
+            Callee::Changes | Callee::ReadFiles => {
+                let (factor, name) = match callee {
+                    Callee::Changes => self.table_changes(args, alias).await?,
+                    _ => self.read_files(args, alias).await?,
+                };
                 let mut calls = TableCalls::default();
                 calls.registered.add(self, name);
                 return Ok((factor, calls));

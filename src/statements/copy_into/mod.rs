@@ -1,0 +1,399 @@
+//! `COPY INTO target FROM 'path' FILEFORMAT = ...`: Databricks' idempotent file loader. Each
+//! file is loaded once, ever: the commit that adds a file's rows also records the file
+//! ([`loaded`]), a file already recorded is skipped even if it changed since (unless
+//! `COPY_OPTIONS ('force' = 'true')`), and a run stopped before its commit (killed, Ctrl-C, a
+//! bad value) leaves nothing recorded and nothing visible, so the next run loads it once.
+//!
+//! The recipe: list the files → drop those loaded → read the rest (`engine::files`) → meet
+//! the target's columns (by name, or by position for headerless CSV) → write → one commit.
+
+mod loaded;
+
+use std::sync::Arc;
+
+use datafusion::common::Column;
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::{Expr as DfExpr, cast, col};
+use deltalake::DeltaTable;
+use deltalake::kernel::Transaction;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::protocol::SaveMode;
+
+use super::copy::uncommitted::Uncommitted;
+use super::retry;
+use super::table::{DEFAULT_KEY, arrow_schema, plain_appends, with_target_columns};
+use crate::catalog::TableName;
+use crate::engine::files::{self, Format, Listing, ReadOptions, Reader, SourceFile};
+use crate::engine::progress::CopyProgress;
+use crate::engine::routines::Scratch;
+use crate::engine::{Output, Session};
+use crate::error::{Error, Result};
+use crate::parser::{CopyColumns, CopyInto};
+
+/// What `COPY_OPTIONS` may say.
+struct CopyOptions {
+    /// Load every file found, loaded before or not.
+    force: bool,
+    /// Add the files' new columns to the target.
+    merge_schema: bool,
+}
+
+/// What one load did.
+#[derive(Default)]
+struct Loaded {
+    rows: u64,
+}
+
+/// What a load commit records besides the files' `txn` actions.
+#[derive(serde::Serialize)]
+struct LoadMetadata<'a> {
+    source: &'a str,
+    files: usize,
+    force: bool,
+}
+
+/// The key of [`LoadMetadata`] in the commit.
+const META_KEY: &str = "tidemark.copyInto";
+
+/// Run the statement: one row of counts.
+pub async fn execute(session: &Session, c: CopyInto) -> Result<Output> {
+    let table = session.table_name(&c.target)?;
+    let done = retry::on_conflict(retry::WHOLE_STATEMENT, || attempt(session, &c, &table))
+        .await
+        .map_err(|e| match e {
+            e @ (Error::Conflict(_) | Error::Cancelled) => e,
+            e if e.is_conflict() => e,
+            e => e.context(format!("COPY INTO {table}")),
+        })?;
+    Ok(super::counts(&[
+        ("num_affected_rows", done.rows as i64),
+        ("num_inserted_rows", done.rows as i64),
+        ("num_skipped_corrupt_files", 0),
+    ]))
+}
+
+/// One attempt, on the target's state as it is now.
+async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<Loaded> {
+    let format = Format::parse(&c.format)?;
+    let copy = copy_options(&c.copy_options)?;
+    let options = ReadOptions::parse(Reader::CopyInto, Some(format), &c.format_options, &c.from)?;
+    if !matches!(c.columns, CopyColumns::ByName) && (format != Format::Csv || options.header) {
+        return Err(Error::Invalid(
+            "BY POSITION and a column list match the columns of headerless CSV files: FILEFORMAT = CSV without 'header' = 'true' (files with names are matched by name)".into(),
+        ));
+    }
+    crate::catalog::check_writable_table(table, true)?;
+    let t = session.warehouse().open_for_write(table).await?;
+
+    let listing = list(c, &options)?;
+    let mut found = files::filter_names(listing.files, &options);
+    if !copy.force {
+        let loaded = loaded::loaded(&t, &table.to_string()).await?;
+        let mut urls = Vec::with_capacity(found.len());
+        for f in &found {
+            urls.push(f.url()?.to_string());
+        }
+        let mut urls = urls.into_iter();
+        found.retain(|_| !urls.next().is_some_and(|u| loaded.contains(&u)));
+    }
+    if found.is_empty() {
+        return Ok(Loaded::default());
+    }
+
+    let (rows, _scratch, _bound) = read(session, c, &found, &options).await?;
+    let target = arrow_schema(&t)?;
+    let rows = meet_target(rows, &target, &c.columns, table, copy.merge_schema)?;
+    let props = commit_properties(c, &found, copy.force)?;
+    write(session, &t, table, rows, copy.merge_schema, props).await
+}
+
+fn copy_options(pairs: &[(String, String)]) -> Result<CopyOptions> {
+    let mut o = CopyOptions {
+        force: false,
+        merge_schema: false,
+    };
+    for (k, v) in pairs {
+        let flag = match v.to_ascii_lowercase().as_str() {
+            "true" => true,
+            "false" => false,
+            _ => {
+                return Err(Error::Type(format!(
+                    "COPY_OPTIONS {k} is true or false, found '{v}'"
+                )));
+            }
+        };
+        match k.to_ascii_lowercase().as_str() {
+            "force" => o.force = flag,
+            "mergeschema" => o.merge_schema = flag,
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "unknown COPY_OPTIONS {k}: COPY INTO takes 'force' and 'mergeSchema'"
+                )));
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// The files FROM, FILES and PATTERN name.
+fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
+    const WHO: &str = "COPY INTO";
+    if let Some(names) = &c.files {
+        if names.len() > 1000 {
+            return Err(Error::Invalid(format!(
+                "COPY INTO takes at most 1000 FILES, found {}: use PATTERN",
+                names.len()
+            )));
+        }
+        let base = files::local_path(WHO, &c.from)?;
+        if base.is_file() {
+            return Err(Error::Invalid(format!(
+                "COPY INTO: FILES are named relative to a directory, and {} is a file",
+                c.from
+            )));
+        }
+        let mut found = vec![];
+        for name in names {
+            let path = base.join(name);
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => {
+                    found.push(files::list(WHO, &path.to_string_lossy(), false)?)
+                }
+                Ok(_) => {
+                    return Err(Error::Invalid(format!(
+                        "COPY INTO: FILES names {}, which is not a file",
+                        path.display()
+                    )));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && options.ignore_missing => {}
+                Err(_) => {
+                    return Err(Error::class(
+                        "PATH_NOT_FOUND",
+                        format!("COPY INTO: file does not exist: {}", path.display()),
+                    ));
+                }
+            }
+        }
+        let mut files: Vec<SourceFile> = found.into_iter().flat_map(|l| l.files).collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files.dedup_by(|a, b| a.path == b.path);
+        return Ok(Listing { files });
+    }
+    match &c.pattern {
+        Some(p) => {
+            let glob = format!(
+                "{}/{}",
+                c.from.trim_end_matches('/'),
+                p.trim_start_matches('/')
+            );
+            files::list(WHO, &glob, true)
+        }
+        None => files::list(WHO, &c.from, options.recursive),
+    }
+}
+
+/// The new files' rows, through the statement's SELECT if it has one, and what must live
+/// while they are read.
+async fn read(
+    session: &Session,
+    c: &CopyInto,
+    found: &[SourceFile],
+    options: &ReadOptions,
+) -> Result<(DataFrame, Scratch, Option<crate::engine::bind::Bound>)> {
+    let schema = session.file_schema("COPY INTO", found, options).await?;
+    let files = session.file_table(found, schema, options)?;
+    let mut scratch = Scratch::default();
+    let Some(items) = &c.select else {
+        return Ok((session.ctx().read_table(files)?, scratch, None));
+    };
+    let name = session.register_for_statement(files, &mut scratch)?;
+    let items: Vec<String> = items.iter().map(|i| i.to_string()).collect();
+    let query = crate::parser::query_text(&format!("SELECT {} FROM {name}", items.join(", ")))?;
+    let (df, bound) = super::query::query_dataframe(session, query).await?;
+    Ok((df, scratch, Some(bound)))
+}
+
+/// The rows as the target's columns: each source column cast to the type of the target
+/// column it fills (by name in any case, or by position); a target column no source column
+/// fills is left to the writer (its DEFAULT or NULL).
+fn meet_target(
+    rows: DataFrame,
+    target: &datafusion::arrow::datatypes::Schema,
+    columns: &CopyColumns,
+    table: &TableName,
+    merge_schema: bool,
+) -> Result<DataFrame> {
+    let given: Vec<String> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let names = super::column_names(target.fields());
+    let fills: Vec<Option<String>> = match columns {
+        CopyColumns::ByName => given
+            .iter()
+            .map(|g| {
+                let found = names.iter().find(|n| n.eq_ignore_ascii_case(g)).cloned();
+                if found.is_none() && !merge_schema {
+                    return Err(Error::NotFound(format!(
+                        "the files' column '{g}' is not a column of {table} ({}): add it (ALTER TABLE {table} ADD COLUMN), let the load add it (COPY_OPTIONS ('mergeSchema' = 'true')), or pick and name the columns (FROM (SELECT ... FROM 'path'))",
+                        names.join(", "),
+                    )));
+                }
+                Ok(found)
+            })
+            .collect::<Result<_>>()?,
+        CopyColumns::ByPosition | CopyColumns::Listed(_) => {
+            let into: Vec<String> = match columns {
+                CopyColumns::Listed(l) => l
+                    .iter()
+                    .map(|c| {
+                        names
+                            .iter()
+                            .find(|n| n.eq_ignore_ascii_case(&c.value))
+                            .cloned()
+                            .ok_or_else(|| {
+                                Error::NotFound(format!(
+                                    "column '{}' not found in {table}{}",
+                                    c.value,
+                                    crate::catalog::suggest(&c.value.to_lowercase(), &names)
+                                ))
+                            })
+                    })
+                    .collect::<Result<_>>()?,
+                _ => names.clone(),
+            };
+            if into.len() != given.len() {
+                return Err(Error::Invalid(format!(
+                    "the files have {} columns and COPY INTO fills {} columns of {table} ({}) by position",
+                    given.len(),
+                    into.len(),
+                    into.join(", ")
+                )));
+            }
+            into.into_iter().map(Some).collect()
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    for f in fills.iter().flatten() {
+        if !seen.insert(f) {
+            return Err(Error::Invalid(format!(
+                "COPY INTO fills column '{f}' of {table} twice"
+            )));
+        }
+    }
+    for f in target.fields() {
+        if !f.is_nullable() && !seen.contains(f.name()) && !f.metadata().contains_key(DEFAULT_KEY) {
+            return Err(Error::Invalid(format!(
+                "column '{}' of {table} is NOT NULL, and the files do not fill it (it has no DEFAULT)",
+                f.name()
+            )));
+        }
+    }
+    let exprs: Vec<DfExpr> = given
+        .iter()
+        .zip(&fills)
+        .map(|(g, fill)| {
+            let source = col(Column::from_name(g));
+            match fill {
+                Some(name) => {
+                    let to = target
+                        .field_with_name(name)
+                        .expect("a target column")
+                        .data_type();
+                    cast(source, to.clone()).alias(name)
+                }
+                None => source,
+            }
+        })
+        .collect();
+    Ok(rows.select(exprs)?)
+}
+
+/// The commit's properties: a `txn` action per file (its modification time as the version),
+/// and what was loaded.
+fn commit_properties(c: &CopyInto, found: &[SourceFile], force: bool) -> Result<CommitProperties> {
+    let txns = found
+        .iter()
+        .map(|f| {
+            Ok(Transaction::new(
+                format!("{}{}", loaded::APP_PREFIX, f.url()?),
+                f.modified_ms,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let meta = serde_json::to_value(LoadMetadata {
+        source: &c.from,
+        files: found.len(),
+        force,
+    })
+    .map_err(|e| Error::Other(e.to_string()))?;
+    Ok(CommitProperties::default()
+        .with_application_transactions(txns)
+        .with_metadata(vec![(META_KEY.to_string(), meta)]))
+}
+
+/// Write the rows and commit them with the files' records, all or nothing.
+async fn write(
+    session: &Session,
+    t: &DeltaTable,
+    table: &TableName,
+    rows: DataFrame,
+    merge_schema: bool,
+    props: CommitProperties,
+) -> Result<Loaded> {
+    let progress = CopyProgress::start(
+        session.settings().progress.as_ref(),
+        &format!("COPY INTO {table}"),
+        0,
+    );
+    // Files this load writes go away if it stops before its commit.
+    let uncommitted = Uncommitted::new(
+        session.warehouse().table_path(table)?,
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let target = uncommitted.table(t);
+    let rows_written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = {
+        let (rows, bar) = (rows_written.clone(), progress.counter());
+        Arc::new(move |n: u64| {
+            rows.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            bar(n);
+        })
+    };
+    let rows = crate::statements::table::storable(rows)?;
+    if plain_appends(t)? && !merge_schema {
+        let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(&target)?);
+        let adds =
+            crate::statements::writer::write_with(writer, Some(rows), &[], None, &progress).await?;
+        for add in &adds {
+            let stats = add.get_stats().ok().flatten();
+            let n = stats.map(|s| s.num_records as u64).unwrap_or(0);
+            rows_written.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+        fail::fail_point!("copy_into::before_commit", |_| std::process::abort());
+        let (actions, operation) = crate::statements::append_commit(adds);
+        crate::statements::upkeep::commit_actions(&target, actions, operation, props).await?;
+    } else {
+        // Through delta-rs' writer: it checks constraints, computes generated columns and
+        // adds the files' new columns (mergeSchema).
+        let input = with_target_columns(session, rows, t).await?;
+        let input = crate::engine::functions::counted(input, move |n| count(n))?;
+        let mut write = target
+            .clone()
+            .write(vec![])
+            .with_input_plan(input.into_unoptimized_plan())
+            .with_session_state(Arc::new(session.ctx().state()))
+            .with_save_mode(SaveMode::Append)
+            .with_table_name(table.table.clone());
+        if merge_schema {
+            write = write.with_schema_mode(deltalake::operations::write::SchemaMode::Merge);
+        }
+        fail::fail_point!("copy_into::before_commit", |_| std::process::abort());
+        crate::statements::upkeep::commit(write, props).await?;
+    }
+    Ok(Loaded {
+        rows: rows_written.load(std::sync::atomic::Ordering::Relaxed),
+    })
+}

@@ -289,7 +289,7 @@ impl ReadOptions {
     }
 
     /// The engine's reader for these options.
-    fn file_format(&self, infer: bool) -> Arc<dyn FileFormat> {
+    fn file_format(&self, session: &Session, infer: bool) -> Arc<dyn FileFormat> {
         match self.format {
             Format::Csv => Arc::new(
                 CsvFormat::default()
@@ -304,7 +304,13 @@ impl ReadOptions {
                     .with_schema_infer_max_rec(if infer { usize::MAX } else { 0 }),
             ),
             Format::Json => Arc::new(JsonFormat::default().with_schema_infer_max_rec(usize::MAX)),
-            Format::Parquet => Arc::new(ParquetFormat::default()),
+            Format::Parquet => {
+                // Spark's INT96 timestamps are instants: TIMESTAMP, in microseconds.
+                let mut parquet = session.ctx.state().table_options().parquet.clone();
+                parquet.global.coerce_int96 = Some("us".into());
+                parquet.global.coerce_int96_tz = Some("UTC".into());
+                Arc::new(ParquetFormat::default().with_options(parquet))
+            }
         }
     }
 }
@@ -608,7 +614,7 @@ impl Session {
             .ctx
             .runtime_env()
             .object_store(ObjectStoreUrl::local_filesystem())?;
-        let format = options.file_format(options.infer_types);
+        let format = options.file_format(self, options.infer_types);
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
         for file in files {
             let meta = object_meta(file)?;
@@ -633,7 +639,11 @@ impl Session {
                 Some((have, first)) => (merge(who, have, first, fields, file, options)?, first),
             });
         }
-        let fields = merged.map(|(f, _)| f).unwrap_or_default();
+        let mut fields = merged.map(|(f, _)| f).unwrap_or_default();
+        if options.format == Format::Json {
+            // As Spark infers them: by name.
+            fields.sort_by(|a, b| a.name().cmp(b.name()));
+        }
         Ok(Arc::new(Schema::new(fields)))
     }
 
@@ -667,7 +677,7 @@ impl Session {
             .iter()
             .map(|f| Ok(ListingTableUrl::try_new(f.url()?, None)?))
             .collect::<Result<Vec<_>>>()?;
-        let listing = ListingOptions::new(options.file_format(false)).with_file_extension("");
+        let listing = ListingOptions::new(options.file_format(self, false)).with_file_extension("");
         // CSV columns are read by position: the schema's names are the header's or `_cN`.
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(listing)

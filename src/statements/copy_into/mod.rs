@@ -102,9 +102,12 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
 
     let (rows, _scratch, _bound) = read(session, c, &found, &options).await?;
     let target = arrow_schema(&t)?;
-    let rows = meet_target(rows, &target, &c.columns, table, copy.merge_schema)?;
+    // tidemark's own writer casts each column (naming it on a bad value); delta-rs' writer
+    // needs the rows in the target's types.
+    let plain = plain_appends(&t)? && !copy.merge_schema;
+    let rows = meet_target(rows, &target, &c.columns, table, copy.merge_schema, !plain)?;
     let props = commit_properties(c, &found, copy.force)?;
-    write(session, &t, table, rows, copy.merge_schema, props).await
+    write(session, &t, table, rows, plain, copy.merge_schema, props).await
 }
 
 fn copy_options(pairs: &[(String, String)]) -> Result<CopyOptions> {
@@ -222,6 +225,7 @@ fn meet_target(
     columns: &CopyColumns,
     table: &TableName,
     merge_schema: bool,
+    cast_here: bool,
 ) -> Result<DataFrame> {
     let given: Vec<String> = rows
         .schema()
@@ -297,13 +301,14 @@ fn meet_target(
         .map(|(g, fill)| {
             let source = col(Column::from_name(g));
             match fill {
-                Some(name) => {
+                Some(name) if cast_here => {
                     let to = target
                         .field_with_name(name)
                         .expect("a target column")
                         .data_type();
                     cast(source, to.clone()).alias(name)
                 }
+                Some(name) => source.alias(name),
                 None => source,
             }
         })
@@ -340,6 +345,7 @@ async fn write(
     t: &DeltaTable,
     table: &TableName,
     rows: DataFrame,
+    plain: bool,
     merge_schema: bool,
     props: CommitProperties,
 ) -> Result<Loaded> {
@@ -363,7 +369,7 @@ async fn write(
         })
     };
     let rows = crate::statements::table::storable(rows)?;
-    if plain_appends(t)? && !merge_schema {
+    if plain {
         let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(&target)?);
         let adds =
             crate::statements::writer::write_with(writer, Some(rows), &[], None, &progress).await?;

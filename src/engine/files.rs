@@ -130,6 +130,18 @@ pub(crate) struct ReadOptions {
     file_name: Option<Glob>,
     /// Files named in FILES that do not exist are skipped (COPY INTO's default).
     pub ignore_missing: bool,
+    /// `key=value` directories are read without their partition column
+    /// (`partitionColumns = ''`); else they are refused.
+    pub ignore_partitions: bool,
+}
+
+/// How a directory is listed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walk {
+    /// Nested directories too.
+    pub recursive: bool,
+    /// `key=value` directories are read (their value is not a column); else refused.
+    pub ignore_partitions: bool,
 }
 
 impl ReadOptions {
@@ -156,6 +168,7 @@ impl ReadOptions {
             recursive: reader == Reader::ReadFiles,
             file_name: None,
             ignore_missing: reader == Reader::CopyInto,
+            ignore_partitions: false,
         };
         let mut seen = std::collections::HashSet::new();
         for (key, value) in pairs {
@@ -198,7 +211,7 @@ impl ReadOptions {
                         || value.eq_ignore_ascii_case("utf8") => {}
                 "mode" if value.eq_ignore_ascii_case("failfast") => {}
                 "ignorecorruptfiles" if !flag()? => {}
-                "partitioncolumns" if value.is_empty() => {}
+                "partitioncolumns" if value.is_empty() => o.ignore_partitions = true,
                 "mode" => {
                     return Err(Error::Invalid(format!(
                         "{who}: mode {value} is not supported: tidemark reads FAILFAST (a malformed record stops the read and names its value; nothing is written)"
@@ -286,6 +299,14 @@ impl ReadOptions {
             }
         }
         Ok(o)
+    }
+
+    /// How to list a directory.
+    pub(crate) fn walk(&self) -> Walk {
+        Walk {
+            recursive: self.recursive,
+            ignore_partitions: self.ignore_partitions,
+        }
     }
 
     /// The engine's reader for these options.
@@ -482,7 +503,7 @@ fn is_glob(part: &str) -> bool {
 
 /// The files `path` names: a file, a directory's files (its nested directories too when
 /// `recursive`), or those a glob matches (a matched directory gives all its files).
-pub(crate) fn list(who: &str, path: &str, recursive: bool) -> Result<Listing> {
+pub(crate) fn list(who: &str, path: &str, how: Walk) -> Result<Listing> {
     let full = local_path(who, path)?;
     let parts: Vec<String> = full
         .components()
@@ -497,7 +518,7 @@ pub(crate) fn list(who: &str, path: &str, recursive: bool) -> Result<Listing> {
             });
         }
         let mut files = vec![];
-        walk(who, &full, recursive, &mut |f| {
+        walk(who, &full, how, &mut |f| {
             files.push(f);
             Ok(())
         })?;
@@ -507,7 +528,11 @@ pub(crate) fn list(who: &str, path: &str, recursive: bool) -> Result<Listing> {
     let glob = Glob::new(&parts[split..].join("/"))?;
     std::fs::metadata(&base).map_err(|e| not_found(who, &base.to_string_lossy(), e))?;
     let mut files = vec![];
-    walk(who, &base, true, &mut |f| {
+    let nested = Walk {
+        recursive: true,
+        ..how
+    };
+    walk(who, &base, nested, &mut |f| {
         let rel = f.path.strip_prefix(&base).unwrap_or(&f.path);
         let rel: Vec<String> = rel
             .components()
@@ -548,12 +573,14 @@ fn source_file(path: PathBuf, meta: &std::fs::Metadata) -> SourceFile {
     }
 }
 
-/// Every visible file under `dir`, in name order (nested directories when `recursive`; a
-/// `key=value` directory not read is refused, since its rows' partition values would be lost).
+/// Every visible file under `dir`, in name order (nested directories when `recursive`). A
+/// `key=value` directory is refused unless asked for without its values: Databricks would
+/// read its value as a column, which tidemark does not, and dropping it silently would lose
+/// it.
 fn walk(
     who: &str,
     dir: &Path,
-    recursive: bool,
+    how: Walk,
     each: &mut dyn FnMut(SourceFile) -> Result<()>,
 ) -> Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -567,11 +594,17 @@ fn walk(
         }
         let meta = std::fs::metadata(entry.path())?;
         if meta.is_dir() {
-            if recursive {
-                walk(who, &entry.path(), true, each)?;
-            } else if name.contains('=') {
+            if name.contains('=') && !how.ignore_partitions && how.recursive {
                 return Err(Error::Invalid(format!(
-                    "{who}: {} is a partition directory ({name}), and tidemark reads no partition columns: name the files with a glob, or read nested directories with recursiveFileLookup = true (the values in directory names are then not columns)",
+                    "{who}: {} is a partition directory ({name}), and tidemark reads no partition columns: read its files without the column with partitionColumns = '' (read_files: partitionColumns => ''), or name the files with a glob",
+                    entry.path().display()
+                )));
+            }
+            if how.recursive {
+                walk(who, &entry.path(), how, each)?;
+            } else if name.contains('=') && !how.ignore_partitions {
+                return Err(Error::Invalid(format!(
+                    "{who}: {} is a partition directory ({name}), and tidemark reads no partition columns: read its files without the column with recursiveFileLookup = true and partitionColumns = ''",
                     entry.path().display()
                 )));
             }

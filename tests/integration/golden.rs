@@ -183,7 +183,7 @@ fn golden_dir() -> PathBuf {
 }
 
 /// Unpack one archive; returns the table's directory (holding `delta/` and maybe `expected/`).
-fn unpack(name: &str, into: &Path) -> PathBuf {
+pub(crate) fn unpack(name: &str, into: &Path) -> PathBuf {
     let file = std::fs::File::open(golden_dir().join(format!("{name}.tar.zst"))).unwrap();
     let decoder = zstd::Decoder::new(file).unwrap();
     tar::Archive::new(decoder).unpack(into).unwrap();

@@ -7,6 +7,7 @@ mod copy;
 mod ddl;
 mod differential;
 mod disk;
+mod files;
 mod for_each;
 mod fuzz;
 mod golden;

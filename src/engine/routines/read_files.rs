@@ -73,7 +73,7 @@ impl Session {
         }
         let format = detect_format(&path, &options)?;
         let options = ReadOptions::parse(Reader::ReadFiles, format, &options, &path)?;
-        let listing = files::list(READ_FILES, &path, options.recursive)?;
+        let listing = files::list(READ_FILES, &path, options.walk())?;
         let found = files::filter_names(listing.files, &options);
         if found.is_empty() && options.schema.is_none() {
             return Err(Error::class(
@@ -116,8 +116,11 @@ fn detect_format(path: &str, options: &[(String, String)]) -> Result<Option<Form
     if given("format").is_some() || Format::of_extension(path.trim_end_matches('/')).is_some() {
         return Ok(None);
     }
-    let recursive = given("recursiveFileLookup").is_none_or(|v| !v.eq_ignore_ascii_case("false"));
-    let listing = files::list(READ_FILES, path, recursive)?;
+    let how = files::Walk {
+        recursive: given("recursiveFileLookup").is_none_or(|v| !v.eq_ignore_ascii_case("false")),
+        ignore_partitions: given("partitionColumns").is_some_and(|v| v.is_empty()),
+    };
+    let listing = files::list(READ_FILES, path, how)?;
     let mut formats = listing
         .files
         .iter()

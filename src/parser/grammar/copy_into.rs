@@ -76,11 +76,8 @@ pub(in crate::parser) fn copy_into_statement(p: &mut Parser) -> Result<Option<St
         copy_options: vec![],
     };
     let (mut format_options, mut copy_options) = (false, false);
-    loop {
-        let clause = match &p.peek_token().token {
-            Token::Word(w) => w.value.to_uppercase(),
-            _ => break,
-        };
+    while let Token::Word(w) = &p.peek_token().token {
+        let clause = w.value.to_uppercase();
         match clause.as_str() {
             "VALIDATE" => {
                 return Err(error_here(

@@ -47,7 +47,6 @@ pub(super) async fn loaded(table: &DeltaTable, name: &str) -> Result<HashSet<Str
         )));
     }
     let store = table.log_store().object_store(None);
-    let version = version as u64;
     let mut ids = HashSet::new();
     let from = match last_checkpoint(store.as_ref()).await? {
         Some((at, parts)) if at <= version => {

@@ -160,7 +160,7 @@ fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
             let path = base.join(name);
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_file() => {
-                    found.push(files::list(WHO, &path.to_string_lossy(), false)?)
+                    found.push(files::list(WHO, &path.to_string_lossy(), options.walk())?)
                 }
                 Ok(_) => {
                     return Err(Error::Invalid(format!(
@@ -189,9 +189,9 @@ fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
                 c.from.trim_end_matches('/'),
                 p.trim_start_matches('/')
             );
-            files::list(WHO, &glob, true)
+            files::list(WHO, &glob, options.walk())
         }
-        None => files::list(WHO, &c.from, options.recursive),
+        None => files::list(WHO, &c.from, options.walk()),
     }
 }
 

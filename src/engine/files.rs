@@ -10,6 +10,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::csv::CsvFormat;
+use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
 use datafusion::datasource::file_format::json::JsonFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
@@ -64,7 +65,8 @@ impl Format {
 
     /// The format a file's extension names, if it names one.
     pub(crate) fn of_extension(path: &str) -> Option<Format> {
-        let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
+        let (stem, _) = compression_of(path);
+        let ext = stem.rsplit_once('.')?.1.to_ascii_lowercase();
         match ext.as_str() {
             "csv" | "tsv" => Some(Format::Csv),
             "json" | "jsonl" | "ndjson" => Some(Format::Json),
@@ -309,11 +311,17 @@ impl ReadOptions {
         }
     }
 
-    /// The engine's reader for these options.
-    fn file_format(&self, session: &Session, infer: bool) -> Arc<dyn FileFormat> {
+    /// The engine's reader for these options, for files compressed as `compression`.
+    fn file_format(
+        &self,
+        session: &Session,
+        infer: bool,
+        compression: FileCompressionType,
+    ) -> Arc<dyn FileFormat> {
         match self.format {
             Format::Csv => Arc::new(
                 CsvFormat::default()
+                    .with_file_compression_type(compression)
                     .with_has_header(self.header)
                     .with_delimiter(self.delimiter)
                     .with_quote(self.quote)
@@ -324,7 +332,11 @@ impl ReadOptions {
                     // found (0: no inference, every column a string).
                     .with_schema_infer_max_rec(if infer { usize::MAX } else { 0 }),
             ),
-            Format::Json => Arc::new(JsonFormat::default().with_schema_infer_max_rec(usize::MAX)),
+            Format::Json => Arc::new(
+                JsonFormat::default()
+                    .with_file_compression_type(compression)
+                    .with_schema_infer_max_rec(usize::MAX),
+            ),
             Format::Parquet => {
                 // Spark's INT96 timestamps are instants: TIMESTAMP, in microseconds.
                 let mut parquet = session.ctx.state().table_options().parquet.clone();
@@ -647,9 +659,10 @@ impl Session {
             .ctx
             .runtime_env()
             .object_store(ObjectStoreUrl::local_filesystem())?;
-        let format = options.file_format(self, options.infer_types);
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
         for file in files {
+            let compression = compression_of(&file.path.to_string_lossy()).1;
+            let format = options.file_format(self, options.infer_types, compression);
             let meta = object_meta(file)?;
             let schema = format
                 .infer_schema(&state, &store, std::slice::from_ref(&meta))
@@ -710,13 +723,55 @@ impl Session {
             .iter()
             .map(|f| Ok(ListingTableUrl::try_new(f.url()?, None)?))
             .collect::<Result<Vec<_>>>()?;
-        let listing = ListingOptions::new(options.file_format(self, false)).with_file_extension("");
+        let compression = one_compression(files, options.format)?;
+        let listing = ListingOptions::new(options.file_format(self, false, compression))
+            .with_file_extension("");
         // CSV columns are read by position: the schema's names are the header's or `_cN`.
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(listing)
             .with_schema(schema);
         Ok(Arc::new(ListingTable::try_new(config)?))
     }
+}
+
+/// A path without its compression extension, and the compression that names
+/// (`orders.csv.gz`: `orders.csv`, gzip).
+fn compression_of(path: &str) -> (&str, FileCompressionType) {
+    let lower = path.to_ascii_lowercase();
+    for (ext, c) in [
+        (".gz", FileCompressionType::GZIP),
+        (".bz2", FileCompressionType::BZIP2),
+        (".xz", FileCompressionType::XZ),
+        (".zst", FileCompressionType::ZSTD),
+    ] {
+        if lower.ends_with(ext) {
+            return (&path[..path.len() - ext.len()], c);
+        }
+    }
+    (path, FileCompressionType::UNCOMPRESSED)
+}
+
+/// The one compression of the files (Parquet compresses inside the file).
+fn one_compression(files: &[SourceFile], format: Format) -> Result<FileCompressionType> {
+    if format == Format::Parquet {
+        return Ok(FileCompressionType::UNCOMPRESSED);
+    }
+    let mut found: Option<(FileCompressionType, &SourceFile)> = None;
+    for f in files {
+        let c = compression_of(&f.path.to_string_lossy()).1;
+        match &found {
+            Some((have, first)) if *have != c => {
+                return Err(Error::Invalid(format!(
+                    "{} and {} are compressed differently: read them separately",
+                    first.path.display(),
+                    f.path.display()
+                )));
+            }
+            Some(_) => {}
+            None => found = Some((c, f)),
+        }
+    }
+    Ok(found.map_or(FileCompressionType::UNCOMPRESSED, |(c, _)| c))
 }
 
 fn object_meta(file: &SourceFile) -> Result<deltalake::logstore::object_store::ObjectMeta> {

@@ -37,6 +37,18 @@ pub const STATEMENTS: &[Syntax] = &[
         example: "COPY INCREMENTAL USING CONTROL TABLE ops.watermarks WHERE active CONCURRENCY 8",
     },
     Syntax {
+        name: "COPY INTO",
+        about: "load CSV, JSON or Parquet files into a table, each file once, ever",
+        grammar: "COPY INTO table [ BY POSITION | ( column [, ...] ) ]   -- by position: headerless CSV
+    FROM 'path' | FROM ( SELECT items FROM 'path' )       -- a directory, a file or a glob
+    FILEFORMAT = CSV | JSON | PARQUET
+    [ FILES = ( 'name' [, ...] ) | PATTERN = 'glob' ]      -- relative to the path
+    [ FORMAT_OPTIONS ( 'header' = 'true', 'sep' = ';', ... ) ]
+    [ COPY_OPTIONS ( 'force' = 'true', 'mergeSchema' = 'true' ) ]
+SELECT ... FROM read_files( 'path' [, format => 'csv', header => true, schema => 'a INT, ...', ... ] )",
+        example: "COPY INTO lake.orders FROM '/data/drop/orders' FILEFORMAT = CSV FORMAT_OPTIONS ('header' = 'true')",
+    },
+    Syntax {
         name: "FOR EACH",
         about: "run statements once per row of a query, several rows at a time",
         grammar: "FOR EACH row IN ( query ) [ CONCURRENCY n ]
@@ -305,7 +317,7 @@ mod tests {
     #[test]
     fn lookup_by_name_and_by_first_words() {
         assert_eq!(lookup("copy  incremental").len(), 1);
-        assert_eq!(lookup("copy").len(), 2);
+        assert_eq!(lookup("copy").len(), 3);
         assert_eq!(lookup("create").len(), 5);
         assert_eq!(lookup("for each")[0].name, "FOR EACH");
         assert!(lookup("grant").is_empty());

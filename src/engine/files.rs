@@ -120,14 +120,16 @@ pub(crate) struct ReadOptions {
     quote: u8,
     escape: Option<u8>,
     comment: Option<u8>,
-    /// CSV: quoted values may span lines.
+    /// `multiLine` as given (CSV files are always read with quoted values spanning lines;
+    /// JSON and Parquet refuse it).
     multi_line: bool,
     /// CSV: infer column types (else every column is a STRING).
     pub infer_types: bool,
     /// The columns as given (`schema => 'a INT, b STRING'`): no inference.
     pub schema: Option<SchemaRef>,
-    /// A directory's nested directories are read too.
-    pub recursive: bool,
+    /// `key=value` directories are read as plain directories (Spark's recursiveFileLookup:
+    /// no partition inference); nested directories are always read.
+    recursive_lookup: bool,
     /// Only files whose name matches (`pathGlobFilter`, `fileNamePattern`).
     file_name: Option<Glob>,
     /// Files named in FILES that do not exist are skipped (COPY INTO's default).
@@ -137,11 +139,9 @@ pub(crate) struct ReadOptions {
     pub ignore_partitions: bool,
 }
 
-/// How a directory is listed.
+/// How a directory is listed (with its nested directories, as Spark lists them).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Walk {
-    /// Nested directories too.
-    pub recursive: bool,
     /// `key=value` directories are read (their value is not a column); else refused.
     pub ignore_partitions: bool,
 }
@@ -167,15 +167,25 @@ impl ReadOptions {
             multi_line: false,
             infer_types: reader == Reader::ReadFiles,
             schema: None,
-            recursive: reader == Reader::ReadFiles,
+            recursive_lookup: false,
             file_name: None,
             ignore_missing: reader == Reader::CopyInto,
             ignore_partitions: false,
         };
-        let mut seen = std::collections::HashSet::new();
+        // Each option by its one name, with the name the user gave it.
+        let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
         for (key, value) in pairs {
             let k = key.to_ascii_lowercase();
-            if !seen.insert(k.clone()) {
+            // One option under two names (sep and delimiter) is given twice too.
+            let canonical = match k.as_str() {
+                "headers" => "header",
+                "delimiter" => "sep",
+                "inferschema" => "infercolumntypes",
+                "filenamepattern" => "pathglobfilter",
+                "charset" => "encoding",
+                other => other,
+            };
+            if seen.insert(canonical.to_string(), key).is_some() {
                 return Err(Error::Invalid(format!(
                     "{who}: option {key} is given twice"
                 )));
@@ -200,7 +210,7 @@ impl ReadOptions {
                 "multiline" => o.multi_line = flag()?,
                 "inferschema" | "infercolumntypes" => o.infer_types = flag()?,
                 "schema" => o.schema = Some(parse_schema(who, value)?),
-                "recursivefilelookup" => o.recursive = flag()?,
+                "recursivefilelookup" => o.recursive_lookup = flag()?,
                 "pathglobfilter" | "filenamepattern" => o.file_name = Some(Glob::new(value)?),
                 "ignoremissingfiles" => o.ignore_missing = flag()?,
                 // tidemark merges the files' columns by name in any case.
@@ -281,22 +291,22 @@ impl ReadOptions {
         if o.format != Format::Csv {
             let csv_only = [
                 "header",
-                "headers",
                 "sep",
-                "delimiter",
                 "quote",
                 "escape",
                 "comment",
+                "infercolumntypes",
             ];
-            if let Some(k) = seen.iter().find(|k| csv_only.contains(&k.as_str())) {
+            if let Some((_, k)) = seen.iter().find(|(k, _)| csv_only.contains(&k.as_str())) {
                 return Err(Error::Invalid(format!(
-                    "{who}: option {k} applies to CSV files, and these are {}",
+                    "{who}: option {k} applies to CSV files (JSON and Parquet values keep their own types), and these are {}",
                     o.format.name()
                 )));
             }
-            if o.multi_line && o.format == Format::Json {
+            if o.multi_line {
                 return Err(Error::Invalid(format!(
-                    "{who}: multiLine JSON (one document per file) is not supported: tidemark reads JSON Lines, one object per line"
+                    "{who}: multiLine {} is not supported: tidemark reads JSON Lines (one object per line) and Parquet files",
+                    o.format.name()
                 )));
             }
         }
@@ -306,8 +316,7 @@ impl ReadOptions {
     /// How to list a directory.
     pub(crate) fn walk(&self) -> Walk {
         Walk {
-            recursive: self.recursive,
-            ignore_partitions: self.ignore_partitions,
+            ignore_partitions: self.ignore_partitions || self.recursive_lookup,
         }
     }
 
@@ -327,7 +336,9 @@ impl ReadOptions {
                     .with_quote(self.quote)
                     .with_escape(self.escape)
                     .with_comment(self.comment)
-                    .with_newlines_in_values(self.multi_line)
+                    // Quoted values may hold line breaks, multiLine or not: a file is never
+                    // split at a line break, which could fall inside a quoted value.
+                    .with_newlines_in_values(true)
                     // Every record is looked at: a type seen only late in a file is still
                     // found (0: no inference, every column a string).
                     .with_schema_infer_max_rec(if infer { usize::MAX } else { 0 }),
@@ -493,6 +504,11 @@ pub(crate) fn local_path(who: &str, path: &str) -> Result<PathBuf> {
         if scheme.eq_ignore_ascii_case("file") {
             let url = url::Url::parse(path)
                 .map_err(|e| Error::Invalid(format!("{who}: {path} is not a valid URL: {e}")))?;
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(Error::Invalid(format!(
+                    "{who}: {path} has a ? or # in it: write ? as %3F and # as %23 in a file:// URL, or give the path without file://"
+                )));
+            }
             return url
                 .to_file_path()
                 .map_err(|_| Error::Invalid(format!("{who}: {path} names no local file")));
@@ -513,8 +529,8 @@ fn is_glob(part: &str) -> bool {
     part.contains(['*', '?', '[', '{'])
 }
 
-/// The files `path` names: a file, a directory's files (its nested directories too when
-/// `recursive`), or those a glob matches (a matched directory gives all its files).
+/// The files `path` names: a file, a directory's files (its nested directories too), or
+/// those a glob matches (a matched directory gives all its files).
 pub(crate) fn list(who: &str, path: &str, how: Walk) -> Result<Listing> {
     let full = local_path(who, path)?;
     let parts: Vec<String> = full
@@ -524,6 +540,8 @@ pub(crate) fn list(who: &str, path: &str, how: Walk) -> Result<Listing> {
     let split = parts.iter().position(|p| is_glob(p));
     let Some(split) = split else {
         let meta = std::fs::metadata(&full).map_err(|e| not_found(who, path, e))?;
+        // One name per file (no `..`, `.` or links in it): a file's URL is its identity.
+        let full = std::fs::canonicalize(&full).map_err(|e| not_found(who, path, e))?;
         if meta.is_file() {
             return Ok(Listing {
                 files: vec![source_file(full, &meta)],
@@ -538,13 +556,10 @@ pub(crate) fn list(who: &str, path: &str, how: Walk) -> Result<Listing> {
     };
     let base: PathBuf = parts[..split].iter().collect();
     let glob = Glob::new(&parts[split..].join("/"))?;
-    std::fs::metadata(&base).map_err(|e| not_found(who, &base.to_string_lossy(), e))?;
+    let base =
+        std::fs::canonicalize(&base).map_err(|e| not_found(who, &base.to_string_lossy(), e))?;
     let mut files = vec![];
-    let nested = Walk {
-        recursive: true,
-        ..how
-    };
-    walk(who, &base, nested, &mut |f| {
+    walk(who, &base, how, &mut |f| {
         let rel = f.path.strip_prefix(&base).unwrap_or(&f.path);
         let rel: Vec<String> = rel
             .components()
@@ -571,6 +586,23 @@ fn not_found(who: &str, path: &str, e: std::io::Error) -> Error {
     }
 }
 
+/// The file at `path` (named, not matched: no glob), if it is one.
+pub(crate) fn file(who: &str, path: &Path) -> Result<Option<SourceFile>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(not_found(who, &path.to_string_lossy(), e)),
+    };
+    if !meta.is_file() {
+        return Err(Error::Invalid(format!(
+            "{who}: {} is not a file",
+            path.display()
+        )));
+    }
+    let path = std::fs::canonicalize(path)?;
+    Ok(Some(source_file(path, &meta)))
+}
+
 fn source_file(path: PathBuf, meta: &std::fs::Metadata) -> SourceFile {
     let modified_ms = meta
         .modified()
@@ -585,43 +617,58 @@ fn source_file(path: PathBuf, meta: &std::fs::Metadata) -> SourceFile {
     }
 }
 
-/// Every visible file under `dir`, in name order (nested directories when `recursive`). A
-/// `key=value` directory is refused unless asked for without its values: Databricks would
-/// read its value as a column, which tidemark does not, and dropping it silently would lose
-/// it.
+/// Every visible file under `dir` and its nested directories, in name order, each by its
+/// canonical path (a file reached through two links is one file; a link back up is not
+/// followed twice). A `key=value` directory is refused unless asked for without its values:
+/// Databricks would read its value as a column, which tidemark does not, and dropping it
+/// silently would lose it.
 fn walk(
     who: &str,
     dir: &Path,
     how: Walk,
     each: &mut dyn FnMut(SourceFile) -> Result<()>,
 ) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    walk_from(who, dir, how, &mut seen, each)
+}
+
+fn walk_from(
+    who: &str,
+    dir: &Path,
+    how: Walk,
+    seen: &mut std::collections::HashSet<PathBuf>,
+    each: &mut dyn FnMut(SourceFile) -> Result<()>,
+) -> Result<()> {
+    let io = |path: &Path, e: std::io::Error| not_found(who, &path.to_string_lossy(), e);
+    if !seen.insert(std::fs::canonicalize(dir).map_err(|e| io(dir, e))?) {
+        return Ok(());
+    }
     let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| not_found(who, &dir.to_string_lossy(), e))?
-        .collect::<std::io::Result<_>>()?;
+        .map_err(|e| io(dir, e))?
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| io(dir, e))?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if hidden(&name) {
+        // Spark's rule: `_SUCCESS`, `.crc` files, `_delta_log`, and copies still running.
+        if hidden(&name) || name.ends_with("._COPYING_") {
             continue;
         }
-        let meta = std::fs::metadata(entry.path())?;
+        let path = entry.path();
+        let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
         if meta.is_dir() {
-            if name.contains('=') && !how.ignore_partitions && how.recursive {
+            if name.contains('=') && !how.ignore_partitions {
                 return Err(Error::Invalid(format!(
-                    "{who}: {} is a partition directory ({name}), and tidemark reads no partition columns: read its files without the column with partitionColumns = '' (read_files: partitionColumns => ''), or name the files with a glob",
-                    entry.path().display()
+                    "{who}: {} is a partition directory ({name}), and tidemark reads no partition columns: read its files without the column (recursiveFileLookup = true, or partitionColumns = ''), or name the files with a glob",
+                    path.display()
                 )));
             }
-            if how.recursive {
-                walk(who, &entry.path(), how, each)?;
-            } else if name.contains('=') && !how.ignore_partitions {
-                return Err(Error::Invalid(format!(
-                    "{who}: {} is a partition directory ({name}), and tidemark reads no partition columns: read its files without the column with recursiveFileLookup = true and partitionColumns = ''",
-                    entry.path().display()
-                )));
-            }
+            walk_from(who, &path, how, seen, each)?;
         } else {
-            each(source_file(entry.path(), &meta))?;
+            let canonical = std::fs::canonicalize(&path).map_err(|e| io(&path, e))?;
+            if seen.insert(canonical.clone()) {
+                each(source_file(canonical, &meta))?;
+            }
         }
     }
     Ok(())
@@ -652,6 +699,9 @@ impl Session {
         options: &ReadOptions,
     ) -> Result<SchemaRef> {
         if let Some(s) = &options.schema {
+            if options.format == Format::Csv && options.header {
+                self.check_headers(who, files, s, options).await?;
+            }
             return Ok(s.clone());
         }
         let state = self.ctx.state();
@@ -685,12 +735,64 @@ impl Session {
                 Some((have, first)) => (merge(who, have, first, fields, file, options)?, first),
             });
         }
-        let mut fields = merged.map(|(f, _)| f).unwrap_or_default();
+        // A column with no value in any file is a STRING (after the merge: a file where it is
+        // empty takes another file's type).
+        let mut fields: Vec<Field> = merged
+            .map(|(f, _)| f)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| f.clone().with_data_type(without_null(f.data_type())))
+            .collect();
         if options.format == Format::Json {
             // As Spark infers them: by name.
             fields.sort_by(|a, b| a.name().cmp(b.name()));
         }
         Ok(Arc::new(Schema::new(fields)))
+    }
+
+    /// CSV columns are read by position: with a header, each file's must name the given
+    /// columns, in their order (else values would land in the wrong columns).
+    async fn check_headers(
+        &self,
+        who: &str,
+        files: &[SourceFile],
+        schema: &Schema,
+        options: &ReadOptions,
+    ) -> Result<()> {
+        let state = self.ctx.state();
+        let store = self
+            .ctx
+            .runtime_env()
+            .object_store(ObjectStoreUrl::local_filesystem())?;
+        let wanted: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().to_lowercase())
+            .collect();
+        for file in files {
+            let compression = compression_of(&file.path.to_string_lossy()).1;
+            let format = options.file_format(self, false, compression);
+            let header = format
+                .infer_schema(&state, &store, &[object_meta(file)?])
+                .await
+                .map_err(|e| {
+                    Error::Invalid(format!("{who}: cannot read {}: {e}", file.path.display()))
+                })?;
+            let names: Vec<String> = header
+                .fields()
+                .iter()
+                .map(|f| f.name().to_lowercase())
+                .collect();
+            if names != wanted {
+                return Err(Error::Invalid(format!(
+                    "{who}: the header of {} names ({}), and the columns given are ({}): CSV columns are read by position, so name them in the file's order",
+                    file.path.display(),
+                    names.join(", "),
+                    wanted.join(", ")
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// `table` registered for one statement (the guard drops it): the name FROM reads it by.
@@ -788,7 +890,7 @@ fn object_meta(file: &SourceFile) -> Result<deltalake::logstore::object_store::O
 }
 
 /// An inferred column as tidemark shows it: a CSV file's unnamed columns `_c0`, `_c1`, ...;
-/// a CSV timestamp a TIMESTAMP (UTC, microseconds); a column with no value a STRING.
+/// a CSV timestamp a TIMESTAMP (UTC, microseconds).
 fn normalized(f: &Field, i: usize, options: &ReadOptions) -> Field {
     let name = if options.format == Format::Csv && !options.header {
         format!("_c{i}")
@@ -796,7 +898,6 @@ fn normalized(f: &Field, i: usize, options: &ReadOptions) -> Field {
         f.name().clone()
     };
     let data_type = match f.data_type() {
-        DataType::Null => DataType::Utf8,
         DataType::Timestamp(_, None) if options.format == Format::Csv => {
             DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
         }
@@ -860,12 +961,53 @@ fn merge(
     Ok(have)
 }
 
+/// `t` with every NULL type (a column or field with no value) a STRING.
+fn without_null(t: &DataType) -> DataType {
+    match t {
+        DataType::Null => DataType::Utf8,
+        DataType::List(f) => DataType::List(Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(without_null(f.data_type())),
+        )),
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| {
+                    f.as_ref()
+                        .clone()
+                        .with_data_type(without_null(f.data_type()))
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 fn widen(a: &DataType, b: &DataType, format: Format) -> Option<DataType> {
     use DataType::*;
     Some(match (a, b) {
         _ if a == b => a.clone(),
         (Null, t) | (t, Null) => t.clone(),
-        (Int64, Float64) | (Float64, Int64) => Float64,
+        (Int64, Float64) | (Float64, Int64) if format != Format::Parquet => Float64,
+        (List(x), List(y)) if format == Format::Json => {
+            let item = widen(x.data_type(), y.data_type(), format)?;
+            List(Arc::new(x.as_ref().clone().with_data_type(item)))
+        }
+        (Struct(x), Struct(y)) if format == Format::Json => {
+            let mut fields: Vec<Field> = x.iter().map(|f| f.as_ref().clone()).collect();
+            for f in y.iter() {
+                match fields.iter().position(|h| h.name() == f.name()) {
+                    Some(i) => {
+                        let t = widen(fields[i].data_type(), f.data_type(), format)?;
+                        fields[i] = fields[i].clone().with_data_type(t);
+                    }
+                    None => fields.push(f.as_ref().clone()),
+                }
+            }
+            fields.sort_by(|a, b| a.name().cmp(b.name()));
+            Struct(fields.into())
+        }
         (Date32, Timestamp(u, z)) | (Timestamp(u, z), Date32) if format == Format::Csv => {
             Timestamp(*u, z.clone())
         }

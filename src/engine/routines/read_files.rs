@@ -117,8 +117,8 @@ fn detect_format(path: &str, options: &[(String, String)]) -> Result<Option<Form
         return Ok(None);
     }
     let how = files::Walk {
-        recursive: given("recursiveFileLookup").is_none_or(|v| !v.eq_ignore_ascii_case("false")),
-        ignore_partitions: given("partitionColumns").is_some_and(|v| v.is_empty()),
+        ignore_partitions: given("partitionColumns").is_some_and(|v| v.is_empty())
+            || given("recursiveFileLookup").is_some_and(|v| v.eq_ignore_ascii_case("true")),
     };
     let listing = files::list(READ_FILES, path, how)?;
     let mut formats = listing

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 
-use datafusion::arrow::array::{Array, AsArray, StructArray};
+use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -32,7 +32,10 @@ pub(super) async fn loaded(table: &DeltaTable, name: &str) -> Result<HashSet<Str
     };
     let snapshot = table.snapshot()?;
     let config = snapshot.metadata().configuration();
-    if config.contains_key("delta.setTransactionRetentionDuration") {
+    if config
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("delta.setTransactionRetentionDuration"))
+    {
         return Err(Error::Invalid(format!(
             "COPY INTO {name}: the table expires its transaction records (delta.setTransactionRetentionDuration), and COPY INTO keeps which files it loaded in them: unset the property to load files exactly once"
         )));
@@ -48,12 +51,14 @@ pub(super) async fn loaded(table: &DeltaTable, name: &str) -> Result<HashSet<Str
     }
     let store = table.log_store().object_store(None);
     let mut ids = HashSet::new();
+    // A checkpoint newer than the snapshot (another process's) serves too: a file it records
+    // is loaded, and what was loaded after the snapshot is the commit's conflict check's.
     let from = match last_checkpoint(store.as_ref()).await? {
-        Some((at, parts)) if at <= version => {
+        Some((at, parts)) => {
             checkpoint_ids(&store, at, parts, &mut ids).await?;
             at + 1
         }
-        _ => 0,
+        None => 0,
     };
     let commits: Vec<Vec<String>> = futures::stream::iter(from..=version)
         .map(|v| {
@@ -133,7 +138,12 @@ async fn checkpoint_ids(
         let batches = builder.with_projection(mask).build().map_err(failed)?;
         for batch in batches {
             let batch = batch?;
-            let txn: &StructArray = batch.column(0).as_struct();
+            let Some(txn) = batch.column(0).as_struct_opt() else {
+                return Err(Error::Other(format!(
+                    "{}/{name}: its txn column is not a struct",
+                    log::DIR
+                )));
+            };
             let Some(app) = txn.column_by_name("appId") else {
                 continue;
             };

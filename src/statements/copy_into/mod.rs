@@ -115,7 +115,11 @@ fn copy_options(pairs: &[(String, String)]) -> Result<CopyOptions> {
         force: false,
         merge_schema: false,
     };
+    let mut seen = std::collections::HashSet::new();
     for (k, v) in pairs {
+        if !seen.insert(k.to_ascii_lowercase()) {
+            return Err(Error::Invalid(format!("COPY_OPTIONS {k} is given twice")));
+        }
         let flag = match v.to_ascii_lowercase().as_str() {
             "true" => true,
             "false" => false,
@@ -157,19 +161,22 @@ fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
         }
         let mut found = vec![];
         for name in names {
+            let relative = std::path::Path::new(name);
+            if relative.is_absolute()
+                || relative
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err(Error::Invalid(format!(
+                    "COPY INTO: FILES names files inside {}, and '{name}' is not one (no absolute path, no ..)",
+                    c.from
+                )));
+            }
             let path = base.join(name);
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_file() => {
-                    found.push(files::list(WHO, &path.to_string_lossy(), options.walk())?)
-                }
-                Ok(_) => {
-                    return Err(Error::Invalid(format!(
-                        "COPY INTO: FILES names {}, which is not a file",
-                        path.display()
-                    )));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && options.ignore_missing => {}
-                Err(_) => {
+            match files::file(WHO, &path)? {
+                Some(f) => found.push(f),
+                None if options.ignore_missing => {}
+                None => {
                     return Err(Error::class(
                         "PATH_NOT_FOUND",
                         format!("COPY INTO: file does not exist: {}", path.display()),
@@ -177,7 +184,7 @@ fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
                 }
             }
         }
-        let mut files: Vec<SourceFile> = found.into_iter().flat_map(|l| l.files).collect();
+        let mut files = found;
         files.sort_by(|a, b| a.path.cmp(&b.path));
         files.dedup_by(|a, b| a.path == b.path);
         return Ok(Listing { files });
@@ -300,19 +307,28 @@ fn meet_target(
         .zip(&fills)
         .map(|(g, fill)| {
             let source = col(Column::from_name(g));
-            match fill {
+            Ok(match fill {
                 Some(name) if cast_here => {
                     let to = target
                         .field_with_name(name)
                         .expect("a target column")
                         .data_type();
+                    let from = rows.schema().field_with_unqualified_name(g)?.data_type();
+                    // The engine's cast would wrap a value into a one-element list.
+                    if to.is_nested() && !from.is_nested() && !from.is_null() {
+                        return Err(Error::Type(format!(
+                            "column '{name}' of {table} is {}, and the files give a {} for it",
+                            crate::engine::types::type_name(to),
+                            crate::engine::types::type_name(from)
+                        )));
+                    }
                     cast(source, to.clone()).alias(name)
                 }
                 Some(name) => source.alias(name),
                 None => source,
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     Ok(rows.select(exprs)?)
 }
 

@@ -50,7 +50,7 @@ def measured(cmd):
 
 PEER = r'''
 import os, sys, time, duckdb, pyarrow.parquet as pq
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, Schema
 from deltalake.transaction import AddAction, create_table_with_add_actions, CommitProperties
 src, table = sys.argv[1], sys.argv[2]
 os.makedirs(table, exist_ok=True)
@@ -62,7 +62,7 @@ meta = pq.read_metadata(f"{table}/{name}")
 add = AddAction(path=name, size=os.path.getsize(f"{table}/{name}"), partition_values={},
                 modification_time=int(time.time() * 1000), data_change=True,
                 stats='{"numRecords": %d}' % meta.num_rows)
-create_table_with_add_actions(table, pq.read_schema(f"{table}/{name}"), [add], mode="append")
+create_table_with_add_actions(table, Schema.from_arrow(pq.read_schema(f"{table}/{name}")), [add], mode="append")
 print("wrote", DeltaTable(table).version(), meta.num_rows)
 '''
 

@@ -12,3 +12,4 @@ if ! .peers/bin/python -c 'import deltalake, polars, pyarrow, duckdb, numpy' 2>/
   .peers/bin/pip install --quiet --disable-pip-version-check deltalake polars pyarrow duckdb numpy
 fi
 .peers/bin/python bench/bench.py "$target/release/tidemark" "$shared" "${TIDEMARK_BENCH_DIR:-bench-data}" "$@"
+.peers/bin/python bench/files.py "$target/release/tidemark" "${TIDEMARK_BENCH_DIR:-bench-data}/files"

@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
 # The whole test suite, set-up included: the Python readers the interop tests compare with
 # (deltalake, polars, DuckDB, and Sail with its Spark Connect client; installed into .peers/
-# from PyPI), then every Rust test with fail points compiled in.
+# from PyPI), PostgreSQL and MariaDB (Debian's packages; the foreign-catalog tests start
+# their own servers), then every Rust test with fail points compiled in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! .peers/bin/python -c 'import deltalake, pyarrow, polars, duckdb, pysail, pyspark' 2>/dev/null; then
   python3 -m venv .peers
   .peers/bin/pip install --quiet --disable-pip-version-check deltalake pyarrow polars duckdb \
     pysail==0.7.2 pyspark-client==4.2.0 'pandas<3'
+fi
+# PostgreSQL and MariaDB for the foreign-catalog tests (each test starts its own server on
+# 127.0.0.1, in a throwaway data directory).
+missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing+=(postgresql)
+command -v mariadbd >/dev/null || missing+=(mariadb-server)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+      || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+  else
+    echo "the tests need database servers: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
 fi
 export TIDEMARK_PYTHON="$PWD/.peers/bin/python"
 cargo test --features failpoints "$@"

@@ -16,6 +16,9 @@ pub struct WarehouseCatalogs {
     warehouse: Arc<Warehouse>,
     samples: Arc<samples::SamplesCatalog>,
     scratch: Arc<MemoryCatalogProvider>,
+    /// Foreign catalogs seen so far, each with its connection (opened on first use).
+    foreign:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<foreign::ForeignCatalogProvider>>>,
 }
 
 impl WarehouseCatalogs {
@@ -27,6 +30,35 @@ impl WarehouseCatalogs {
             warehouse,
             samples: Arc::new(samples::SamplesCatalog::default()),
             scratch,
+            foreign: Default::default(),
+        }
+    }
+
+    /// The foreign catalog `name`, if it is one (the same provider, and connection, for the
+    /// whole process).
+    pub fn foreign(&self, name: &str) -> Option<Arc<foreign::ForeignCatalogProvider>> {
+        let name = name.to_lowercase();
+        if !self.warehouse.is_foreign(&name) {
+            return None;
+        }
+        let mut cache = self.foreign.lock().ok()?;
+        Some(
+            cache
+                .entry(name.clone())
+                .or_insert_with(|| {
+                    Arc::new(foreign::ForeignCatalogProvider::new(
+                        &name,
+                        self.warehouse.clone(),
+                    ))
+                })
+                .clone(),
+        )
+    }
+
+    /// Forget the foreign catalog `name`'s provider (dropped or replaced).
+    pub fn forget_foreign(&self, name: &str) {
+        if let Ok(mut cache) = self.foreign.lock() {
+            cache.remove(&name.to_lowercase());
         }
     }
 
@@ -56,6 +88,9 @@ impl CatalogProviderList for WarehouseCatalogs {
         match name.as_str() {
             SAMPLES => Some(self.samples.clone()),
             SCRATCH => Some(self.scratch.clone()),
+            _ if self.warehouse.is_foreign(&name) => {
+                self.foreign(&name).map(|f| f as Arc<dyn CatalogProvider>)
+            }
             _ => Some(Arc::new(WarehouseCatalog {
                 warehouse: self.warehouse.clone(),
                 catalog: name,

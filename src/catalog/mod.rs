@@ -16,6 +16,7 @@ mod providers;
 pub use providers::*;
 
 mod definitions;
+pub mod foreign;
 pub use definitions::{Function, Param, Returns, View};
 
 use deltalake::DeltaTable;
@@ -243,6 +244,9 @@ impl Warehouse {
     /// Directory of a schema.
     pub fn schema_path(&self, catalog: &str, schema: &str) -> Result<PathBuf> {
         check_part("schema", schema)?;
+        if self.is_foreign(catalog) {
+            return Err(self.foreign_error(catalog, &format!("{catalog}.{schema}")));
+        }
         Ok(self.catalog_path(catalog)?.join(schema))
     }
 
@@ -339,6 +343,9 @@ impl Warehouse {
 
     /// Explain why `name` does not resolve, suggesting the closest existing names.
     pub fn missing_table_error(&self, name: &TableName) -> Error {
+        if self.is_foreign(&name.catalog) {
+            return self.foreign_error(&name.catalog, &name.to_string());
+        }
         if !self.catalog_exists(&name.catalog) {
             return Error::NotFound(format!(
                 "catalog '{}' not found{} (create it with CREATE CATALOG {})",

@@ -529,6 +529,18 @@ impl Session {
         };
         let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
         for (table, version, scratch, (line, col)) in found {
+            // A database's table: the database answers for it (and has no versions).
+            if self.warehouse.is_foreign(&table.catalog) {
+                if version.is_some() {
+                    return Err(Error::Invalid(format!(
+                        "{table} is a table of a foreign database: it has no versions to travel to (VERSION AS OF, TIMESTAMP AS OF)"
+                    )));
+                }
+                if want_columns {
+                    columns.extend(self.foreign_columns(&table).await?);
+                }
+                continue;
+            }
             if !self.warehouse.table_exists(&table) {
                 let e = self.warehouse.missing_table_error(&table);
                 return Err(if line > 0 && col > 0 {

@@ -176,6 +176,39 @@ impl Session {
     }
 
     /// The current catalog (`USE CATALOG`).
+    /// The schemas and tables of the foreign catalog `catalog` (None: not a foreign one).
+    pub async fn foreign_names(&self, catalog: &str) -> Result<Option<Vec<(String, Vec<String>)>>> {
+        match self.catalogs.foreign(catalog) {
+            Some(f) => Ok(Some(f.list().await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The column names (lower case) of a foreign catalog's table.
+    pub(crate) async fn foreign_columns(&self, table: &TableName) -> Result<Vec<String>> {
+        use datafusion::catalog::CatalogProvider;
+        let Some(catalog) = self.catalogs.foreign(&table.catalog) else {
+            return Ok(vec![]);
+        };
+        let Some(schema) = catalog.schema(&table.schema) else {
+            return Ok(vec![]);
+        };
+        Ok(match schema.table(&table.table).await? {
+            Some(t) => t
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().to_lowercase())
+                .collect(),
+            None => vec![],
+        })
+    }
+
+    /// Forget the provider (and connection) of the foreign catalog `catalog`.
+    pub(crate) fn forget_foreign(&self, catalog: &str) {
+        self.catalogs.forget_foreign(catalog);
+    }
+
     pub fn current_catalog(&self) -> &str {
         &self.catalog
     }

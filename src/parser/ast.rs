@@ -60,6 +60,16 @@ pub enum Statement {
         within: Option<ObjectName>,
         like: Option<String>,
     },
+    /// `CREATE CONNECTION [IF NOT EXISTS] c TYPE t OPTIONS (...) [COMMENT '..']`.
+    CreateConnection(Box<CreateConnection>),
+    /// `CREATE FOREIGN CATALOG [IF NOT EXISTS] c USING CONNECTION conn [OPTIONS (...)]`.
+    CreateForeignCatalog(Box<CreateForeignCatalog>),
+    /// `DROP CONNECTION [IF EXISTS] c`.
+    DropConnection { name: String, if_exists: bool },
+    /// `SHOW CONNECTIONS`.
+    ShowConnections,
+    /// `DESCRIBE CONNECTION c`.
+    DescribeConnection { name: String },
     /// `CREATE CATALOG [IF NOT EXISTS] c`.
     CreateCatalog {
         name: ObjectName,
@@ -165,6 +175,10 @@ impl Statement {
             Statement::CopyIncremental(c) => !c.dry_run,
             Statement::CopyUsingControl(c) => !c.dry_run,
             Statement::CopyInto(_) => true,
+            Statement::CreateConnection(_)
+            | Statement::CreateForeignCatalog(_)
+            | Statement::DropConnection { .. } => true,
+            Statement::ShowConnections | Statement::DescribeConnection { .. } => false,
             Statement::Use { .. }
             | Statement::Show { .. }
             | Statement::Describe { .. }
@@ -604,6 +618,15 @@ impl fmt::Display for Statement {
             | Statement::DropVariable { .. } => self.fmt_variable_statement(f),
             Statement::CopyIncremental(c) => write!(f, "{c}"),
             Statement::CopyInto(c) => write!(f, "{c}"),
+            Statement::CreateConnection(c) => write!(f, "{c}"),
+            Statement::CreateForeignCatalog(c) => write!(f, "{c}"),
+            Statement::DropConnection { name, if_exists } => write!(
+                f,
+                "DROP CONNECTION {}{name}",
+                if *if_exists { "IF EXISTS " } else { "" }
+            ),
+            Statement::ShowConnections => write!(f, "SHOW CONNECTIONS"),
+            Statement::DescribeConnection { name } => write!(f, "DESCRIBE CONNECTION {name}"),
             Statement::CopyUsingControl(c) => write!(f, "{c}"),
             Statement::ForEach(l) => write!(f, "{l}"),
         }
@@ -907,6 +930,83 @@ impl fmt::Display for CopyInto {
         }
         if !self.copy_options.is_empty() {
             write!(f, " COPY_OPTIONS ({})", options(&self.copy_options))?;
+        }
+        Ok(())
+    }
+}
+
+/// `CREATE CONNECTION`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateConnection {
+    pub name: String,
+    pub if_not_exists: bool,
+    /// As written (`postgresql`, ...).
+    pub kind: String,
+    pub options: Vec<(String, crate::catalog::foreign::OptionValue)>,
+    pub comment: Option<String>,
+}
+
+/// `CREATE FOREIGN CATALOG`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateForeignCatalog {
+    pub name: String,
+    pub if_not_exists: bool,
+    pub connection: String,
+    pub options: Vec<(String, crate::catalog::foreign::OptionValue)>,
+    pub comment: Option<String>,
+}
+
+fn fmt_options(
+    f: &mut fmt::Formatter<'_>,
+    options: &[(String, crate::catalog::foreign::OptionValue)],
+) -> fmt::Result {
+    if options.is_empty() {
+        return Ok(());
+    }
+    let o: Vec<String> = options
+        .iter()
+        .map(|(k, v)| format!("{k} {}", v.shown()))
+        .collect();
+    write!(f, " OPTIONS ({})", o.join(", "))
+}
+
+impl fmt::Display for CreateConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CREATE CONNECTION {}{} TYPE {}",
+            if self.if_not_exists {
+                "IF NOT EXISTS "
+            } else {
+                ""
+            },
+            self.name,
+            self.kind
+        )?;
+        fmt_options(f, &self.options)?;
+        if let Some(c) = &self.comment {
+            write!(f, " COMMENT {}", quoted(c))?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for CreateForeignCatalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CREATE FOREIGN CATALOG {}{} USING CONNECTION {}",
+            if self.if_not_exists {
+                "IF NOT EXISTS "
+            } else {
+                ""
+            },
+            self.name,
+            self.connection
+        )?;
+        fmt_options(f, &self.options)?;
+        if let Some(c) = &self.comment {
+            write!(f, " COMMENT {}", quoted(c))?;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! sqlparser's parser: USE, SHOW, DESCRIBE, OPTIMIZE, VACUUM, CREATE/DROP CATALOG, session
 //! variables, COPY INCREMENTAL and FOR loops; statements on one table in `grammar/table.rs`.
 
+mod connection;
 mod copy_into;
 mod function;
 mod insert;
@@ -90,6 +91,7 @@ pub(super) fn variable_name(p: &mut Parser) -> Result<String> {
 /// One statement: tidemark's own (or its own reading of a standard one), else sqlparser's.
 pub(super) fn parse_statement(p: &mut Parser) -> Result<Statement> {
     for own in [
+        connection::connection_statement,
         table::table_statement,
         insert::insert_statement,
         function::function_statement,

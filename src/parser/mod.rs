@@ -536,6 +536,11 @@ mod tests {
             "COPY INTO s.t FROM '/data/it''s' FILEFORMAT = CSV FILES = ('a.csv', 'b.csv') FORMAT_OPTIONS ('header' = 'true') COPY_OPTIONS ('force' = 'true')",
             "COPY INTO t (a, b) FROM '/d' FILEFORMAT = CSV PATTERN = '*.csv'",
             "COPY INTO t BY POSITION FROM '/d' FILEFORMAT = csv",
+            "CREATE CONNECTION IF NOT EXISTS pg TYPE postgresql OPTIONS (host 'db', port '5432', user 'me', password secret('prod', 'pg')) COMMENT 'shop'",
+            "CREATE FOREIGN CATALOG shop USING CONNECTION pg OPTIONS (database 'shop')",
+            "DROP CONNECTION IF EXISTS pg",
+            "SHOW CONNECTIONS",
+            "DESCRIBE CONNECTION pg",
             "COPY INTO t FROM (SELECT _c0::INT AS id, upper(_c1) AS name FROM '/d') FILEFORMAT = CSV",
         ] {
             let s = p(sql);

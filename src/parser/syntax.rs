@@ -49,6 +49,16 @@ SELECT ... FROM read_files( 'path' [, format => 'csv', header => true, schema =>
         example: "COPY INTO lake.orders FROM '/data/drop/orders' FILEFORMAT = CSV FORMAT_OPTIONS ('header' = 'true')",
     },
     Syntax {
+        name: "CREATE CONNECTION",
+        about: "a database server and how to log in (credentials only as secrets)",
+        grammar: "CREATE CONNECTION [ IF NOT EXISTS ] name TYPE postgresql | mysql | sqlite
+    OPTIONS ( host 'h', port 'p', user 'u', password secret('scope', 'key'), sslmode 'm' )
+    [ COMMENT 'text' ]                        -- sqlite: OPTIONS ( path '/file.db' )
+CREATE FOREIGN CATALOG [ IF NOT EXISTS ] catalog USING CONNECTION name [ OPTIONS ( database 'db' ) ]
+DROP CONNECTION [ IF EXISTS ] name;  SHOW CONNECTIONS;  DESCRIBE CONNECTION name",
+        example: "CREATE CONNECTION shop_pg TYPE postgresql OPTIONS (host 'db', port '5432', user 'me', password secret('shop', 'pg'))",
+    },
+    Syntax {
         name: "FOR EACH",
         about: "run statements once per row of a query, several rows at a time",
         grammar: "FOR EACH row IN ( query ) [ CONCURRENCY n ]
@@ -318,7 +328,7 @@ mod tests {
     fn lookup_by_name_and_by_first_words() {
         assert_eq!(lookup("copy  incremental").len(), 1);
         assert_eq!(lookup("copy").len(), 3);
-        assert_eq!(lookup("create").len(), 5);
+        assert_eq!(lookup("create").len(), 6);
         assert_eq!(lookup("for each")[0].name, "FOR EACH");
         assert!(lookup("grant").is_empty());
         assert!(lookup("SE").is_empty());

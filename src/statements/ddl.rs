@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 mod alter;
 pub(super) mod clone;
+pub(super) mod connection;
 pub(super) mod function;
 pub(super) mod on_table;
 pub(super) mod view;
@@ -126,6 +127,7 @@ pub fn drop_catalog(
         )));
     }
     std::fs::remove_dir_all(path)?;
+    session.forget_foreign(&catalog);
     Ok(Output::empty())
 }
 

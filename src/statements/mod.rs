@@ -56,7 +56,18 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
     match stmt {
         Statement::Sql(s) => execute_sql(session, *s).await,
         Statement::Use { kind, name } => ddl::use_(session, kind, &name),
-        Statement::Show { what, within } => show::show(session, what, within.as_ref()),
+        Statement::Show { what, within } => show::show(session, what, within.as_ref()).await,
+        Statement::CreateConnection(c) => ddl::connection::create_connection(session, *c).await,
+        Statement::CreateForeignCatalog(c) => {
+            ddl::connection::create_foreign_catalog(session, *c).await
+        }
+        Statement::DropConnection { name, if_exists } => {
+            ddl::connection::drop_connection(session, &name, if_exists)
+        }
+        Statement::ShowConnections => ddl::connection::show_connections(session),
+        Statement::DescribeConnection { name } => {
+            ddl::connection::describe_connection(session, &name)
+        }
         Statement::OnTable(t) => ddl::on_table::execute(session, *t).await,
         Statement::Insert(i) => dml::insert_by(session, *i).await,
         Statement::CloneTable(c) => ddl::clone::clone_table(session, *c).await,

@@ -53,7 +53,11 @@ pub(crate) fn strings(name: &str, values: Vec<String>) -> Output {
 }
 
 /// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES|VIEWS [IN [c.]s]`.
-pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> Result<Output> {
+pub async fn show(
+    session: &Session,
+    what: ShowWhat,
+    within: Option<&ObjectName>,
+) -> Result<Output> {
     let parts: Vec<String> = match within {
         Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
         None => vec![],
@@ -70,14 +74,35 @@ pub fn show(session: &Session, what: ShowWhat, within: Option<&ObjectName>) -> R
             if !wh.catalog_exists(&catalog) {
                 return Err(wh.missing_table_error(&TableName::new(&catalog, "_", "_")));
             }
+            if let Some(names) = session.foreign_names(&catalog).await? {
+                return Ok(strings(
+                    "schema",
+                    names.into_iter().map(|(s, _)| s).collect(),
+                ));
+            }
             Ok(strings("schema", wh.schemas(&catalog)))
         }
         ShowWhat::Tables => {
             let (catalog, schema) = schema_in(session, &parts, "TABLES")?;
-            if !wh.schema_exists(&catalog, &schema) {
-                return Err(wh.missing_table_error(&TableName::new(&catalog, &schema, "_")));
-            }
-            let tables = wh.tables(&catalog, &schema);
+            let tables = match session.foreign_names(&catalog).await? {
+                Some(names) => names
+                    .into_iter()
+                    .find(|(s, _)| s == &schema)
+                    .map(|(_, t)| t)
+                    .ok_or_else(|| {
+                        Error::NotFound(format!(
+                            "schema '{catalog}.{schema}' not found in the foreign catalog {catalog} (SHOW SCHEMAS IN {catalog} lists them)"
+                        ))
+                    })?,
+                None => {
+                    if !wh.schema_exists(&catalog, &schema) {
+                        return Err(
+                            wh.missing_table_error(&TableName::new(&catalog, &schema, "_"))
+                        );
+                    }
+                    wh.tables(&catalog, &schema)
+                }
+            };
             let n = tables.len();
             let schema_ref = Arc::new(Schema::new(vec![
                 Field::new("catalog", DataType::Utf8, false),

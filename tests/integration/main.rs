@@ -9,6 +9,7 @@ mod differential;
 mod disk;
 mod files;
 mod for_each;
+mod foreign;
 mod fuzz;
 mod golden;
 mod hostile;

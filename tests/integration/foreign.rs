@@ -1,0 +1,581 @@
+//! Foreign catalogs: a SQLite file and a real PostgreSQL server (started here, on 127.0.0.1,
+//! in a throwaway data directory, as the `postgres` user when the tests run as root) read as
+//! catalogs of tables, with the secrets in the environment, never in the warehouse or output.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{run, warehouse};
+
+/// Run statements in one process with `envs` set; (success, stdout, stderr).
+fn sql_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> (bool, String, String) {
+    let mut cmd = crate::common::tidemark(wh);
+    cmd.args(["--format", "csv"]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    for s in stmts {
+        cmd.args(["-c", s]);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn ok_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> String {
+    let (fine, out, err) = sql_env(wh, envs, stmts);
+    assert!(fine, "{stmts:?} failed:\n{out}\n{err}");
+    out
+}
+
+fn err_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> String {
+    let (fine, out, err) = sql_env(wh, envs, stmts);
+    assert!(!fine, "{stmts:?} should fail:\n{out}");
+    err
+}
+
+/// A SQLite database with an `orders` table, made by Python's sqlite3 module.
+fn sqlite_db(dir: &Path) -> PathBuf {
+    let path = dir.join("shop.db");
+    let script = format!(
+        "import sqlite3\n\
+         c = sqlite3.connect({p:?})\n\
+         c.execute('CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, amount REAL, placed_at TEXT)')\n\
+         c.executemany('INSERT INTO orders VALUES (?, ?, ?, ?)', [(i, 'c%d' % (i % 3), i * 1.5, '2024-01-%02d' % (i % 28 + 1)) for i in range(1, 101)])\n\
+         c.commit()\n",
+        p = path.display().to_string()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn a_sqlite_file_is_a_catalog_of_tables() {
+    let (d, wh) = warehouse();
+    let db = sqlite_db(d.path());
+    let create = format!(
+        "CREATE CONNECTION lite TYPE sqlite OPTIONS (path '{}') COMMENT 'the shop'",
+        db.display()
+    );
+    let out = ok_env(
+        &wh,
+        &[],
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG shop USING CONNECTION lite",
+            "SELECT count(*), sum(amount) FROM shop.main.orders WHERE customer = 'c1'",
+            "CREATE TABLE tiers (customer STRING, tier STRING)",
+            "INSERT INTO tiers VALUES ('c0', 'gold'), ('c1', 'silver')",
+            "SELECT t.tier, count(*) FROM shop.main.orders o JOIN tiers t ON t.customer = o.customer GROUP BY t.tier ORDER BY 1",
+            "CREATE TABLE lake_orders AS SELECT * FROM shop.main.orders WHERE id <= 10",
+            "SELECT count(*) FROM lake_orders",
+            "SHOW SCHEMAS IN shop",
+            "SHOW TABLES IN shop.main",
+            "SHOW CONNECTIONS",
+            "SHOW CATALOGS",
+        ],
+    );
+    assert!(out.contains("count(*),sum(amount)\n34,2575.5\n"), "{out}");
+    assert!(out.contains("gold,33\nsilver,34\n"), "{out}");
+    assert!(out.contains("count(*)\n10\n"), "{out}");
+    assert!(out.contains("schema\nmain\n"), "{out}");
+    assert!(out.contains("shop,main,orders"), "{out}");
+    assert!(out.contains("lite,sqlite,the shop"), "{out}");
+    assert!(out.contains("\nshop\n"), "{out}");
+    // Read-only, and not a COPY INCREMENTAL source yet: refused by name, nothing written.
+    let e = err_env(
+        &wh,
+        &[],
+        &["INSERT INTO shop.main.orders VALUES (1000, 'x', 1.0, 'y')"],
+    );
+    assert!(
+        e.contains("shop is a foreign catalog (connection lite)"),
+        "{e}"
+    );
+    let e = err_env(
+        &wh,
+        &[],
+        &["COPY INCREMENTAL shop.main.orders INTO t WATERMARK id"],
+    );
+    assert!(e.contains("shop is a foreign catalog"), "{e}");
+    let e = err_env(&wh, &[], &["DROP CONNECTION lite"]);
+    assert!(e.contains("used by the foreign catalog shop"), "{e}");
+    let e = err_env(&wh, &[], &["SELECT * FROM shop.main.nope"]);
+    assert!(e.contains("shop.main.nope"), "{e}");
+    ok_env(&wh, &[], &["DROP CATALOG shop", "DROP CONNECTION lite"]);
+    let e = err_env(&wh, &[], &["SELECT * FROM shop.main.orders"]);
+    assert!(e.contains("shop"), "{e}");
+    // A file that is not there is never created.
+    let e = err_env(
+        &wh,
+        &[],
+        &["CREATE CONNECTION typo TYPE sqlite OPTIONS (path '/nonexistent/shop.db')"],
+    );
+    assert!(
+        e.contains("no database file at /nonexistent/shop.db"),
+        "{e}"
+    );
+    assert!(!Path::new("/nonexistent/shop.db").exists());
+}
+
+#[test]
+fn credentials_are_secrets_never_stored_or_shown() {
+    let (_d, wh) = warehouse();
+    let e = err_env(
+        &wh,
+        &[],
+        &[
+            "CREATE CONNECTION pg TYPE postgresql OPTIONS (host '127.0.0.1', user 'me', password 'hunter2')",
+        ],
+    );
+    assert!(e.contains("a password is stored only as a secret"), "{e}");
+    let e = err_env(
+        &wh,
+        &[],
+        &[
+            "CREATE CONNECTION pg TYPE postgresql OPTIONS (host '127.0.0.1', user 'me', password secret('shop', 'pg-pass'))",
+        ],
+    );
+    assert!(e.contains("TIDEMARK_SECRET_SHOP_PG_PASS"), "{e}");
+    let env = [("TIDEMARK_SECRET_SHOP_PG_PASS", "hunter2-secret")];
+    let out = ok_env(
+        &wh,
+        &env,
+        &[
+            "CREATE CONNECTION pg TYPE postgresql OPTIONS (host '127.0.0.1', port '1', user 'me', password secret('shop', 'pg-pass'))",
+            "DESCRIBE CONNECTION pg",
+        ],
+    );
+    assert!(
+        out.contains("password,\"secret('shop', 'pg-pass')\""),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2-secret"));
+    let stored = std::fs::read_to_string(wh.join("_connections/pg.json")).unwrap();
+    assert!(!stored.contains("hunter2-secret"), "{stored}");
+    // Nothing listens on port 1: the error names the connection and where, not the secret.
+    let e = err_env(
+        &wh,
+        &env,
+        &["CREATE FOREIGN CATALOG shop USING CONNECTION pg OPTIONS (database 'shop')"],
+    );
+    assert!(
+        e.contains("connection pg (postgresql at 127.0.0.1:1) failed"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2-secret"), "{e}");
+    assert!(
+        !wh.join("shop").exists(),
+        "a failed CREATE FOREIGN CATALOG writes nothing"
+    );
+    // The secrets file: owner-only.
+    let file = wh.parent().unwrap().join("secrets.json");
+    std::fs::write(&file, r#"{"shop": {"pg-pass": "from-file"}}"#).unwrap();
+    let path = file.display().to_string();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = err_env(
+            &wh,
+            &[("TIDEMARK_SECRETS_FILE", &path)],
+            &[
+                "CREATE CONNECTION pg2 TYPE postgresql OPTIONS (host 'h', user 'u', password secret('shop', 'pg-pass'))",
+            ],
+        );
+        assert!(
+            e.contains("may be read by others") && e.contains("chmod 600"),
+            "{e}"
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    ok_env(
+        &wh,
+        &[("TIDEMARK_SECRETS_FILE", &path)],
+        &[
+            "CREATE CONNECTION pg2 TYPE postgresql OPTIONS (host 'h', user 'u', password secret('shop', 'pg-pass'))",
+        ],
+    );
+    let e = err_env(
+        &wh,
+        &[],
+        &["CREATE CONNECTION x TYPE snowflake OPTIONS (host 'h')"],
+    );
+    assert!(
+        e.contains("connection type snowflake is not supported"),
+        "{e}"
+    );
+}
+
+/// A PostgreSQL server of its own: initdb into a temp dir, started on a free port of
+/// 127.0.0.1 with every statement logged; stopped when dropped.
+struct Postgres {
+    dir: tempfile::TempDir,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl Postgres {
+    fn bin(name: &str) -> String {
+        let lib = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| d.flatten().map(|e| e.path()).max())
+            .map(|p| p.join("bin").join(name));
+        match lib {
+            Some(p) if p.exists() => p.display().to_string(),
+            _ => name.to_string(),
+        }
+    }
+
+    fn command(&self, name: &str) -> Command {
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", &Self::bin(name)]);
+            c
+        } else {
+            Command::new(Self::bin(name))
+        }
+    }
+
+    fn start() -> Postgres {
+        let dir = tempfile::tempdir().unwrap();
+        let as_postgres = unsafe { libc_geteuid() } == 0;
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let pg = Postgres {
+            dir,
+            port,
+            as_postgres,
+        };
+        let data = pg.dir.path().join("data");
+        if as_postgres {
+            let st = Command::new("chown")
+                .args(["-R", "postgres", &pg.dir.path().display().to_string()])
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let out = pg
+            .command("initdb")
+            .args([
+                "-D",
+                &data.display().to_string(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ])
+            .output()
+            .expect("initdb (Debian's postgresql package)");
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Password authentication over TCP, so the connection's secret is used for real.
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .unwrap();
+        let opts = format!(
+            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c log_statement=all -c logging_collector=off",
+            pg.dir.path().display()
+        );
+        let out = pg
+            .command("pg_ctl")
+            .args([
+                "-D",
+                &data.display().to_string(),
+                "-l",
+                &pg.log().display().to_string(),
+                "-o",
+                &opts,
+                "-w",
+                "start",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        pg.psql("CREATE ROLE shopper LOGIN PASSWORD 's3cret-pw'", "postgres");
+        pg.psql("CREATE DATABASE shop OWNER shopper", "postgres");
+        pg
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    fn psql(&self, sql: &str, db: &str) {
+        let out = self
+            .command("psql")
+            .args([
+                "-h",
+                &self.dir.path().display().to_string(),
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                db,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .args([
+                "-D",
+                &self.dir.path().join("data").display().to_string(),
+                "-m",
+                "immediate",
+                "stop",
+            ])
+            .output();
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+#[test]
+fn a_postgres_database_is_a_catalog_and_filters_run_there() {
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE public.orders (id bigint PRIMARY KEY, customer text, amount numeric(10,2), placed_at timestamptz, local_at timestamp, tags jsonb);
+         INSERT INTO public.orders SELECT i, 'c' || (i % 3), i * 1.25, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 hour', timestamp '2024-01-01 00:00:00' + i * interval '1 hour', '{\"k\": 1}' FROM generate_series(1, 1000) i;
+         CREATE SCHEMA sales; CREATE TABLE sales.regions (id int, name text); INSERT INTO sales.regions VALUES (1, 'north');
+         ALTER TABLE public.orders OWNER TO shopper; ALTER SCHEMA sales OWNER TO shopper; ALTER TABLE sales.regions OWNER TO shopper;",
+        "shop",
+    );
+    let (_d, wh) = warehouse();
+    let env = [("TIDEMARK_SECRET_SHOP_PG", "s3cret-pw")];
+    let create = format!(
+        "CREATE CONNECTION pg TYPE postgresql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'pg'), sslmode 'disable')",
+        pg.port
+    );
+    let out = ok_env(
+        &wh,
+        &env,
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG shop USING CONNECTION pg OPTIONS (database 'shop')",
+            "SELECT count(*), sum(amount), min(placed_at), typeof(min(amount)) FROM shop.public.orders WHERE customer = 'c1' AND id > 500",
+            "SELECT typeof(placed_at), typeof(local_at), typeof(tags) FROM shop.public.orders LIMIT 1",
+            "SHOW SCHEMAS IN shop",
+            "SHOW TABLES IN shop.sales",
+            "SELECT r.name, count(*) FROM shop.public.orders o JOIN shop.sales.regions r ON r.id = o.id % 2 GROUP BY r.name",
+        ],
+    );
+    assert!(
+        out.contains("167,156771.25,2024-01-21T22:00:00Z,\"decimal(10,2)\""),
+        "{out}"
+    );
+    assert!(out.contains("timestamp,timestamp_ntz,string"), "{out}");
+    assert!(
+        out.contains("public\nsales\n") || out.contains("public\r\nsales"),
+        "{out}"
+    );
+    assert!(out.contains("shop,sales,regions"), "{out}");
+    assert!(out.contains("north,500"), "{out}");
+    // The server's own log: the filter and the projection ran in PostgreSQL.
+    let log = std::fs::read_to_string(pg.log()).unwrap();
+    let pushed = log
+        .lines()
+        .find(|l| l.contains("\"orders\"") && l.contains("WHERE") && l.contains("c1"))
+        .unwrap_or_else(|| panic!("no pushed-down statement in the server log:\n{log}"));
+    assert!(
+        pushed.contains("500") && !pushed.contains("\"tags\""),
+        "{pushed}"
+    );
+    // Wrong password: a clear error naming the connection; the secret never shows.
+    let (_d2, wh2) = warehouse();
+    let bad = [("TIDEMARK_SECRET_SHOP_PG", "wrong-pw")];
+    ok_env(&wh2, &bad, &[&create]);
+    let e = err_env(
+        &wh2,
+        &bad,
+        &["CREATE FOREIGN CATALOG shop USING CONNECTION pg OPTIONS (database 'shop')"],
+    );
+    assert!(e.contains("connection pg (postgresql at 127.0.0.1:"), "{e}");
+    assert!(!e.contains("wrong-pw"), "{e}");
+    assert!(!wh2.join("shop").exists());
+    let _ = run(&wh, "SELECT 1");
+}
+
+/// A MariaDB server of its own, like [`Postgres`]: a throwaway data directory, a free port of
+/// 127.0.0.1, every statement logged.
+struct MariaDb {
+    dir: tempfile::TempDir,
+    port: u16,
+    child: std::process::Child,
+}
+
+impl MariaDb {
+    fn start() -> MariaDb {
+        let dir = tempfile::tempdir().unwrap();
+        let root = unsafe { libc_geteuid() } == 0;
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let data = dir.path().join("data");
+        let path = |p: &Path| p.display().to_string();
+        if root {
+            let st = Command::new("chown")
+                .args(["-R", "mysql", &path(dir.path())])
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let mut install = Command::new("mariadb-install-db");
+        install.args([
+            "--no-defaults",
+            &format!("--datadir={}", path(&data)),
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ]);
+        if root {
+            install.arg("--user=mysql");
+        }
+        let out = install
+            .output()
+            .expect("mariadb-install-db (Debian's mariadb-server)");
+        assert!(
+            out.status.success(),
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut server = Command::new("mariadbd");
+        server
+            .args([
+                "--no-defaults",
+                &format!("--datadir={}", path(&data)),
+                &format!("--socket={}", path(&dir.path().join("sock"))),
+                &format!("--port={port}"),
+                "--bind-address=127.0.0.1",
+                "--general-log=1",
+                &format!(
+                    "--general-log-file={}",
+                    path(&dir.path().join("general.log"))
+                ),
+                &format!("--pid-file={}", path(&dir.path().join("pid"))),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if root {
+            server.arg("--user=mysql");
+        }
+        let child = server.spawn().unwrap();
+        let db = MariaDb { dir, port, child };
+        for _ in 0..100 {
+            if db.client("SELECT 1").status.success() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        db.sql("CREATE DATABASE shop; CREATE USER 'shopper'@'127.0.0.1' IDENTIFIED BY 'm4ria-pw'; GRANT ALL ON shop.* TO 'shopper'@'127.0.0.1';");
+        db
+    }
+
+    fn client(&self, sql: &str) -> std::process::Output {
+        Command::new("mariadb")
+            .args([
+                "--no-defaults",
+                &format!("--socket={}", self.dir.path().join("sock").display()),
+                "-u",
+                "root",
+                "-e",
+                sql,
+            ])
+            .output()
+            .unwrap()
+    }
+
+    fn sql(&self, sql: &str) {
+        let out = self.client(sql);
+        assert!(
+            out.status.success(),
+            "mariadb {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("general.log")
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_mariadb_database_is_a_catalog_and_filters_run_there() {
+    let db = MariaDb::start();
+    db.sql(
+        "USE shop; CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, customer VARCHAR(20), amount DECIMAL(10,2), placed_at DATETIME);
+         INSERT INTO shop.orders SELECT seq, CONCAT('c', seq % 3), seq * 1.25, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq HOUR FROM seq_1_to_1000;",
+    );
+    let (_d, wh) = warehouse();
+    let env = [("TIDEMARK_SECRET_SHOP_MARIA", "m4ria-pw")];
+    let create = format!(
+        "CREATE CONNECTION maria TYPE mysql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'maria'), sslmode 'disabled')",
+        db.port
+    );
+    let out = ok_env(
+        &wh,
+        &env,
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG msh USING CONNECTION maria OPTIONS (database 'shop')",
+            "SELECT count(*), sum(amount), typeof(min(amount)) FROM msh.shop.orders WHERE customer = 'c1' AND id > 500",
+            "SHOW TABLES IN msh.shop",
+        ],
+    );
+    assert!(out.contains("167,"), "{out}");
+    assert!(out.contains("decimal(10,2)"), "{out}");
+    assert!(out.contains("msh,shop,orders"), "{out}");
+    let log = std::fs::read_to_string(db.log()).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("orders") && l.contains("WHERE") && l.contains("c1")),
+        "no pushed-down statement in the server log:\n{log}"
+    );
+}

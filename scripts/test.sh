@@ -12,13 +12,21 @@ if ! .peers/bin/python -c 'import deltalake, pyarrow, polars, duckdb, pysail, py
 fi
 # PostgreSQL and MariaDB for the foreign-catalog tests (each test starts its own server on
 # 127.0.0.1, in a throwaway data directory).
+# Server programs live in /usr/sbin, which a user's PATH may lack.
+export PATH="$PATH:/usr/sbin:/sbin"
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing+=(postgresql)
 command -v mariadbd >/dev/null || missing+=(mariadb-server)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
-      || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+    # Installed only: their own services are not started (the tests start throwaway ones).
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends "${missing[@]}" > /tmp/tidemark-apt.log 2>&1 \
+      || { apt-get update -q >> /tmp/tidemark-apt.log 2>&1 \
+           && apt-get install -y -q --no-install-recommends "${missing[@]}" >> /tmp/tidemark-apt.log 2>&1; } \
+      || { cat /tmp/tidemark-apt.log >&2; rm -f /usr/sbin/policy-rc.d; exit 1; }
+    rm -f /usr/sbin/policy-rc.d
   else
     echo "the tests need database servers: apt-get install ${missing[*]}" >&2
     exit 1

@@ -128,6 +128,9 @@ impl Connection {
                     "connection {name}: a password is stored only as a secret: write password secret('scope', 'key') and set TIDEMARK_SECRET_SCOPE_KEY (or the secrets file, see the README)"
                 )));
             }
+            if let OptionValue::Text(text) = &value {
+                check_value(name, kind, &k, text)?;
+            }
             if map.insert(k, value).is_some() {
                 return Err(Error::Invalid(format!(
                     "connection {name}: option {key} is given twice"
@@ -146,6 +149,45 @@ impl Connection {
             options: map,
             comment,
         })
+    }
+}
+
+/// A literal option value as the driver will take it: a port is a number, a TLS mode one the
+/// driver verifies, and names carry no spaces, `=`, quotes or backslashes (PostgreSQL's
+/// driver joins them into one `key=value` string, where they would add settings).
+fn check_value(name: &str, kind: ConnectionType, key: &str, value: &str) -> Result<()> {
+    let bad = |why: String| {
+        Err(Error::Invalid(format!(
+            "connection {name}: option {key} {why}"
+        )))
+    };
+    match key {
+        "port" if value.parse::<u16>().is_err() => {
+            bad(format!("is a port number, found '{value}'"))
+        }
+        "sslmode" => {
+            let allowed: &[&str] = match kind {
+                ConnectionType::Postgresql => &["disable", "require", "verify-ca", "verify-full"],
+                _ => &["disabled", "required"],
+            };
+            if allowed.contains(&value) {
+                Ok(())
+            } else {
+                bad(format!(
+                    "is one of {} (lower case), found '{value}'",
+                    allowed.join(", ")
+                ))
+            }
+        }
+        "host" | "user" | "database"
+            if value.is_empty()
+                || value.contains(|c: char| c.is_whitespace() || "='\"\\".contains(c)) =>
+        {
+            bad(format!(
+                "'{value}' is empty or holds a space, =, a quote or a backslash"
+            ))
+        }
+        _ => Ok(()),
     }
 }
 

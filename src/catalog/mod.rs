@@ -238,6 +238,12 @@ impl Warehouse {
     /// Directory of a catalog.
     pub fn catalog_path(&self, catalog: &str) -> Result<PathBuf> {
         check_part("catalog", catalog)?;
+        // `_connections` and the like are the warehouse's own.
+        if catalog.starts_with('_') {
+            return Err(Error::Invalid(format!(
+                "a catalog name cannot start with _ ('{catalog}'): those are the warehouse's own"
+            )));
+        }
         Ok(self.root.join(catalog))
     }
 

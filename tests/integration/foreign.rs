@@ -292,8 +292,9 @@ impl Postgres {
             "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
         )
         .unwrap();
+        // A server in another time zone than UTC: timestamptz filters must not shift.
         let opts = format!(
-            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c log_statement=all -c logging_collector=off",
+            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c log_statement=all -c logging_collector=off -c timezone=America/New_York",
             pg.dir.path().display()
         );
         let out = pg
@@ -378,6 +379,7 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
         "CREATE TABLE public.orders (id bigint PRIMARY KEY, customer text, amount numeric(10,2), placed_at timestamptz, local_at timestamp, tags jsonb);
          INSERT INTO public.orders SELECT i, 'c' || (i % 3), i * 1.25, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 hour', timestamp '2024-01-01 00:00:00' + i * interval '1 hour', '{\"k\": 1}' FROM generate_series(1, 1000) i;
          CREATE SCHEMA sales; CREATE TABLE sales.regions (id int, name text); INSERT INTO sales.regions VALUES (1, 'north');
+         CREATE TABLE sales.\"Returns\" (id int); INSERT INTO sales.\"Returns\" VALUES (1), (2); ALTER TABLE sales.\"Returns\" OWNER TO shopper;
          ALTER TABLE public.orders OWNER TO shopper; ALTER SCHEMA sales OWNER TO shopper; ALTER TABLE sales.regions OWNER TO shopper;",
         "shop",
     );
@@ -398,8 +400,17 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
             "SHOW SCHEMAS IN shop",
             "SHOW TABLES IN shop.sales",
             "SELECT r.name, count(*) FROM shop.public.orders o JOIN shop.sales.regions r ON r.id = o.id % 2 GROUP BY r.name",
+            "SELECT count(*) AS after_jan_2 FROM shop.public.orders WHERE placed_at >= TIMESTAMP '2024-01-02 00:00:00'",
+            "SELECT count(*) AS returns FROM shop.sales.returns",
+            "SELECT count(*) AS below FROM shop.public.orders WHERE customer < 'c1'",
         ],
     );
+    // UTC whatever the server's time zone: hours 24 to 1000.
+    assert!(out.contains("after_jan_2\n977\n"), "{out}");
+    // A table the database spells in mixed case, named in any case.
+    assert!(out.contains("returns\n2\n"), "{out}");
+    // String ordering is the engine's (byte order), never the database's collation.
+    assert!(out.contains("below\n333\n"), "{out}");
     assert!(
         out.contains("167,156771.25,2024-01-21T22:00:00Z,\"decimal(10,2)\""),
         "{out}"
@@ -488,6 +499,7 @@ impl MariaDb {
                 &format!("--port={port}"),
                 "--bind-address=127.0.0.1",
                 "--general-log=1",
+                &format!("--log-error={}", path(&dir.path().join("error.log"))),
                 &format!(
                     "--general-log-file={}",
                     path(&dir.path().join("general.log"))
@@ -499,14 +511,27 @@ impl MariaDb {
         if root {
             server.arg("--user=mysql");
         }
-        let child = server.spawn().unwrap();
-        let db = MariaDb { dir, port, child };
-        for _ in 0..100 {
+        let child = server.spawn().expect("mariadbd (Debian's mariadb-server)");
+        let mut db = MariaDb { dir, port, child };
+        let mut up = false;
+        for _ in 0..600 {
             if db.client("SELECT 1").status.success() {
+                up = true;
                 break;
+            }
+            if let Ok(Some(status)) = db.child.try_wait() {
+                panic!(
+                    "mariadbd exited ({status}):\n{}",
+                    std::fs::read_to_string(db.dir.path().join("error.log")).unwrap_or_default()
+                );
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
+        assert!(
+            up,
+            "mariadbd did not answer in 60 s:\n{}",
+            std::fs::read_to_string(db.dir.path().join("error.log")).unwrap_or_default()
+        );
         db.sql("CREATE DATABASE shop; CREATE USER 'shopper'@'127.0.0.1' IDENTIFIED BY 'm4ria-pw'; GRANT ALL ON shop.* TO 'shopper'@'127.0.0.1';");
         db
     }

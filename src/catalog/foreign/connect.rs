@@ -26,6 +26,7 @@ use datafusion_table_providers::util::secrets::to_secret_map;
 use super::{Connection, ConnectionType, ForeignCatalog};
 use crate::catalog::Warehouse;
 use crate::error::{Error, Result};
+use datafusion::logical_expr::{Expr as EngineExpr, TableProviderFilterPushDown};
 
 /// An open connection.
 #[derive(Clone)]
@@ -101,8 +102,15 @@ impl Pool {
                 }
                 params
                     .entry("sslmode".into())
-                    .or_insert_with(|| "prefer".into());
+                    .or_insert_with(|| "verify-full".into());
                 params.insert("connection_pool_size".into(), "4".into());
+                // Timestamps compared in UTC (filters are sent with UTC literals), and no
+                // session may write.
+                params.insert(
+                    "options".into(),
+                    "-c TimeZone=UTC -c default_transaction_read_only=on".into(),
+                );
+                params.insert("application_name".into(), "tidemark".into());
                 let pool = PostgresConnectionPool::new(to_secret_map(params))
                     .await
                     .map_err(|e| failed(&e, at(&values)))?
@@ -126,7 +134,7 @@ impl Pool {
                 }
                 params
                     .entry("sslmode".into())
-                    .or_insert_with(|| "preferred".into());
+                    .or_insert_with(|| "required".into());
                 let pool = MySQLConnectionPool::new(to_secret_map(params))
                     .await
                     .map_err(|e| failed(&e, at(&values)))?;
@@ -218,8 +226,13 @@ struct Inner {
     warehouse: Arc<Warehouse>,
     pool: tokio::sync::OnceCell<Pool>,
     /// Schemas and tables, once listed.
-    names: Mutex<Option<Vec<(String, Vec<String>)>>>,
+    names: Mutex<Option<Names>>,
+    /// The database the catalog is limited to (MySQL lists every database it may read).
+    database: Mutex<Option<String>>,
 }
+
+/// Schemas and their tables, in the database's own spelling.
+type Names = Vec<(String, Vec<String>)>;
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -234,11 +247,12 @@ impl ForeignCatalogProvider {
             warehouse,
             pool: tokio::sync::OnceCell::new(),
             names: Mutex::new(None),
+            database: Mutex::new(None),
         }))
     }
 
     /// Schemas and tables of the database (listed once per process).
-    pub async fn list(&self) -> Result<Vec<(String, Vec<String>)>> {
+    pub async fn list(&self) -> Result<Names> {
         self.0.list().await
     }
 }
@@ -256,23 +270,78 @@ impl Inner {
                         self.catalog, def.connection, def.connection, self.catalog
                     ))
                 })?;
+                if connection.kind == ConnectionType::Mysql
+                    && let Some(db) = def.options.get("database")
+                    && let Ok(mut d) = self.database.lock()
+                {
+                    *d = Some(db.resolve()?);
+                }
                 Pool::open(&connection, Some(&def)).await
             })
             .await
     }
 
-    async fn list(&self) -> Result<Vec<(String, Vec<String>)>> {
+    /// The database's own spelling of `schema` (and of `table` in it): an exact match, else
+    /// the one that differs only in case; several such are refused by name.
+    async fn spelled(&self, schema: &str, table: Option<&str>) -> Result<(String, Option<String>)> {
+        let names = self.list().await?;
+        let pick = |wanted: &str, have: Vec<&String>, what: &str| -> Result<Option<String>> {
+            if let Some(exact) = have.iter().find(|h| h.as_str() == wanted) {
+                return Ok(Some((*exact).clone()));
+            }
+            let folded: Vec<&&String> = have
+                .iter()
+                .filter(|h| h.eq_ignore_ascii_case(wanted))
+                .collect();
+            match folded.as_slice() {
+                [] => Ok(None),
+                [one] => Ok(Some((**one).clone())),
+                many => Err(Error::Invalid(format!(
+                    "{}: {what} {wanted} matches {} in the database: name it exactly, quoted with backticks",
+                    self.catalog,
+                    many.iter()
+                        .map(|m| m.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            }
+        };
+        let schema_name = pick(schema, names.iter().map(|(s, _)| s).collect(), "schema")?
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "schema {schema} not found in the foreign catalog {} (SHOW SCHEMAS IN {} lists them)",
+                    self.catalog, self.catalog
+                ))
+            })?;
+        let table_name = match table {
+            None => None,
+            Some(t) => {
+                let tables = names
+                    .iter()
+                    .find(|(s, _)| s == &schema_name)
+                    .map(|(_, t)| t.iter().collect())
+                    .unwrap_or_default();
+                pick(t, tables, "table")?
+            }
+        };
+        Ok((schema_name, table_name))
+    }
+
+    async fn list(&self) -> Result<Names> {
         if let Some(names) = self.names.lock().ok().and_then(|n| n.clone()) {
             return Ok(names);
         }
-        let names = self.pool().await?.names().await?;
+        let mut names = self.pool().await?.names().await?;
+        if let Some(db) = self.database.lock().ok().and_then(|d| d.clone()) {
+            names.retain(|(s, _)| s == &db);
+        }
         if let Ok(mut n) = self.names.lock() {
             *n = Some(names.clone());
         }
         Ok(names)
     }
 
-    fn listed(&self) -> Vec<(String, Vec<String>)> {
+    fn listed(&self) -> Names {
         self.names
             .lock()
             .ok()
@@ -314,13 +383,140 @@ impl SchemaProvider for ForeignSchema {
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
         let external = |e: Error| DataFusionError::External(Box::new(e));
+        let full = format!("{}.{}.{name}", self.catalog.catalog, self.schema);
+        let (schema, table) = self
+            .catalog
+            .spelled(&self.schema, Some(name))
+            .await
+            .map_err(|e| external(e.context(&full)))?;
+        let Some(table) = table else {
+            return Err(external(Error::NotFound(format!(
+                "table {full} not found in its database (SHOW TABLES IN {}.{schema} lists them)",
+                self.catalog.catalog
+            ))));
+        };
         let pool = self.catalog.pool().await.map_err(external)?;
-        pool.table(&self.schema, name).await.map(Some).map_err(|e| {
-            external(e.context(format!("{}.{}.{name}", self.catalog.catalog, self.schema)))
-        })
+        let provider = pool
+            .table(&schema, &table)
+            .await
+            .map_err(|e| external(e.context(&full)))?;
+        Ok(Some(Arc::new(Checked(provider))))
     }
 
     fn table_exist(&self, name: &str) -> bool {
         self.table_names().iter().any(|t| t == name)
     }
+}
+
+/// A database's table with every filter checked again by the engine: the database runs the
+/// filters it can (fewer rows cross the wire) under its own collation and comparison rules,
+/// so only those that can keep more rows than the engine would, never fewer, are sent
+/// (`=`, `IN` and `LIKE` on strings: a case-insensitive collation matches more); ordering
+/// comparisons of strings, `<>` and NOT on strings stay in the engine.
+#[derive(Debug)]
+struct Checked(Arc<dyn TableProvider>);
+
+#[async_trait::async_trait]
+impl TableProvider for Checked {
+    fn schema(&self) -> datafusion::arrow::datatypes::SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        self.0.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[EngineExpr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        // No column wanted (count(*)): the provider would still send one; read the first and
+        // keep none of it, only the row count.
+        if projection.is_some_and(|p| p.is_empty()) && !self.0.schema().fields().is_empty() {
+            let one = self.0.scan(state, Some(&vec![0]), filters, limit).await?;
+            let none: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
+            return Ok(Arc::new(
+                datafusion::physical_plan::projection::ProjectionExec::try_new(none, one)?,
+            ));
+        }
+        self.0.scan(state, projection, filters, limit).await
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&EngineExpr],
+    ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
+        let schema = self.0.schema();
+        let inner = self.0.supports_filters_pushdown(filters)?;
+        Ok(filters
+            .iter()
+            .zip(inner)
+            .map(|(f, theirs)| match theirs {
+                TableProviderFilterPushDown::Unsupported => {
+                    TableProviderFilterPushDown::Unsupported
+                }
+                _ if compares_strings_loosely(f, &schema) => {
+                    TableProviderFilterPushDown::Unsupported
+                }
+                _ => TableProviderFilterPushDown::Inexact,
+            })
+            .collect())
+    }
+}
+
+/// Whether a filter compares strings in a way a database's collation could answer with fewer
+/// rows than the engine: anything but `=`, `IN` and `LIKE` on a string column, or any of them
+/// under NOT.
+fn compares_strings_loosely(f: &EngineExpr, schema: &datafusion::arrow::datatypes::Schema) -> bool {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::Operator;
+    let is_string = |e: &EngineExpr| match e {
+        EngineExpr::Column(c) => schema.field_with_name(&c.name).is_ok_and(|f| {
+            matches!(
+                f.data_type(),
+                DataType::Utf8
+                    | DataType::LargeUtf8
+                    | DataType::Utf8View
+                    | DataType::Dictionary(..)
+            )
+        }),
+        _ => false,
+    };
+    let touches_string = |e: &EngineExpr| {
+        let mut found = false;
+        let _ = e.apply(|n| {
+            if is_string(n) {
+                found = true;
+                return Ok(TreeNodeRecursion::Stop);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        found
+    };
+    let mut loose = false;
+    let _ = f.apply(|n| {
+        let bad = match n {
+            EngineExpr::Not(inner) => touches_string(inner),
+            EngineExpr::Like(l) => l.negated && touches_string(n),
+            EngineExpr::InList(l) => l.negated && touches_string(n),
+            EngineExpr::BinaryExpr(b) => {
+                !matches!(b.op, Operator::Eq | Operator::And | Operator::Or)
+                    && (touches_string(&b.left) || touches_string(&b.right))
+            }
+            EngineExpr::Between(_) | EngineExpr::ScalarFunction(_) | EngineExpr::Case(_) => {
+                touches_string(n)
+            }
+            _ => false,
+        };
+        if bad {
+            loose = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    loose
 }

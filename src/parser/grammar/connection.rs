@@ -95,7 +95,9 @@ pub(in crate::parser) fn connection_statement(p: &mut Parser) -> Result<Option<S
 fn one_part(p: &mut Parser, what: &str) -> Result<String> {
     let name = object_name(p)?;
     match name.0.as_slice() {
-        [part] => Ok(part.to_string().trim_matches('`').to_lowercase()),
+        [datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(part)] => {
+            Ok(part.value.to_lowercase())
+        }
         _ => Err(error_here(
             p,
             format!("a {what} name has one part, found {name}"),

@@ -45,13 +45,20 @@ pub async fn create_connection(session: &Session, c: CreateConnection) -> Result
 /// `CREATE FOREIGN CATALOG`: written once the database answers.
 pub async fn create_foreign_catalog(session: &Session, c: CreateForeignCatalog) -> Result<Output> {
     let wh = session.warehouse();
-    if [SAMPLES, SYSTEM, crate::catalog::SCRATCH].contains(&c.name.as_str()) {
+    if [
+        crate::catalog::MAIN,
+        SAMPLES,
+        SYSTEM,
+        crate::catalog::SCRATCH,
+    ]
+    .contains(&c.name.as_str())
+    {
         return Err(Error::Invalid(format!(
             "catalog '{}' is built in: name the foreign catalog otherwise",
             c.name
         )));
     }
-    if wh.catalog_exists(&c.name) && wh.catalog_path(&c.name)?.is_dir() {
+    if wh.catalog_exists(&c.name) {
         if c.if_not_exists {
             return Ok(Output::empty());
         }

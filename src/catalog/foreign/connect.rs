@@ -87,22 +87,7 @@ impl Pool {
         };
         match connection.kind {
             ConnectionType::Postgresql => {
-                let mut params = HashMap::new();
-                for (ours, theirs) in [
-                    ("host", "host"),
-                    ("port", "port"),
-                    ("user", "user"),
-                    ("password", "pass"),
-                    ("database", "db"),
-                    ("sslmode", "sslmode"),
-                ] {
-                    if let Some(v) = values.get(ours) {
-                        params.insert(theirs.to_string(), v.clone());
-                    }
-                }
-                params
-                    .entry("sslmode".into())
-                    .or_insert_with(|| "verify-full".into());
+                let mut params = driver_params(&values, "port", "verify-full");
                 params.insert("connection_pool_size".into(), "4".into());
                 // Timestamps compared in UTC (filters are sent with UTC literals), and no
                 // session may write.
@@ -119,22 +104,7 @@ impl Pool {
                 Ok(Pool::Postgres(Arc::new(pool)))
             }
             ConnectionType::Mysql => {
-                let mut params = HashMap::new();
-                for (ours, theirs) in [
-                    ("host", "host"),
-                    ("port", "tcp_port"),
-                    ("user", "user"),
-                    ("password", "pass"),
-                    ("database", "db"),
-                    ("sslmode", "sslmode"),
-                ] {
-                    if let Some(v) = values.get(ours) {
-                        params.insert(theirs.to_string(), v.clone());
-                    }
-                }
-                params
-                    .entry("sslmode".into())
-                    .or_insert_with(|| "required".into());
+                let params = driver_params(&values, "tcp_port", "required");
                 let pool = MySQLConnectionPool::new(to_secret_map(params))
                     .await
                     .map_err(|e| failed(&e, at(&values)))?;
@@ -214,6 +184,31 @@ impl Pool {
         }
         Ok(out)
     }
+}
+
+/// The options under the driver's names (its port key differs), TLS verified unless told.
+fn driver_params(
+    values: &HashMap<String, String>,
+    port_key: &str,
+    default_tls: &str,
+) -> HashMap<String, String> {
+    let mut params = HashMap::new();
+    for (ours, theirs) in [
+        ("host", "host"),
+        ("port", port_key),
+        ("user", "user"),
+        ("password", "pass"),
+        ("database", "db"),
+        ("sslmode", "sslmode"),
+    ] {
+        if let Some(v) = values.get(ours) {
+            params.insert(theirs.to_string(), v.clone());
+        }
+    }
+    params
+        .entry("sslmode".into())
+        .or_insert_with(|| default_tls.into());
+    params
 }
 
 /// A foreign catalog as DataFusion sees it (one per catalog and process: its schemas share

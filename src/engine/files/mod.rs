@@ -1,0 +1,366 @@
+//! Files read as a table, for `read_files(...)` and `COPY INTO`: a path (a file, a directory,
+//! or a glob; `listing.rs`), Spark's reader options by name (`options.rs`), and one schema
+//! across the files (here). Every option is applied or refused by name; a malformed record
+//! stops the read (Spark's FAILFAST), never becomes a silent NULL. Local paths only:
+//! object-store URLs are refused by name.
+
+mod listing;
+mod options;
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::catalog::TableProvider;
+use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::execution::object_store::ObjectStoreUrl;
+
+pub(crate) use listing::{Glob, Listing, SourceFile, file, filter_names, list, local_path};
+pub(crate) use options::{Format, ReadOptions, Reader, Walk};
+
+use super::Session;
+use super::types::type_name;
+use crate::error::{Error, Result};
+
+impl Session {
+    /// The columns of `files` read with `options`: as given, else inferred from every file
+    /// (CSV files must agree on their columns; JSON and Parquet files are merged by name).
+    pub(crate) async fn file_schema(
+        &self,
+        who: &str,
+        files: &[SourceFile],
+        options: &ReadOptions,
+    ) -> Result<SchemaRef> {
+        if let Some(s) = &options.schema {
+            if options.format == Format::Csv && options.header {
+                self.check_headers(who, files, s, options).await?;
+            }
+            return Ok(s.clone());
+        }
+        let state = self.ctx.state();
+        let store = self
+            .ctx
+            .runtime_env()
+            .object_store(ObjectStoreUrl::local_filesystem())?;
+        let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
+        for file in files {
+            let compression = compression_of(&file.path.to_string_lossy()).1;
+            let format = options.file_format(self, options.infer_types, compression);
+            let meta = object_meta(file)?;
+            let schema = format
+                .infer_schema(&state, &store, std::slice::from_ref(&meta))
+                .await
+                .map_err(|e| {
+                    Error::Invalid(format!(
+                        "{who}: cannot read {} as {}: {e}",
+                        file.path.display(),
+                        options.format.name()
+                    ))
+                })?;
+            let fields: Vec<Field> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .map(|(i, f)| normalized(f, i, options))
+                .collect();
+            merged = Some(match merged {
+                None => (fields, file),
+                Some((have, first)) => (merge(who, have, first, fields, file, options)?, first),
+            });
+        }
+        // A column with no value in any file is a STRING (after the merge: a file where it is
+        // empty takes another file's type).
+        let mut fields: Vec<Field> = merged
+            .map(|(f, _)| f)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| f.clone().with_data_type(without_null(f.data_type())))
+            .collect();
+        if options.format == Format::Json {
+            // As Spark infers them: by name.
+            fields.sort_by(|a, b| a.name().cmp(b.name()));
+        }
+        Ok(Arc::new(Schema::new(fields)))
+    }
+
+    /// CSV columns are read by position: with a header, each file's must name the given
+    /// columns, in their order (else values would land in the wrong columns).
+    async fn check_headers(
+        &self,
+        who: &str,
+        files: &[SourceFile],
+        schema: &Schema,
+        options: &ReadOptions,
+    ) -> Result<()> {
+        let state = self.ctx.state();
+        let store = self
+            .ctx
+            .runtime_env()
+            .object_store(ObjectStoreUrl::local_filesystem())?;
+        let wanted: Vec<String> = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().to_lowercase())
+            .collect();
+        for file in files {
+            let compression = compression_of(&file.path.to_string_lossy()).1;
+            let format = options.file_format(self, false, compression);
+            let header = format
+                .infer_schema(&state, &store, &[object_meta(file)?])
+                .await
+                .map_err(|e| {
+                    Error::Invalid(format!("{who}: cannot read {}: {e}", file.path.display()))
+                })?;
+            let names: Vec<String> = header
+                .fields()
+                .iter()
+                .map(|f| f.name().to_lowercase())
+                .collect();
+            if names != wanted {
+                return Err(Error::Invalid(format!(
+                    "{who}: the header of {} names ({}), and the columns given are ({}): CSV columns are read by position, so name them in the file's order",
+                    file.path.display(),
+                    names.join(", "),
+                    wanted.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `table` registered for one statement (the guard drops it): the name FROM reads it by.
+    pub(crate) fn register_for_statement(
+        &self,
+        table: Arc<dyn TableProvider>,
+        guard: &mut super::routines::Scratch,
+    ) -> Result<String> {
+        let name = format!("files_{}", uuid::Uuid::new_v4().simple());
+        self.catalogs
+            .scratch_schema()
+            .register_table(name.clone(), table)?;
+        guard.add(self, name.clone());
+        Ok(format!("{}.pinned.{name}", crate::catalog::SCRATCH))
+    }
+
+    /// A table reading `files` as `schema`.
+    pub(crate) fn file_table(
+        &self,
+        files: &[SourceFile],
+        schema: SchemaRef,
+        options: &ReadOptions,
+    ) -> Result<Arc<dyn TableProvider>> {
+        if files.is_empty() {
+            return Ok(Arc::new(datafusion::datasource::empty::EmptyTable::new(
+                schema,
+            )));
+        }
+        let urls = files
+            .iter()
+            .map(|f| Ok(ListingTableUrl::try_new(f.url()?, None)?))
+            .collect::<Result<Vec<_>>>()?;
+        let compression = one_compression(files, options.format)?;
+        let listing = ListingOptions::new(options.file_format(self, false, compression))
+            .with_file_extension("");
+        // CSV columns are read by position: the schema's names are the header's or `_cN`.
+        let config = ListingTableConfig::new_with_multi_paths(urls)
+            .with_listing_options(listing)
+            .with_schema(schema);
+        Ok(Arc::new(ListingTable::try_new(config)?))
+    }
+}
+
+/// A path without its compression extension, and the compression that names
+/// (`orders.csv.gz`: `orders.csv`, gzip).
+fn compression_of(path: &str) -> (&str, FileCompressionType) {
+    let lower = path.to_ascii_lowercase();
+    for (ext, c) in [
+        (".gz", FileCompressionType::GZIP),
+        (".bz2", FileCompressionType::BZIP2),
+        (".xz", FileCompressionType::XZ),
+        (".zst", FileCompressionType::ZSTD),
+    ] {
+        if lower.ends_with(ext) {
+            return (&path[..path.len() - ext.len()], c);
+        }
+    }
+    (path, FileCompressionType::UNCOMPRESSED)
+}
+
+/// The one compression of the files (Parquet compresses inside the file).
+fn one_compression(files: &[SourceFile], format: Format) -> Result<FileCompressionType> {
+    if format == Format::Parquet {
+        return Ok(FileCompressionType::UNCOMPRESSED);
+    }
+    let mut found: Option<(FileCompressionType, &SourceFile)> = None;
+    for f in files {
+        let c = compression_of(&f.path.to_string_lossy()).1;
+        match &found {
+            Some((have, first)) if *have != c => {
+                return Err(Error::Invalid(format!(
+                    "{} and {} are compressed differently: read them separately",
+                    first.path.display(),
+                    f.path.display()
+                )));
+            }
+            Some(_) => {}
+            None => found = Some((c, f)),
+        }
+    }
+    Ok(found.map_or(FileCompressionType::UNCOMPRESSED, |(c, _)| c))
+}
+
+fn object_meta(file: &SourceFile) -> Result<deltalake::logstore::object_store::ObjectMeta> {
+    let location = deltalake::logstore::object_store::path::Path::from_absolute_path(&file.path)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", file.path.display())))?;
+    Ok(deltalake::logstore::object_store::ObjectMeta {
+        location,
+        last_modified: chrono::DateTime::from_timestamp_millis(file.modified_ms)
+            .unwrap_or_default(),
+        size: file.size,
+        e_tag: None,
+        version: None,
+    })
+}
+
+/// An inferred column as tidemark shows it: a CSV file's unnamed columns `_c0`, `_c1`, ...;
+/// a CSV timestamp a TIMESTAMP (UTC, microseconds).
+fn normalized(f: &Field, i: usize, options: &ReadOptions) -> Field {
+    let name = if options.format == Format::Csv && !options.header {
+        format!("_c{i}")
+    } else {
+        f.name().clone()
+    };
+    let data_type = match f.data_type() {
+        DataType::Timestamp(_, None) if options.format == Format::Csv => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        }
+        other => other.clone(),
+    };
+    Field::new(name, data_type, true)
+}
+
+/// The columns of two files as one: CSV files must have the same columns in the same order;
+/// JSON and Parquet files are merged by name. Types widen as Spark's do (an integer column
+/// with fractions is a DOUBLE; in CSV and JSON, any other disagreement is a STRING).
+fn merge(
+    who: &str,
+    mut have: Vec<Field>,
+    first: &SourceFile,
+    fields: Vec<Field>,
+    file: &SourceFile,
+    options: &ReadOptions,
+) -> Result<Vec<Field>> {
+    let names = |f: &[Field]| f.iter().map(|f| f.name().clone()).collect::<Vec<_>>();
+    if options.format == Format::Csv && names(&have) != names(&fields) {
+        return Err(Error::Invalid(format!(
+            "{who}: the CSV files have different columns: {} has ({}), {} has ({}); read them separately",
+            first.path.display(),
+            names(&have).join(", "),
+            file.path.display(),
+            names(&fields).join(", ")
+        )));
+    }
+    for f in fields {
+        let found = have
+            .iter()
+            .position(|h| h.name().eq_ignore_ascii_case(f.name()));
+        match found {
+            None => have.push(f),
+            Some(i) if have[i].name() != f.name() => {
+                return Err(Error::Invalid(format!(
+                    "{who}: column {} of {} and column {} of {} differ only in case",
+                    have[i].name(),
+                    first.path.display(),
+                    f.name(),
+                    file.path.display()
+                )));
+            }
+            Some(i) => {
+                let wider =
+                    widen(have[i].data_type(), f.data_type(), options.format).ok_or_else(|| {
+                        Error::Type(format!(
+                            "{who}: column {} is {} in {} but {} in {}",
+                            f.name(),
+                            type_name(have[i].data_type()),
+                            first.path.display(),
+                            type_name(f.data_type()),
+                            file.path.display()
+                        ))
+                    })?;
+                have[i] = Field::new(f.name(), wider, true);
+            }
+        }
+    }
+    Ok(have)
+}
+
+/// `t` with every NULL type (a column or field with no value) a STRING.
+fn without_null(t: &DataType) -> DataType {
+    match t {
+        DataType::Null => DataType::Utf8,
+        DataType::List(f) => DataType::List(Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(without_null(f.data_type())),
+        )),
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| {
+                    f.as_ref()
+                        .clone()
+                        .with_data_type(without_null(f.data_type()))
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn widen(a: &DataType, b: &DataType, format: Format) -> Option<DataType> {
+    use DataType::*;
+    Some(match (a, b) {
+        _ if a == b => a.clone(),
+        (Null, t) | (t, Null) => t.clone(),
+        (Int64, Float64) | (Float64, Int64) if format != Format::Parquet => Float64,
+        (List(x), List(y)) if format == Format::Json => {
+            let item = widen(x.data_type(), y.data_type(), format)?;
+            List(Arc::new(x.as_ref().clone().with_data_type(item)))
+        }
+        (Struct(x), Struct(y)) if format == Format::Json => {
+            let mut fields: Vec<Field> = x.iter().map(|f| f.as_ref().clone()).collect();
+            for f in y.iter() {
+                match fields.iter().position(|h| h.name() == f.name()) {
+                    Some(i) => {
+                        let t = widen(fields[i].data_type(), f.data_type(), format)?;
+                        fields[i] = fields[i].clone().with_data_type(t);
+                    }
+                    None => fields.push(f.as_ref().clone()),
+                }
+            }
+            fields.sort_by(|a, b| a.name().cmp(b.name()));
+            Struct(fields.into())
+        }
+        (Date32, Timestamp(u, z)) | (Timestamp(u, z), Date32) if format == Format::Csv => {
+            Timestamp(*u, z.clone())
+        }
+        _ if format == Format::Parquet => return None,
+        _ => Utf8,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_widen_as_spark_does() {
+        use DataType::*;
+        assert_eq!(widen(&Int64, &Float64, Format::Csv), Some(Float64));
+        assert_eq!(widen(&Int64, &Boolean, Format::Json), Some(Utf8));
+        assert_eq!(widen(&Int64, &Utf8, Format::Parquet), None);
+        assert_eq!(widen(&Null, &Int64, Format::Json), Some(Int64));
+    }
+}

@@ -13,3 +13,7 @@ if ! .peers/bin/python -c 'import deltalake, polars, pyarrow, duckdb, numpy' 2>/
 fi
 .peers/bin/python bench/bench.py "$target/release/tidemark" "$shared" "${TIDEMARK_BENCH_DIR:-bench-data}" "$@"
 .peers/bin/python bench/files.py "$target/release/tidemark" "${TIDEMARK_BENCH_DIR:-bench-data}/files"
+if ! .peers/bin/python -c 'import connectorx, dlt, psycopg2' 2>/dev/null; then
+  .peers/bin/pip install --quiet --disable-pip-version-check connectorx "dlt[postgres]" sqlalchemy psycopg2-binary
+fi
+.peers/bin/python bench/databases.py "$target/release/tidemark" "${TIDEMARK_BENCH_DIR:-bench-data}/databases"

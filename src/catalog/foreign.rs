@@ -300,7 +300,7 @@ impl Warehouse {
             .map(|f| f.connection)
             .unwrap_or_default();
         Error::Invalid(format!(
-            "{what}: {catalog} is a foreign catalog (connection {connection}): its tables are read (SELECT, JOIN, INSERT INTO a warehouse table SELECT ... FROM it), never written, and COPY INCREMENTAL does not copy from them yet"
+            "{what}: {catalog} is a foreign catalog (connection {connection}): its tables are read (SELECT, JOIN, INSERT INTO a warehouse table SELECT ... FROM it, the source of COPY INCREMENTAL), never written"
         ))
     }
 }

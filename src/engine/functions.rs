@@ -1,7 +1,8 @@
 //! Functions tidemark adds to DataFusion's, where Databricks users would otherwise get a
 //! different answer: `date_format` with Spark's datetime patterns (DataFusion's own
 //! `date_format` takes strftime patterns and returned `yyyy-MM-dd` as text), a checked
-//! DECIMAL `sum`, and `element_at` on arrays and maps (DataFusion's is maps only).
+//! DECIMAL `sum`, `element_at` on arrays and maps (DataFusion's is maps only), and `arr[i]`
+//! 0-based.
 
 use std::sync::Arc;
 
@@ -12,13 +13,15 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
-/// Register tidemark's functions on a session context.
 mod percentile;
 mod regex;
 mod spark_time;
 pub use spark_time::{TO_TIMESTAMP, TRY_TO_TIMESTAMP};
+mod subscript;
+pub use subscript::ZeroBasedSubscript;
 mod type_of;
 
+/// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new()));
@@ -519,16 +522,30 @@ impl ScalarUDFImpl for DateFormat {
 }
 
 /// `df` with its rows counted into `count` as they pass (for progress on writes that
-/// delta-rs runs itself): the first column goes through a volatile identity function.
+/// delta-rs runs itself).
 pub fn counted(
     df: datafusion::dataframe::DataFrame,
     count: impl Fn(u64) + Send + Sync + 'static,
 ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
+    watched(df, 0, move |_, rows| {
+        count(rows as u64);
+        Ok(())
+    })
+}
+
+/// `df` with each batch's values of column `column` shown to `watch` as they pass (with the
+/// batch's row count): the column goes through a volatile identity function, so that the
+/// optimizer neither drops it nor moves it below a filter.
+pub fn watched(
+    df: datafusion::dataframe::DataFrame,
+    column: usize,
+    watch: impl Fn(&ColumnarValue, usize) -> datafusion::error::Result<()> + Send + Sync + 'static,
+) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
     use datafusion::logical_expr::{ScalarUDF, col};
-    let udf = ScalarUDF::new_from_impl(CountRows {
+    let udf = ScalarUDF::new_from_impl(Watch {
         signature: Signature::any(1, Volatility::Volatile),
         id: uuid::Uuid::new_v4().as_u128(),
-        count: Arc::new(count),
+        watch: Arc::new(watch),
     });
     let exprs: Vec<datafusion::logical_expr::Expr> = df
         .schema()
@@ -536,7 +553,7 @@ pub fn counted(
         .into_iter()
         .enumerate()
         .map(|(i, c)| {
-            if i == 0 {
+            if i == column {
                 // The same qualified name: the schema stays exactly the input's (a join's two
                 // `id`s stay told apart).
                 let (relation, name) = (c.relation.clone(), c.name.clone());
@@ -549,36 +566,38 @@ pub fn counted(
     df.select(exprs)
 }
 
-/// The identity on its argument, counting the rows it sees.
-struct CountRows {
+type WatchFn = dyn Fn(&ColumnarValue, usize) -> datafusion::error::Result<()> + Send + Sync;
+
+/// The identity on its argument, showing what it sees to a watcher.
+struct Watch {
     signature: Signature,
     id: u128,
-    count: Arc<dyn Fn(u64) + Send + Sync>,
+    watch: Arc<WatchFn>,
 }
 
-impl std::fmt::Debug for CountRows {
+impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CountRows")
+        f.write_str("Watch")
     }
 }
 
-impl PartialEq for CountRows {
+impl PartialEq for Watch {
     fn eq(&self, other: &Self) -> bool {
         self.id == other.id
     }
 }
 
-impl Eq for CountRows {}
+impl Eq for Watch {}
 
-impl std::hash::Hash for CountRows {
+impl std::hash::Hash for Watch {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.id.hash(state);
     }
 }
 
-impl ScalarUDFImpl for CountRows {
+impl ScalarUDFImpl for Watch {
     fn name(&self) -> &str {
-        "__tidemark_count_rows"
+        "__tidemark_watch"
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -596,7 +615,7 @@ impl ScalarUDFImpl for CountRows {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
-        (self.count)(args.number_rows as u64);
+        (self.watch)(&args.args[0], args.number_rows)?;
         Ok(args.args[0].clone())
     }
 }

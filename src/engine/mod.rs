@@ -130,7 +130,7 @@ impl Session {
             .optimizer
             .hash_join_inlist_pushdown_max_distinct_values = 0;
         use datafusion_spark::SessionStateBuilderSpark;
-        let state = datafusion::execution::SessionStateBuilder::new()
+        let mut builder = datafusion::execution::SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
             // Spark's functions over DataFusion's of the same name: Databricks semantics
@@ -138,8 +138,12 @@ impl Session {
             .with_spark_features()
             .with_catalog_list(catalogs.clone())
             // Delta's planner runs the write/merge plan nodes delta-rs builds.
-            .with_query_planner(deltalake::delta_datafusion::planner::DeltaPlanner::new())
-            .build();
+            .with_query_planner(deltalake::delta_datafusion::planner::DeltaPlanner::new());
+        // `arr[0]` is the first element, before DataFusion's 1-based `[]` sees it.
+        if let Some(planners) = builder.expr_planners() {
+            planners.insert(0, Arc::new(functions::ZeroBasedSubscript));
+        }
+        let state = builder.build();
         let ctx = SessionContext::new_with_state(state);
         functions::register(&ctx);
         json::register(&ctx);
@@ -175,7 +179,6 @@ impl Session {
         &mut self.vars
     }
 
-    /// The current catalog (`USE CATALOG`).
     /// The schemas and tables of the foreign catalog `catalog` (None: not a foreign one).
     pub async fn foreign_names(&self, catalog: &str) -> Result<Option<Vec<(String, Vec<String>)>>> {
         match self.catalogs.foreign(catalog) {
@@ -186,14 +189,7 @@ impl Session {
 
     /// The column names (lower case) of a foreign catalog's table.
     pub(crate) async fn foreign_columns(&self, table: &TableName) -> Result<Vec<String>> {
-        use datafusion::catalog::CatalogProvider;
-        let Some(catalog) = self.catalogs.foreign(&table.catalog) else {
-            return Ok(vec![]);
-        };
-        let Some(schema) = catalog.schema(&table.schema) else {
-            return Ok(vec![]);
-        };
-        Ok(match schema.table(&table.table).await? {
+        Ok(match self.foreign_table(table).await? {
             Some(t) => t
                 .schema()
                 .fields()
@@ -204,11 +200,27 @@ impl Session {
         })
     }
 
+    /// A foreign catalog's table (None: no such catalog, schema or table).
+    pub(crate) async fn foreign_table(
+        &self,
+        table: &TableName,
+    ) -> Result<Option<Arc<dyn datafusion::catalog::TableProvider>>> {
+        use datafusion::catalog::CatalogProvider;
+        let Some(catalog) = self.catalogs.foreign(&table.catalog) else {
+            return Ok(None);
+        };
+        let Some(schema) = catalog.schema(&table.schema) else {
+            return Ok(None);
+        };
+        Ok(schema.table(&table.table).await?)
+    }
+
     /// Forget the provider (and connection) of the foreign catalog `catalog`.
     pub(crate) fn forget_foreign(&self, catalog: &str) {
         self.catalogs.forget_foreign(catalog);
     }
 
+    /// The current catalog (`USE CATALOG`).
     pub fn current_catalog(&self) -> &str {
         &self.catalog
     }

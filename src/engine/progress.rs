@@ -29,7 +29,7 @@ pub fn counted_rows(
 
 /// What shows progress: given to the session by the shell (see `shell::progress`).
 pub trait View: Send + Sync {
-    /// A bar for a copy of `total` rows.
+    /// A bar for a copy of `total` rows (0: not known up front).
     fn copy(&self, label: &str, total: u64) -> Arc<dyn Bar>;
     /// A view of `total` loop iterations.
     fn iterations(&self, total: u64) -> Arc<dyn Iterations>;

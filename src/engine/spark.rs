@@ -388,7 +388,7 @@ fn regexp_extract(s: &str, re: &str, idx: &str) -> String {
     };
     format!(
         "CASE WHEN {s} IS NULL OR {re} IS NULL THEN NULL \
-         ELSE coalesce(regexp_match({s}, {pattern})[{group}], '') END"
+         ELSE coalesce(array_element(regexp_match({s}, {pattern}), {group}), '') END"
     )
 }
 

@@ -194,6 +194,28 @@ pub fn storage_type(t: &DataType) -> DataType {
     }
 }
 
+/// Whether a column of type `a` and one of type `b` hold the same values once stored: equal
+/// storage types, ignoring what Arrow adds beside the values (the name and nullability of a
+/// list's element field, field metadata), at every nesting level.
+pub fn same_stored_type(a: &DataType, b: &DataType) -> bool {
+    match (storage_type(a), storage_type(b)) {
+        (
+            DataType::List(x) | DataType::LargeList(x),
+            DataType::List(y) | DataType::LargeList(y),
+        ) => same_stored_type(x.data_type(), y.data_type()),
+        (DataType::Struct(x), DataType::Struct(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(y.iter()).all(|(f, g)| {
+                    f.name() == g.name() && same_stored_type(f.data_type(), g.data_type())
+                })
+        }
+        (DataType::Map(x, _), DataType::Map(y, _)) => {
+            same_stored_type(x.data_type(), y.data_type())
+        }
+        (x, y) => x == y,
+    }
+}
+
 /// Convert an Arrow field to a Delta field.
 pub fn arrow_to_delta(field: &Field) -> Result<deltalake::kernel::StructField> {
     use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;

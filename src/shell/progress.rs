@@ -40,16 +40,28 @@ pub struct Terminal;
 
 impl View for Terminal {
     fn copy(&self, label: &str, total: u64) -> Arc<dyn Bar> {
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
-        bar.set_style(
-            ProgressStyle::with_template(
+        // A total of 0 is not known up front (files to load, a database read once): count up.
+        let (length, template) = match total {
+            0 => (
+                None,
+                "{spinner} {msg} {human_pos} rows ({rate} rows/s, {elapsed})",
+            ),
+            n => (
+                Some(n),
                 "{spinner} {msg} [{bar:30}] {human_pos}/{human_len} rows ({rate} rows/s, {elapsed})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                let _ = w.write_str(&compact(state.per_sec()));
-            })
-            .progress_chars("=> "),
+            ),
+        };
+        let bar = ProgressBar::with_draw_target(length, ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .with_key(
+                    "rate",
+                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = w.write_str(&compact(state.per_sec()));
+                    },
+                )
+                .progress_chars("=> "),
         );
         bar.set_message(label.to_string());
         reveal_later(&bar);

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::{run, warehouse};
+use crate::servers::{MariaDb, Postgres};
 
 /// Run statements in one process with `envs` set; (success, stdout, stderr).
-fn sql_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> (bool, String, String) {
+pub(crate) fn sql_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> (bool, String, String) {
     let mut cmd = crate::common::tidemark(wh);
     cmd.args(["--format", "csv"]);
     for (k, v) in envs {
@@ -25,13 +26,13 @@ fn sql_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> (bool, String, S
     )
 }
 
-fn ok_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> String {
+pub(crate) fn ok_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> String {
     let (fine, out, err) = sql_env(wh, envs, stmts);
     assert!(fine, "{stmts:?} failed:\n{out}\n{err}");
     out
 }
 
-fn err_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> String {
+pub(crate) fn err_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> String {
     let (fine, out, err) = sql_env(wh, envs, stmts);
     assert!(!fine, "{stmts:?} should fail:\n{out}");
     err
@@ -93,7 +94,7 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
     assert!(out.contains("shop,main,orders"), "{out}");
     assert!(out.contains("lite,sqlite,the shop"), "{out}");
     assert!(out.contains("\nshop\n"), "{out}");
-    // Read-only, and not a COPY INCREMENTAL source yet: refused by name, nothing written.
+    // Read-only: writes are refused by name, nothing written.
     let e = err_env(
         &wh,
         &[],
@@ -106,7 +107,7 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
     let e = err_env(
         &wh,
         &[],
-        &["COPY INCREMENTAL shop.main.orders INTO t WATERMARK id"],
+        &["COPY INCREMENTAL lake_orders INTO shop.main.orders WATERMARK id"],
     );
     assert!(e.contains("shop is a foreign catalog"), "{e}");
     let e = err_env(&wh, &[], &["DROP CONNECTION lite"]);
@@ -218,160 +219,6 @@ fn credentials_are_secrets_never_stored_or_shown() {
     );
 }
 
-/// A PostgreSQL server of its own: initdb into a temp dir, started on a free port of
-/// 127.0.0.1 with every statement logged; stopped when dropped.
-struct Postgres {
-    dir: tempfile::TempDir,
-    port: u16,
-    as_postgres: bool,
-}
-
-impl Postgres {
-    fn bin(name: &str) -> String {
-        let lib = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()
-            .and_then(|d| d.flatten().map(|e| e.path()).max())
-            .map(|p| p.join("bin").join(name));
-        match lib {
-            Some(p) if p.exists() => p.display().to_string(),
-            _ => name.to_string(),
-        }
-    }
-
-    fn command(&self, name: &str) -> Command {
-        if self.as_postgres {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--", &Self::bin(name)]);
-            c
-        } else {
-            Command::new(Self::bin(name))
-        }
-    }
-
-    fn start() -> Postgres {
-        let dir = tempfile::tempdir().unwrap();
-        let as_postgres = unsafe { libc_geteuid() } == 0;
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let pg = Postgres {
-            dir,
-            port,
-            as_postgres,
-        };
-        let data = pg.dir.path().join("data");
-        if as_postgres {
-            let st = Command::new("chown")
-                .args(["-R", "postgres", &pg.dir.path().display().to_string()])
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
-        let out = pg
-            .command("initdb")
-            .args([
-                "-D",
-                &data.display().to_string(),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-            ])
-            .output()
-            .expect("initdb (Debian's postgresql package)");
-        assert!(
-            out.status.success(),
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // Password authentication over TCP, so the connection's secret is used for real.
-        std::fs::write(
-            data.join("pg_hba.conf"),
-            "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
-        )
-        .unwrap();
-        // A server in another time zone than UTC: timestamptz filters must not shift.
-        let opts = format!(
-            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c log_statement=all -c logging_collector=off -c timezone=America/New_York",
-            pg.dir.path().display()
-        );
-        let out = pg
-            .command("pg_ctl")
-            .args([
-                "-D",
-                &data.display().to_string(),
-                "-l",
-                &pg.log().display().to_string(),
-                "-o",
-                &opts,
-                "-w",
-                "start",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pg_ctl start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        pg.psql("CREATE ROLE shopper LOGIN PASSWORD 's3cret-pw'", "postgres");
-        pg.psql("CREATE DATABASE shop OWNER shopper", "postgres");
-        pg
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.path().join("server.log")
-    }
-
-    fn psql(&self, sql: &str, db: &str) {
-        let out = self
-            .command("psql")
-            .args([
-                "-h",
-                &self.dir.path().display().to_string(),
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                db,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                sql,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "psql {sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                &self.dir.path().join("data").display().to_string(),
-                "-m",
-                "immediate",
-                "stop",
-            ])
-            .output();
-    }
-}
-
-unsafe extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
 #[test]
 fn a_postgres_database_is_a_catalog_and_filters_run_there() {
     let pg = Postgres::start();
@@ -445,130 +292,6 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
     assert!(!e.contains("wrong-pw"), "{e}");
     assert!(!wh2.join("shop").exists());
     let _ = run(&wh, "SELECT 1");
-}
-
-/// A MariaDB server of its own, like [`Postgres`]: a throwaway data directory, a free port of
-/// 127.0.0.1, every statement logged.
-struct MariaDb {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: std::process::Child,
-}
-
-impl MariaDb {
-    fn start() -> MariaDb {
-        let dir = tempfile::tempdir().unwrap();
-        let root = unsafe { libc_geteuid() } == 0;
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let data = dir.path().join("data");
-        let path = |p: &Path| p.display().to_string();
-        if root {
-            let st = Command::new("chown")
-                .args(["-R", "mysql", &path(dir.path())])
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
-        let mut install = Command::new("mariadb-install-db");
-        install.args([
-            "--no-defaults",
-            &format!("--datadir={}", path(&data)),
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-        ]);
-        if root {
-            install.arg("--user=mysql");
-        }
-        let out = install
-            .output()
-            .expect("mariadb-install-db (Debian's mariadb-server)");
-        assert!(
-            out.status.success(),
-            "mariadb-install-db: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut server = Command::new("mariadbd");
-        server
-            .args([
-                "--no-defaults",
-                &format!("--datadir={}", path(&data)),
-                &format!("--socket={}", path(&dir.path().join("sock"))),
-                &format!("--port={port}"),
-                "--bind-address=127.0.0.1",
-                "--general-log=1",
-                &format!("--log-error={}", path(&dir.path().join("error.log"))),
-                &format!(
-                    "--general-log-file={}",
-                    path(&dir.path().join("general.log"))
-                ),
-                &format!("--pid-file={}", path(&dir.path().join("pid"))),
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if root {
-            server.arg("--user=mysql");
-        }
-        let child = server.spawn().expect("mariadbd (Debian's mariadb-server)");
-        let mut db = MariaDb { dir, port, child };
-        let mut up = false;
-        for _ in 0..600 {
-            if db.client("SELECT 1").status.success() {
-                up = true;
-                break;
-            }
-            if let Ok(Some(status)) = db.child.try_wait() {
-                panic!(
-                    "mariadbd exited ({status}):\n{}",
-                    std::fs::read_to_string(db.dir.path().join("error.log")).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        assert!(
-            up,
-            "mariadbd did not answer in 60 s:\n{}",
-            std::fs::read_to_string(db.dir.path().join("error.log")).unwrap_or_default()
-        );
-        db.sql("CREATE DATABASE shop; CREATE USER 'shopper'@'127.0.0.1' IDENTIFIED BY 'm4ria-pw'; GRANT ALL ON shop.* TO 'shopper'@'127.0.0.1';");
-        db
-    }
-
-    fn client(&self, sql: &str) -> std::process::Output {
-        Command::new("mariadb")
-            .args([
-                "--no-defaults",
-                &format!("--socket={}", self.dir.path().join("sock").display()),
-                "-u",
-                "root",
-                "-e",
-                sql,
-            ])
-            .output()
-            .unwrap()
-    }
-
-    fn sql(&self, sql: &str) {
-        let out = self.client(sql);
-        assert!(
-            out.status.success(),
-            "mariadb {sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.path().join("general.log")
-    }
-}
-
-impl Drop for MariaDb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

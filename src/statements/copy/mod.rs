@@ -158,7 +158,7 @@ async fn attempt(
     record.watermark_column = Some(r.wm.clone());
     let start = start::start_point(r.since.as_ref(), r.control_mark.as_ref(), r.last.as_ref());
     record.previous_mark = start.value().map(display_exact);
-    let plan = plan::plan(session, &r, &start, c.lookback.as_ref()).await?;
+    let mut plan = plan::plan(session, &r, &start, c.lookback.as_ref(), c.dry_run).await?;
     record.null_watermark_rows = plan.null_rows;
     record.new_mark = plan.new_mark.as_ref().map(display_exact);
     record.rows_copied = plan.rows;
@@ -192,9 +192,24 @@ async fn attempt(
                 progress: &progress,
             };
             let written = write::write(session, &r, &plan, &to).await?;
-            let committed = commit::commit(&to.table, written, props).await?;
-            progress.inc((plan.rows as u64).saturating_sub(progress.position()));
-            committed.version().map(|v| v as i64)
+            if plan.seen.is_some() {
+                // A source read once: its rows and mark are known now that they are written.
+                plan.note_written()?;
+                record.new_mark = plan.new_mark.as_ref().map(display_exact);
+                record.rows_copied = plan.rows;
+            }
+            if plan.rows == 0 && r.target.is_some() {
+                // Nothing new after all (a streamed read found no row): no commit.
+                r.target_version()
+            } else {
+                let props = match plan.seen {
+                    Some(_) => commit::properties(&r, &start, &plan, &record.run_id),
+                    None => props.clone(),
+                };
+                let committed = commit::commit(&to.table, written, props).await?;
+                progress.inc((plan.rows as u64).saturating_sub(progress.position()));
+                committed.version().map(|v| v as i64)
+            }
         }
     };
 

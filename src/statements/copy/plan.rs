@@ -3,10 +3,16 @@
 //! file whose every row is above the start is counted, not read); the rows answer otherwise.
 //! A DRY RUN reports this plan and stops.
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::dataframe::DataFrame;
 use datafusion::functions_aggregate::expr_fn::{count, max};
+use datafusion::functions_aggregate::min_max::MaxAccumulator;
+use datafusion::logical_expr::{Accumulator, ColumnarValue};
 use datafusion::logical_expr::{Expr as DfExpr, ExprFunctionExt, col, lit};
 
 use super::resolve::Resolved;
@@ -48,6 +54,56 @@ pub(super) struct CopyPlan {
     pub above: DfExpr,
     /// The source files that may hold rows at the new mark (recorded for the next run).
     pub mark_files: Option<Vec<String>>,
+    /// A source read once (a database): `rows_df` counts its rows and finds their largest
+    /// watermark as the writer reads them; `rows` and `new_mark` are known after the write.
+    pub seen: Option<Arc<Seen>>,
+}
+
+/// The rows a streamed copy wrote and their largest watermark, as the writer read them: the
+/// mark and the rows of one query, so one snapshot of the database.
+pub(super) struct Seen {
+    rows: AtomicI64,
+    max: Mutex<MaxAccumulator>,
+}
+
+impl Seen {
+    fn new(wm_type: &DataType) -> Result<Seen> {
+        Ok(Seen {
+            rows: AtomicI64::new(0),
+            max: Mutex::new(MaxAccumulator::try_new(wm_type)?),
+        })
+    }
+
+    fn see(&self, values: &ColumnarValue, rows: usize) -> datafusion::error::Result<()> {
+        // Tests slow a copy from a database here, to stop the server in its midst.
+        fail::fail_point!("copy::database_batch");
+        let values = values.to_array(rows)?;
+        self.max
+            .lock()
+            .map_err(|_| datafusion::error::DataFusionError::Internal("poisoned".into()))?
+            .update_batch(&[values])?;
+        self.rows.fetch_add(rows as i64, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+impl CopyPlan {
+    /// A streamed copy's rows and new mark, once written.
+    pub(super) fn note_written(&mut self) -> Result<()> {
+        let Some(seen) = &self.seen else {
+            return Ok(());
+        };
+        self.rows += seen.rows.load(Ordering::SeqCst);
+        let max = seen
+            .max
+            .lock()
+            .map_err(|_| crate::error::Error::Other("a copy's watermark was lost".into()))?
+            .evaluate()?;
+        if !max.is_null() {
+            self.new_mark = Some(max);
+        }
+        Ok(())
+    }
 }
 
 /// Plan a copy from `start`.
@@ -56,8 +112,9 @@ pub(super) async fn plan(
     r: &Resolved,
     start: &StartPoint,
     lookback: Option<&datafusion::sql::sqlparser::ast::Expr>,
+    dry_run: bool,
 ) -> Result<CopyPlan> {
-    let scan = r.source.scan(session)?;
+    let mut scan = r.source.scan(session)?;
     let w = wm_col(&r.wm);
     let from = start.value();
     let above = match from {
@@ -88,6 +145,25 @@ pub(super) async fn plan(
                 && l.mark.as_ref() == from
         });
     let lower = lower_bound(session, r, start, lookback).await?;
+    if r.source.reads_once() && !dry_run {
+        if streams(r)? {
+            let (from, lower) = (from.cloned(), lower.clone());
+            let start = Start { from, lower, above };
+            return streamed(session, r, scan, rows_df, start, null_rows).await;
+        }
+        // Everything the plan reads at or above the window's bottom, read in one query and
+        // planned from memory: its rows, mark and window are of one snapshot.
+        let wanted = match (&lower, from) {
+            (Some(lo), Some(_)) => w.clone().gt_eq(lit(lo.clone())),
+            _ => above.clone(),
+        };
+        let read = scan.filter(wanted)?;
+        let schema = std::sync::Arc::new(read.schema().as_arrow().clone());
+        let batches = read.collect().await?;
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
+        scan = session.ctx().read_table(Arc::new(table))?;
+        rows_df = scan.clone().filter(above.clone())?;
+    }
     let mut window = Window::default();
     if let (Some(lo), Some(s)) = (&lower, from)
         && !unchanged
@@ -141,7 +217,61 @@ pub(super) async fn plan(
         rows_df,
         above,
         mark_files,
+        seen: None,
     })
+}
+
+/// Whether a source read once streams into the target: a plain append (no keys, nothing to
+/// check or compute, no new columns), so its rows need not be known before they are written.
+fn streams(r: &Resolved) -> Result<bool> {
+    Ok(r.merge_keys.is_empty()
+        && !r.new_columns
+        && match &r.target {
+            Some(t) => plain_appends(t)?,
+            None => true,
+        })
+}
+
+/// The plan of a source read once that streams: one query for the rows above the start,
+/// counted and their largest watermark found as the writer reads them (see [`Seen`]); the
+/// window's rows, all at or below the start, from a query of their own.
+async fn streamed(
+    session: &Session,
+    r: &Resolved,
+    scan: DataFrame,
+    rows_df: DataFrame,
+    start: Start,
+    null_rows: i64,
+) -> Result<CopyPlan> {
+    let window = match (&start.lower, &start.from) {
+        (Some(lo), Some(s)) => missing_in_window(session, r, &scan, lo, s).await?,
+        _ => Window::default(),
+    };
+    let seen = Arc::new(Seen::new(&r.wm_type)?);
+    let index = rows_df
+        .schema()
+        .index_of_column_by_name(None, &r.wm)
+        .ok_or_else(|| crate::error::Error::Other(format!("no column {}", r.wm)))?;
+    let watcher = seen.clone();
+    let rows_df = crate::engine::functions::watched(rows_df, index, move |v, n| watcher.see(v, n))?;
+    Ok(CopyPlan {
+        strategy: Strategy::Append,
+        rows: window.rows,
+        new_mark: start.from,
+        null_rows,
+        window: window.batches,
+        rows_df,
+        above: start.above,
+        mark_files: None,
+        seen: Some(seen),
+    })
+}
+
+/// Where a run starts: its start point, the bottom of its window, and "above the start".
+struct Start {
+    from: Option<ScalarValue>,
+    lower: Option<ScalarValue>,
+    above: DfExpr,
 }
 
 /// The bottom of the window of rows at the start point that may be missing from the target:

@@ -251,7 +251,7 @@ fn new_columns(source: &SchemaRef, target: &DeltaTable, names: &Names) -> Result
             .iter()
             .find(|g| g.name().eq_ignore_ascii_case(f.name()))
         {
-            Some(g) if g.data_type() != &storage_type(f.data_type()) => {
+            Some(g) if !crate::engine::types::same_stored_type(g.data_type(), f.data_type()) => {
                 return Err(Error::Type(format!(
                     "column '{}' is {} in source {} but {} in target {}: change the target's type or copy into a new target",
                     f.name(),

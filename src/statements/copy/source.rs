@@ -1,8 +1,8 @@
 //! The source of a copy, pinned at one snapshot: what the planner asks of it. A Delta table
 //! answers with its version, table id, files and their statistics (so whole files can be
 //! linked and counted without decoding); a built-in sample is a plain table provider that
-//! answers only with its rows. Another kind of source (a database table, a store elsewhere)
-//! is one more variant here, with no change to the planner.
+//! answers only with its rows. A table of a foreign catalog (a database) has no snapshot that
+//! outlives one statement: the planner reads it once per run ([`Source::reads_once`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +31,8 @@ enum Kind {
     Delta { table: DeltaTable, root: PathBuf },
     /// Rows and nothing else (the built-in samples).
     Rows,
+    /// A table of a foreign catalog: each query is its own snapshot.
+    Database,
 }
 
 impl Source {
@@ -50,6 +52,21 @@ impl Source {
                 schema: provider.schema(),
                 provider,
                 kind: Kind::Rows,
+            });
+        }
+        if session.warehouse().is_foreign(&name.catalog) {
+            let provider = session.foreign_table(name).await?.ok_or_else(|| {
+                Error::NotFound(format!(
+                    "table {name} not found in the database of foreign catalog {}",
+                    name.catalog
+                ))
+            })?;
+            let schema = storable_columns(name, provider.schema())?;
+            return Ok(Source {
+                name: name.clone(),
+                schema,
+                provider,
+                kind: Kind::Database,
             });
         }
         let root = session.warehouse().table_path(name)?;
@@ -73,16 +90,39 @@ impl Source {
         })
     }
 
-    /// All its rows, as of the pinned snapshot.
+    /// All its rows, as of the pinned snapshot (a database table: as of each query), in the
+    /// columns of [`Source::schema`].
     pub(super) fn scan(&self, session: &Session) -> Result<DataFrame> {
-        Ok(session.ctx().read_table(self.provider.clone())?)
+        let df = session.ctx().read_table(self.provider.clone())?;
+        if df.schema().as_arrow() == self.schema.as_ref() {
+            return Ok(df);
+        }
+        let columns = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| {
+                datafusion::prelude::cast(
+                    datafusion::prelude::col(datafusion::common::Column::from_name(f.name())),
+                    f.data_type().clone(),
+                )
+                .alias(f.name())
+            })
+            .collect::<Vec<_>>();
+        Ok(df.select(columns)?)
+    }
+
+    /// Whether each query of the source sees the source as it is then (a database table):
+    /// a run reads it once, its rows and their mark from the same query.
+    pub(super) fn reads_once(&self) -> bool {
+        matches!(self.kind, Kind::Database)
     }
 
     /// The Delta table, if the source is one.
     pub(super) fn delta(&self) -> Option<&DeltaTable> {
         match &self.kind {
             Kind::Delta { table, .. } => Some(table),
-            Kind::Rows => None,
+            Kind::Rows | Kind::Database => None,
         }
     }
 
@@ -90,7 +130,7 @@ impl Source {
     pub(super) fn root(&self) -> Option<&Path> {
         match &self.kind {
             Kind::Delta { root, .. } => Some(root),
-            Kind::Rows => None,
+            Kind::Rows | Kind::Database => None,
         }
     }
 
@@ -150,6 +190,68 @@ impl Source {
         let provider = crate::catalog::exact_reads(t, provider)?;
         Ok(session.ctx().read_table(provider)?)
     }
+}
+
+/// A database table's columns as a Delta table stores them: unsigned integers widened to the
+/// next signed type (`BIGINT UNSIGNED` to DECIMAL(20,0)), enums as their labels, every other
+/// type Delta cannot hold exactly refused by column.
+fn storable_columns(name: &TableName, schema: SchemaRef) -> Result<SchemaRef> {
+    use datafusion::arrow::datatypes::{Field, Schema};
+    fn storable(t: &DataType) -> Option<DataType> {
+        Some(match t {
+            DataType::UInt8 => DataType::Int16,
+            DataType::UInt16 => DataType::Int32,
+            DataType::UInt32 => DataType::Int64,
+            DataType::UInt64 => DataType::Decimal128(20, 0),
+            // MySQL's ENUM: its labels.
+            DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8) => {
+                DataType::Utf8
+            }
+            DataType::Boolean
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::Float32
+            | DataType::Float64
+            | DataType::Decimal128(_, _)
+            | DataType::Date32
+            | DataType::Timestamp(_, _)
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView => t.clone(),
+            DataType::List(f) => DataType::List(Arc::new(
+                f.as_ref().clone().with_data_type(storable(f.data_type())?),
+            )),
+            DataType::Struct(fields) => DataType::Struct(
+                fields
+                    .iter()
+                    .map(|f| Some(f.as_ref().clone().with_data_type(storable(f.data_type())?)))
+                    .collect::<Option<Vec<Field>>>()?
+                    .into(),
+            ),
+            _ => return None,
+        })
+    }
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|f| match storable(f.data_type()) {
+            Some(t) => Ok(f.as_ref().clone().with_data_type(t)),
+            None => Err(Error::Type(format!(
+                "column '{}' of {name} is {} in the database, which a Delta table cannot hold exactly: copy from a view of the table that casts or leaves out the column (CREATE VIEW in the database)",
+                f.name(),
+                crate::engine::types::type_name(f.data_type())
+            ))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )))
 }
 
 /// A file's path as the log writes it: a relative URL, each segment percent-encoded (delta-rs

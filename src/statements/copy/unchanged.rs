@@ -36,7 +36,9 @@ pub(super) async fn check(
     names: &Names,
     control_row: Option<&ControlRow>,
 ) -> Option<Unchanged> {
-    if !session.warehouse().table_exists(&names.source) {
+    if session.warehouse().is_foreign(&names.source.catalog)
+        || !session.warehouse().table_exists(&names.source)
+    {
         return None;
     }
     let (target_version, meta) = metadata::newest_commit(&names.target_dir)?;

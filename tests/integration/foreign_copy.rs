@@ -1,0 +1,448 @@
+//! COPY INCREMENTAL from databases: a PostgreSQL and a MariaDB server of the tests' own and a
+//! SQLite file as sources, alone and in a control-table job with a Delta source. Exactly once
+//! through ties, NULL watermarks, concurrent inserts, a long transaction that commits rows
+//! below the mark (caught by LOOKBACK), MERGE ON, and a server stopped mid-copy.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::common::warehouse;
+use crate::foreign::{err_env, ok_env, sql_env};
+use crate::servers::{MariaDb, Postgres};
+
+const PG_ENV: [(&str, &str); 1] = [("TIDEMARK_SECRET_SHOP_PG", "s3cret-pw")];
+
+/// The connection and foreign catalog `shop` over `pg`'s database `shop`.
+fn pg_catalog(wh: &Path, pg: &Postgres) {
+    let create = format!(
+        "CREATE CONNECTION pg TYPE postgresql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'pg'), sslmode 'disable')",
+        pg.port
+    );
+    ok_env(
+        wh,
+        &PG_ENV,
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG shop USING CONNECTION pg OPTIONS (database 'shop')",
+        ],
+    );
+}
+
+/// The single value a one-row, one-column query returns (csv output).
+fn value(wh: &Path, sql: &str) -> String {
+    let out = ok_env(wh, &PG_ENV, &[sql]);
+    let line = out.lines().nth(1).unwrap_or_default();
+    match line.strip_prefix('"').and_then(|l| l.strip_suffix('"')) {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => line.to_string(),
+    }
+}
+
+/// The PostgreSQL statements logged since `from` bytes into the server's log.
+fn logged_since(pg: &Postgres, from: usize) -> String {
+    let log = std::fs::read_to_string(pg.log()).unwrap();
+    log.get(from..).unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_postgres_table_is_copied_exactly_once_and_lookback_closes_the_watermark_hole() {
+    let pg = Postgres::start();
+    // Pairs of rows share a watermark (ties); one row has none.
+    pg.psql(
+        "CREATE TABLE public.orders (id bigint PRIMARY KEY, customer text, amount numeric(12,2), updated_at timestamptz, local_at timestamp, day date, tags jsonb, uid uuid, flags int[], note varchar(20));
+         INSERT INTO public.orders SELECT i, 'c' || (i % 3), i * 1.25, timestamptz '2024-01-01 00:00:00+00' + (i / 2) * interval '1 minute', timestamp '2024-01-01' + i * interval '1 second', date '2024-01-01' + (i % 30), '{\"k\": 1}', md5(i::text)::uuid, ARRAY[i, i + 1], 'n' || i FROM generate_series(1, 1000) i;
+         INSERT INTO public.orders (id, customer, amount) VALUES (5000, 'no watermark', 1);
+         ALTER TABLE public.orders OWNER TO shopper;",
+        "shop",
+    );
+    let (_d, wh) = warehouse();
+    pg_catalog(&wh, &pg);
+    // A control table mixing a database source and a Delta source.
+    ok_env(
+        &wh,
+        &PG_ENV,
+        &[
+            "CREATE TABLE events (id BIGINT, at TIMESTAMP)",
+            "INSERT INTO events SELECT id, TIMESTAMP '2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) FROM range(1, 101)",
+            "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark TIMESTAMP)",
+            "INSERT INTO ctl VALUES ('shop.public.orders', 'orders_copy', 'updated_at', NULL), ('events', 'events_copy', 'at', NULL)",
+        ],
+    );
+    let before = logged_since(&pg, 0).len();
+    let out = ok_env(&wh, &PG_ENV, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    assert_eq!(out.matches("succeeded").count(), 2, "{out}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), sum(amount)) FROM orders_copy"
+        ),
+        "1000/1000/625625.00"
+    );
+    assert_eq!(value(&wh, "SELECT count(*) FROM events_copy"), "100");
+    // Every column in a Delta type that holds it exactly.
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', typeof(amount), typeof(updated_at), typeof(local_at), typeof(day), typeof(tags), typeof(uid), typeof(flags), typeof(note)) FROM orders_copy LIMIT 1"
+        ),
+        "decimal(12,2)/timestamp/timestamp_ntz/date/string/string/array<int>/string"
+    );
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', updated_at, local_at, uid, flags[0]) FROM orders_copy WHERE id = 7"
+        ),
+        "2024-01-01T00:03:00Z/2024-01-01T00:00:07/8f14e45f-ceea-167a-5a36-dedd4bea2543/7"
+    );
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT CAST(last_watermark AS STRING) FROM ctl WHERE target_table = 'orders_copy'"
+        ),
+        "2024-01-01T08:20:00Z"
+    );
+    // The first run read the rows once, with every column, and sent no predicate but the
+    // watermark's IS [NOT] NULL (the NULL rows are counted, never copied).
+    let first = logged_since(&pg, before);
+    let reads: Vec<&str> = first
+        .lines()
+        .filter(|l| l.contains("FROM \"public\".\"orders\""))
+        .collect();
+    let all_columns = reads.iter().filter(|l| l.contains("\"tags\"")).count();
+    assert_eq!(all_columns, 1, "{first}");
+    let only_null_checks = |l: &&str| {
+        l.split(" WHERE ").nth(1).is_none_or(|w| {
+            w.replace("\"orders\".", "")
+                .replace("\"updated_at\" IS NOT NULL", "")
+                .replace("\"updated_at\" IS NULL", "")
+                .chars()
+                .all(|c| " ()AND".contains(c))
+        })
+    };
+    assert!(reads.iter().all(only_null_checks), "{first}");
+
+    // A tie at the mark committed after the run, new rows, and a long transaction that
+    // stamps a row below the mark and commits after the next run.
+    let mut long = pg.session("shop");
+    writeln!(
+        long.stdin.as_mut().unwrap(),
+        "BEGIN; INSERT INTO public.orders VALUES (2000, 'late', 2, timestamptz '2024-01-01 08:19:30+00', NULL, NULL, NULL, NULL, NULL, 'late');"
+    )
+    .unwrap();
+    pg.psql(
+        "INSERT INTO public.orders SELECT i, 'c', 1, timestamptz '2024-01-01 08:20:00+00' + (i - 1001) * interval '1 minute', NULL, NULL, NULL, NULL, NULL, NULL FROM generate_series(1001, 1010) i",
+        "shop",
+    );
+    let before = logged_since(&pg, 0).len();
+    let out = ok_env(&wh, &PG_ENV, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    assert!(
+        out.contains("succeeded,")
+            && out.contains(",10,,2024-01-01T08:20:00Z,2024-01-01T08:29:00Z"),
+        "ten new rows, the tie at the mark among them:\n{out}"
+    );
+    assert!(out.contains("nothing_new"), "{out}");
+    let second = logged_since(&pg, before);
+    assert!(
+        second.lines().any(|l| l.contains("\"orders\"")
+            && l.contains("\"updated_at\" >")
+            && l.contains("08:20:00")),
+        "the watermark predicate runs in PostgreSQL:\n{second}"
+    );
+    writeln!(long.stdin.as_mut().unwrap(), "COMMIT;").unwrap();
+    drop(long.stdin.take());
+    assert!(long.wait().unwrap().success());
+    // The hole: the late row is below the mark, so a plain run never sees it...
+    let out = ok_env(&wh, &PG_ENV, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    assert_eq!(out.matches("nothing_new").count(), 2, "{out}");
+    assert_eq!(
+        value(&wh, "SELECT count(*) FROM orders_copy WHERE id = 2000"),
+        "0"
+    );
+    // ... LOOKBACK re-reads the last hour and copies only what the target lacks.
+    let lookback = "COPY INCREMENTAL shop.public.orders INTO orders_copy WATERMARK updated_at CONTROL TABLE ctl LOOKBACK INTERVAL 1 HOUR";
+    let out = ok_env(&wh, &PG_ENV, &[lookback]);
+    assert!(out.contains(",1,1,"), "{out}");
+    let out = ok_env(&wh, &PG_ENV, &[lookback]);
+    assert!(out.contains("nothing_new"), "{out}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id)) FROM orders_copy"
+        ),
+        "1011/1011"
+    );
+
+    // Rows inserted while copies run: after the last run, the target holds each row once.
+    let writer = {
+        let sql: Vec<String> = (0..20)
+            .map(|k| {
+                format!(
+                    "INSERT INTO public.orders SELECT i, 'w', 1, timestamptz '2024-02-01 00:00:00+00' + i * interval '1 second', NULL, NULL, NULL, NULL, NULL, NULL FROM generate_series({}, {}) i;",
+                    10_000 + k * 50,
+                    10_049 + k * 50
+                )
+            })
+            .collect();
+        let mut s = pg.session("shop");
+        let mut stdin = s.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            for stmt in sql {
+                writeln!(stdin, "{stmt}").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(30));
+            }
+            drop(stdin);
+            s.wait().unwrap()
+        })
+    };
+    for _ in 0..3 {
+        ok_env(&wh, &PG_ENV, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    }
+    assert!(writer.join().unwrap().success());
+    ok_env(&wh, &PG_ENV, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id)) FROM orders_copy"
+        ),
+        "2011/2011"
+    );
+
+    // A DRY RUN reads and reports; MERGE ON keeps each key's newest row.
+    pg.psql(
+        "UPDATE public.orders SET amount = 99, updated_at = timestamptz '2024-03-01 00:00:00+00' WHERE id = 7",
+        "shop",
+    );
+    let out = ok_env(
+        &wh,
+        &PG_ENV,
+        &[
+            "COPY INCREMENTAL shop.public.orders INTO orders_copy WATERMARK updated_at CONTROL TABLE ctl DRY RUN",
+        ],
+    );
+    assert!(out.contains("dry_run"), "{out}");
+    assert_eq!(value(&wh, "SELECT count(*) FROM orders_copy"), "2011");
+    ok_env(
+        &wh,
+        &PG_ENV,
+        &[
+            "COPY INCREMENTAL shop.public.orders INTO orders_latest WATERMARK updated_at MERGE ON (id)",
+        ],
+    );
+    pg.psql(
+        "UPDATE public.orders SET amount = 100, updated_at = timestamptz '2024-03-02 00:00:00+00' WHERE id = 7",
+        "shop",
+    );
+    let out = ok_env(
+        &wh,
+        &PG_ENV,
+        &[
+            "COPY INCREMENTAL shop.public.orders INTO orders_latest WATERMARK updated_at MERGE ON (id)",
+        ],
+    );
+    assert!(out.contains("succeeded"), "{out}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), max(amount) FILTER (WHERE id = 7)) FROM orders_latest"
+        ),
+        "2011/100.00"
+    );
+    // A column no Delta type holds exactly is refused by name, before anything is read.
+    pg.psql(
+        "CREATE TABLE public.shifts (id int, at timestamptz, starts time); ALTER TABLE public.shifts OWNER TO shopper;",
+        "shop",
+    );
+    let e = err_env(
+        &wh,
+        &PG_ENV,
+        &["COPY INCREMENTAL shop.public.shifts INTO shifts WATERMARK at"],
+    );
+    assert!(
+        e.contains("column 'starts' of shop.public.shifts") && e.contains("cannot hold"),
+        "{e}"
+    );
+    // Nothing is ever written to the database.
+    let e = err_env(
+        &wh,
+        &PG_ENV,
+        &["COPY INCREMENTAL orders_copy INTO shop.public.orders WATERMARK updated_at"],
+    );
+    assert!(
+        e.contains("shop is a foreign catalog (connection pg)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_postgres_server_stopped_mid_copy_fails_the_run_and_the_next_run_copies_each_row_once() {
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE public.big (id bigint PRIMARY KEY, at timestamptz NOT NULL, pad text);
+         INSERT INTO public.big SELECT i, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 second', repeat('x', 200) FROM generate_series(1, 300000) i;
+         ALTER TABLE public.big OWNER TO shopper;",
+        "shop",
+    );
+    let (_d, wh) = warehouse();
+    pg_catalog(&wh, &pg);
+    let copy = "COPY INCREMENTAL shop.public.big INTO big_copy WATERMARK at";
+    // Each batch takes 100 ms more: the server stops while its 70 MB of rows stream.
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
+        .arg(&wh)
+        .envs(PG_ENV)
+        .env("NO_COLOR", "1")
+        .env("FAILPOINTS", "copy::database_batch=sleep(100)")
+        .args(["--format", "csv", "-c", copy])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(pg.log())
+        .unwrap()
+        .lines()
+        .any(|l| l.contains("\"big\"") && l.contains("\"pad\""))
+    {
+        assert!(std::time::Instant::now() < deadline, "the copy never read");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    pg.kill();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the copy outlived its server:\n{}\n{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(stderr.contains("shop.public.big"), "{stderr}");
+    assert!(!stderr.contains("s3cret-pw"), "{stderr}");
+    // Nothing committed: the target holds no row, and the run is in the history as failed.
+    let (_, out, _) = sql_env(&wh, &PG_ENV, &["SELECT count(*) FROM big_copy"]);
+    assert!(out.is_empty() || out.contains("\n0\n"), "{out}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT status FROM system.tidemark.copy_runs WHERE target LIKE '%big_copy'"
+        ),
+        "failed"
+    );
+    // With the server down, a run fails naming the connection, and writes nothing.
+    let e = err_env(&wh, &PG_ENV, &[copy]);
+    assert!(e.contains("connection pg"), "{e}");
+    // Back up: the next run copies every row once, and the one after has nothing new.
+    pg.start_server();
+    let out = ok_env(&wh, &PG_ENV, &[copy]);
+    assert!(out.contains(",300000,0,"), "{out}");
+    let out = ok_env(&wh, &PG_ENV, &[copy]);
+    assert!(out.contains("nothing_new"), "{out}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), max(at)) FROM big_copy"
+        ),
+        "300000/300000/2024-01-04T11:20:00Z"
+    );
+}
+
+#[test]
+fn a_mariadb_table_and_a_sqlite_table_are_copied_incrementally() {
+    let db = MariaDb::start();
+    db.sql(
+        "USE shop; CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, amount DECIMAL(10,2), placed DATETIME(6), note VARCHAR(10), kind ENUM('a', 'b'), qty INT UNSIGNED, big BIGINT UNSIGNED);
+         INSERT INTO shop.orders SELECT seq, seq * 0.5, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND, 'n', 'b', 4000000000, 18446744073709551615 FROM seq_1_to_500;",
+    );
+    let (d, wh) = warehouse();
+    let env = [("TIDEMARK_SECRET_SHOP_MY", "m4ria-pw")];
+    let create = format!(
+        "CREATE CONNECTION my TYPE mysql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'my'), sslmode 'disabled')",
+        db.port
+    );
+    let copy = "COPY INCREMENTAL shop.shop.orders INTO orders_copy WATERMARK placed";
+    let out = ok_env(
+        &wh,
+        &env,
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG shop USING CONNECTION my OPTIONS (database 'shop')",
+            copy,
+        ],
+    );
+    assert!(out.contains(",500,0,"), "{out}");
+    db.sql("USE shop; INSERT INTO shop.orders SELECT seq, 1, TIMESTAMP '2024-02-01 00:00:00' + INTERVAL seq SECOND, 'm', 'a', 1, 2 FROM seq_501_to_520;");
+    let out = ok_env(
+        &wh,
+        &env,
+        &[
+            "SELECT concat_ws('/', typeof(kind), kind, typeof(qty), qty, typeof(big), big) FROM orders_copy WHERE id = 1",
+        ],
+    );
+    assert!(
+        out.contains("string/b/bigint/4000000000/decimal(20,0)/18446744073709551615"),
+        "{out}"
+    );
+    let out = ok_env(
+        &wh,
+        &env,
+        &[
+            copy,
+            copy,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), sum(amount), typeof(max(placed))) FROM orders_copy",
+        ],
+    );
+    assert!(out.contains(",20,0,"), "{out}");
+    assert!(out.contains("nothing_new"), "{out}");
+    assert!(out.contains("520/520/62645.00/timestamp_ntz"), "{out}");
+    let log = std::fs::read_to_string(db.log()).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("orders") && l.contains("`placed` >")),
+        "the watermark predicate runs in MariaDB:\n{log}"
+    );
+
+    // SQLite: a file of the shop's, copied by its integer key.
+    let file = d.path().join("lite.db");
+    let py = format!(
+        "import sqlite3\nc = sqlite3.connect('{}')\nc.execute('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)')\nc.executemany('INSERT INTO items VALUES (?, ?)', [(i, f'item {{i}}') for i in range(1, 101)])\nc.commit()\n",
+        file.display()
+    );
+    assert!(
+        std::process::Command::new("python3")
+            .args(["-c", &py])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let lite = format!(
+        "CREATE CONNECTION lite TYPE sqlite OPTIONS (path '{}')",
+        file.display()
+    );
+    let copy = "COPY INCREMENTAL items.main.items INTO items_copy WATERMARK id";
+    let out = ok_env(
+        &wh,
+        &[],
+        &[
+            &lite,
+            "CREATE FOREIGN CATALOG items USING CONNECTION lite",
+            copy,
+        ],
+    );
+    assert!(out.contains(",100,0,"), "{out}");
+    let py = format!(
+        "import sqlite3\nc = sqlite3.connect('{}')\nc.executemany('INSERT INTO items VALUES (?, ?)', [(i, 'new') for i in range(101, 106)])\nc.commit()\n",
+        file.display()
+    );
+    assert!(
+        std::process::Command::new("python3")
+            .args(["-c", &py])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = ok_env(
+        &wh,
+        &[],
+        &[copy, "SELECT count(*), count(DISTINCT id) FROM items_copy"],
+    );
+    assert!(out.contains(",5,0,"), "{out}");
+    assert!(out.contains("105,105"), "{out}");
+}

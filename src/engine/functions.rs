@@ -34,9 +34,7 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
         percentile::PercentileApprox::new(),
     ));
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
-    ctx.register_udf(ScalarUDF::from(ElementAt {
-        signature: Signature::any(2, Volatility::Immutable),
-    }));
+    ctx.register_udf(ScalarUDF::from(ElementAt::new(false)));
     // DataFusion's avg over datafusion-spark's: it keeps DECIMAL averages exact (Databricks'
     // avg of DECIMALs is a DECIMAL), has DISTINCT and retracts for sliding windows.
     ctx.register_udaf(
@@ -665,14 +663,47 @@ pub(crate) fn shaped_like(
 /// `element_at(array, i)`: the i-th element counting from 1 (from the end when negative); an
 /// index past either end is Databricks' `[INVALID_ARRAY_INDEX_IN_ELEMENT_AT]` error (ANSI mode),
 /// 0 is `[INVALID_INDEX_OF_ZERO]`. `element_at(map, key)`: the key's value, NULL when absent.
+/// With `zero_based`, the `[ ]` operator on arrays: the i-th element counting from 0, any
+/// other index `[INVALID_ARRAY_INDEX]` (the error Databricks SQL raises).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct ElementAt {
+pub(crate) struct ElementAt {
     signature: Signature,
+    zero_based: bool,
+}
+
+impl ElementAt {
+    pub(crate) fn new(zero_based: bool) -> ElementAt {
+        ElementAt {
+            signature: Signature::any(2, Volatility::Immutable),
+            zero_based,
+        }
+    }
 }
 
 impl ScalarUDFImpl for ElementAt {
     fn name(&self) -> &str {
-        "element_at"
+        if self.zero_based {
+            "__tidemark_subscript"
+        } else {
+            "element_at"
+        }
+    }
+
+    fn schema_name(
+        &self,
+        args: &[datafusion::logical_expr::Expr],
+    ) -> datafusion::error::Result<String> {
+        match (self.zero_based, args) {
+            (true, [a, i]) => Ok(format!("{}[{}]", a.schema_name(), i.schema_name())),
+            _ => Ok(format!(
+                "{}({})",
+                self.name(),
+                args.iter()
+                    .map(|a| a.schema_name().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
     }
 
     fn signature(&self) -> &Signature {
@@ -717,6 +748,14 @@ impl ScalarUDFImpl for ElementAt {
                     let len = i64::from(end - start);
                     let i = index.value(row);
                     let position = match i {
+                        i if self.zero_based => {
+                            if i < 0 || i >= len {
+                                return exec_err!(
+                                    "[INVALID_ARRAY_INDEX] The index {i} is out of bounds. The array has {len} elements. Use the SQL function `get()` to tolerate accessing element at invalid index and return NULL instead."
+                                );
+                            }
+                            i
+                        }
                         0 => {
                             return exec_err!(
                                 "[INVALID_INDEX_OF_ZERO] element_at: array indices start at 1 (-1 is the last element)"

@@ -538,7 +538,7 @@ impl Shell {
                         pending = pending[cut..].to_string();
                         done
                     };
-                    let _ = editor.add_history_entry(input.trim_end());
+                    let _ = editor.add_history_entry(without_secrets(input.trim_end()).as_ref());
                     if let Some(h) = &history {
                         let _ = editor.append_history(h);
                     }
@@ -595,6 +595,18 @@ pub fn decode(bytes: Vec<u8>, origin: &str) -> Result<String, String> {
     })
 }
 
+/// `line` as the history keeps it: a literal value given to a credential option (`password
+/// 'x'`, refused by CREATE CONNECTION, which points to `secret()`) is kept as `'***'`.
+fn without_secrets(line: &str) -> std::borrow::Cow<'_, str> {
+    static CREDENTIAL: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)\b(password|passwd|pwd|token|secret_key|access_key|client_secret)(\s*=?\s*)'(?:[^']|'')*'",
+        )
+        .expect("a valid pattern")
+    });
+    CREDENTIAL.replace_all(line, "$1$2'***'")
+}
+
 /// `~/.tidemark_history`.
 fn history_path() -> Option<std::path::PathBuf> {
     dirs::home_dir().map(|h| h.join(".tidemark_history"))
@@ -624,5 +636,19 @@ pub fn default_print(
         expanded: print::Expanded::Off,
         // Measured again before each result (see `Shell::print_now`).
         width: tty.then_some(80),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn history_keeps_no_literal_credential() {
+        let line = "CREATE CONNECTION c TYPE postgresql OPTIONS (host 'h', user 'u', password 'it''s s3cret')";
+        assert_eq!(
+            super::without_secrets(line),
+            "CREATE CONNECTION c TYPE postgresql OPTIONS (host 'h', user 'u', password '***')"
+        );
+        let line = "CREATE CONNECTION c TYPE postgresql OPTIONS (password secret('s', 'k'))";
+        assert_eq!(super::without_secrets(line), line);
     }
 }

@@ -227,7 +227,8 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
          INSERT INTO public.orders SELECT i, 'c' || (i % 3), i * 1.25, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 hour', timestamp '2024-01-01 00:00:00' + i * interval '1 hour', '{\"k\": 1}' FROM generate_series(1, 1000) i;
          CREATE SCHEMA sales; CREATE TABLE sales.regions (id int, name text); INSERT INTO sales.regions VALUES (1, 'north');
          CREATE TABLE sales.\"Returns\" (id int); INSERT INTO sales.\"Returns\" VALUES (1), (2); ALTER TABLE sales.\"Returns\" OWNER TO shopper;
-         ALTER TABLE public.orders OWNER TO shopper; ALTER SCHEMA sales OWNER TO shopper; ALTER TABLE sales.regions OWNER TO shopper;",
+         ALTER TABLE public.orders OWNER TO shopper; ALTER SCHEMA sales OWNER TO shopper; ALTER TABLE sales.regions OWNER TO shopper;
+         CREATE TABLE public.names (s text COLLATE \"und-x-icu\"); INSERT INTO public.names VALUES ('B'), ('a'); ALTER TABLE public.names OWNER TO shopper;",
         "shop",
     );
     let (_d, wh) = warehouse();
@@ -250,8 +251,11 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
             "SELECT count(*) AS after_jan_2 FROM shop.public.orders WHERE placed_at >= TIMESTAMP '2024-01-02 00:00:00'",
             "SELECT count(*) AS returns FROM shop.sales.returns",
             "SELECT count(*) AS below FROM shop.public.orders WHERE customer < 'c1'",
+            // In the column's ICU collation 'a' < 'B'; in the engine's byte order 'B' < 'a'.
+            "SELECT count(*) AS byte_order FROM shop.public.names WHERE s < 'a'",
         ],
     );
+    assert!(out.contains("byte_order\n1\n"), "{out}");
     // UTC whatever the server's time zone: hours 24 to 1000.
     assert!(out.contains("after_jan_2\n977\n"), "{out}");
     // A table the database spells in mixed case, named in any case.

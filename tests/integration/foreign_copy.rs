@@ -305,7 +305,7 @@ fn a_postgres_server_stopped_mid_copy_fails_the_run_and_the_next_run_copies_each
         assert!(std::time::Instant::now() < deadline, "the copy never read");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::thread::sleep(std::time::Duration::from_millis(100));
     pg.kill();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

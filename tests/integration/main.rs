@@ -2,6 +2,7 @@
 
 mod cli;
 mod common;
+mod compat;
 mod concurrency;
 mod copy;
 mod ddl;

@@ -8,9 +8,11 @@ use sqllogictest::{DBOutput, DefaultColumnType};
 use tidemark::{Session, Settings};
 
 /// A session as a sqllogictest database.
-struct Db {
-    session: Session,
-    _dir: tempfile::TempDir,
+pub(crate) struct Db {
+    pub(crate) session: Session,
+    pub(crate) _dir: tempfile::TempDir,
+    /// How a value is shown (Arrow's display when None).
+    pub(crate) display: Option<fn(&dyn datafusion::arrow::array::Array, usize) -> String>,
 }
 
 #[async_trait::async_trait]
@@ -25,6 +27,26 @@ impl sqllogictest::AsyncDB for Db {
         }
         let opts = FormatOptions::default().with_null("NULL");
         let mut rows = vec![];
+        if let Some(display) = self.display {
+            for batch in &out.batches {
+                for r in 0..batch.num_rows() {
+                    rows.push(
+                        batch
+                            .columns()
+                            .iter()
+                            .map(|c| match display(c.as_ref(), r) {
+                                s if s.is_empty() => "(empty)".to_string(),
+                                s => s,
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            return Ok(DBOutput::Rows {
+                types: vec![DefaultColumnType::Any; out.schema.fields().len()],
+                rows,
+            });
+        }
         for batch in &out.batches {
             let formatters: Vec<ArrayFormatter> = batch
                 .columns()
@@ -89,7 +111,11 @@ async fn sqllogictest_files() {
         let mut runner = sqllogictest::Runner::new(|| async {
             let dir = tempfile::tempdir().expect("temp dir");
             let session = Session::new(dir.path().join("wh"), Settings::default());
-            Ok(Db { session, _dir: dir })
+            Ok(Db {
+                session,
+                _dir: dir,
+                display: None,
+            })
         });
         runner.with_column_validator(sqllogictest::default_column_validator);
         if let Err(e) = runner.run_file_async(&file).await {

@@ -403,6 +403,66 @@ impl SchemaProvider for ForeignSchema {
     }
 }
 
+/// The database's scan, closed to the physical optimizer's filter pushdown: the filters the
+/// database runs are those [`Checked`] let through when the plan was made (DataFusion would
+/// otherwise offer a `FilterExec`'s whole predicate, string ordering included, to the
+/// provider, which takes any filter it can write as SQL, and drop the `FilterExec`).
+#[derive(Debug)]
+struct EngineFilters(Arc<dyn datafusion::physical_plan::ExecutionPlan>);
+
+impl datafusion::physical_plan::DisplayAs for EngineFilters {
+    fn fmt_as(
+        &self,
+        _: datafusion::physical_plan::DisplayFormatType,
+        f: &mut std::fmt::Formatter,
+    ) -> std::fmt::Result {
+        write!(f, "EngineFilters")
+    }
+}
+
+impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
+    fn name(&self) -> &str {
+        "EngineFilters"
+    }
+
+    fn properties(&self) -> &Arc<datafusion::physical_plan::PlanProperties> {
+        self.0.properties()
+    }
+
+    fn apply_expressions(
+        &self,
+        _: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+        ) -> datafusion::error::Result<
+            datafusion::common::tree_node::TreeNodeRecursion,
+        >,
+    ) -> datafusion::error::Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        vec![&self.0]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        match children.pop() {
+            Some(child) if children.is_empty() => Ok(Arc::new(EngineFilters(child))),
+            _ => datafusion::common::internal_err!("EngineFilters has one child"),
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<datafusion::execution::TaskContext>,
+    ) -> datafusion::error::Result<datafusion::execution::SendableRecordBatchStream> {
+        self.0.execute(partition, context)
+    }
+}
+
 /// A database's table with every filter checked again by the engine: the database runs the
 /// filters it can (fewer rows cross the wire) under its own collation and comparison rules,
 /// so only those that can keep more rows than the engine would, never fewer, are sent
@@ -434,10 +494,14 @@ impl TableProvider for Checked {
             let one = self.0.scan(state, Some(&vec![0]), filters, limit).await?;
             let none: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
             return Ok(Arc::new(
-                datafusion::physical_plan::projection::ProjectionExec::try_new(none, one)?,
+                datafusion::physical_plan::projection::ProjectionExec::try_new(
+                    none,
+                    Arc::new(EngineFilters(one)),
+                )?,
             ));
         }
-        self.0.scan(state, projection, filters, limit).await
+        let scan = self.0.scan(state, projection, filters, limit).await?;
+        Ok(Arc::new(EngineFilters(scan)))
     }
 
     fn supports_filters_pushdown(

@@ -178,7 +178,12 @@ async fn attempt(
             let progress = CopyProgress::start(
                 session.settings().progress.as_ref(),
                 &format!("{} -> {}", r.names.source, r.names.target),
-                plan.rows as u64,
+                // A source read once counts its rows as they stream: no total up front.
+                if plan.seen.is_some() {
+                    0
+                } else {
+                    plan.rows as u64
+                },
             );
             // Files this copy writes go away if it stops (Ctrl-C, an error) before its commit.
             let uncommitted = uncommitted::Uncommitted::new(

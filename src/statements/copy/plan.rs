@@ -127,8 +127,9 @@ pub(super) async fn plan(
         Some(n) => n,
         None => scan.clone().filter(w.clone().is_null())?.count().await? as i64,
     };
-    // A full load of a source without NULL watermarks copies every row: no filter to evaluate.
-    let mut rows_df = if from.is_none() && null_rows == 0 {
+    // A full load of a source without NULL watermarks copies every row: no filter to evaluate
+    // (not for a source read once: a row with a NULL watermark may arrive after the count).
+    let mut rows_df = if from.is_none() && null_rows == 0 && !r.source.reads_once() {
         scan.clone()
     } else {
         scan.clone().filter(above.clone())?

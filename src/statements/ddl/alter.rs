@@ -184,7 +184,7 @@ pub async fn add_constraint(
     }
     let add = t
         .add_constraint()
-        .with_constraint(constraint.to_lowercase(), check_text(check));
+        .with_constraint(constraint.to_lowercase(), check_text(check)?);
     commit(add, CommitProperties::default())
         .await
         .map_err(|e| {
@@ -195,8 +195,10 @@ pub async fn add_constraint(
 
 /// A CHECK condition as delta-rs parses it (generic SQL, case-sensitive names): strings in
 /// single quotes (tidemark's dialect reads `"x"` as a string, delta-rs as a column) and
-/// column names lower-cased, as tidemark stores them.
-pub(super) fn check_text(check: &Expr) -> String {
+/// column names lower-cased, as tidemark stores them. `[ ]` is refused: delta-rs reads
+/// `arr[0]` 1-based where tidemark (as Databricks) reads it 0-based, so the condition would
+/// mean one thing on some writes and another on others.
+pub(super) fn check_text(check: &Expr) -> Result<String> {
     use datafusion::sql::sqlparser::ast::{Ident, Value, visit_expressions_mut};
     let name = |i: &mut Ident| {
         i.value = i.value.to_lowercase();
@@ -208,7 +210,13 @@ pub(super) fn check_text(check: &Expr) -> String {
         i.quote_style = if plain { None } else { Some('"') };
     };
     let mut check = check.clone();
+    let mut subscript = false;
     let _ = visit_expressions_mut(&mut check, |e| {
+        if matches!(e, Expr::CompoundFieldAccess { access_chain, .. }
+            if access_chain.iter().any(|a| matches!(a, datafusion::sql::sqlparser::ast::AccessExpr::Subscript(_))))
+        {
+            subscript = true;
+        }
         match e {
             Expr::Value(v) => {
                 if let Value::DoubleQuotedString(s) = &v.value {
@@ -221,7 +229,15 @@ pub(super) fn check_text(check: &Expr) -> String {
         }
         std::ops::ControlFlow::<()>::Continue(())
     });
-    check.to_string()
+    if subscript {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "CHECK ({check}): the [ ] operator in a CHECK constraint is not supported (delta-rs, which checks some writes, counts array elements from 1; tidemark counts from 0, as Databricks does); use array_contains, size or a map function"
+            ),
+        ));
+    }
+    Ok(check.to_string())
 }
 
 /// `ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name`.

@@ -35,6 +35,27 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ));
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
     ctx.register_udf(ScalarUDF::from(ElementAt::new(false)));
+    // Spark's `concat` and `reverse` take arrays too (the string functions read an array as
+    // its text: `reverse(array(1, 2))` was `]2 ,1[`).
+    for (name, arrays) in [
+        (
+            "concat",
+            datafusion::functions_nested::concat::array_concat_udf(),
+        ),
+        (
+            "reverse",
+            datafusion::functions_nested::reverse::array_reverse_udf(),
+        ),
+    ] {
+        if let Ok(strings) = datafusion::execution::FunctionRegistry::udf(ctx, name) {
+            ctx.register_udf(ScalarUDF::from(StringsOrArrays {
+                name,
+                strings,
+                arrays,
+                signature: Signature::user_defined(Volatility::Immutable),
+            }));
+        }
+    }
     // DataFusion's avg over datafusion-spark's: it keeps DECIMAL averages exact (Databricks'
     // avg of DECIMALs is a DECIMAL), has DISTINCT and retracts for sliding windows.
     ctx.register_udaf(
@@ -643,6 +664,79 @@ mod tests {
         for p in ["QQ", "yyyy-ww", "SS", "'open", "yyyy[-MM]", "ZZZZ"] {
             assert!(spark_to_chrono(p).is_err(), "{p}");
         }
+    }
+}
+
+/// A function Spark spells the same for strings and for arrays: the array function when an
+/// argument is an array, else the string one.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct StringsOrArrays {
+    name: &'static str,
+    strings: Arc<ScalarUDF>,
+    arrays: Arc<ScalarUDF>,
+    signature: Signature,
+}
+
+impl StringsOrArrays {
+    fn pick(&self, types: &[DataType]) -> &ScalarUDF {
+        let array = |t: &DataType| {
+            matches!(
+                t,
+                DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _)
+            )
+        };
+        if types.iter().any(array) {
+            &self.arrays
+        } else {
+            &self.strings
+        }
+    }
+}
+
+impl ScalarUDFImpl for StringsOrArrays {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, types: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        #[allow(deprecated)]
+        datafusion::logical_expr::type_coercion::functions::data_types_with_scalar_udf(
+            types,
+            self.pick(types),
+        )
+    }
+
+    fn return_type(&self, types: &[DataType]) -> datafusion::error::Result<DataType> {
+        #[allow(deprecated)]
+        self.pick(types).return_type(types)
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> datafusion::error::Result<datafusion::arrow::datatypes::FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        self.pick(&types).return_field_from_args(args)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        self.pick(&types).invoke_with_args(args)
     }
 }
 

@@ -117,6 +117,9 @@ impl Session {
         // Numeric literals with a point are exact DECIMALs, as in Databricks (as DOUBLEs,
         // 9007199254740993.00 became ...992).
         config.options_mut().sql_parser.parse_float_as_decimal = true;
+        // NULL is the smallest value, as in Databricks: first in ascending order, last in
+        // descending (DataFusion's default, PostgreSQL's, puts it last in ascending order).
+        config.options_mut().sql_parser.default_null_ordering = "nulls_min".into();
         // Spark's INT96 timestamps at microsecond precision: as nanoseconds, dates outside
         // 1677-2262 (a `9999-12-31` end date) wrapped around into other centuries.
         config.options_mut().execution.parquet.coerce_int96 = Some("us".into());

@@ -60,6 +60,40 @@ pub const SPELLED: &[&str] = &[
     "timestampadd",
     "timestampdiff",
     "range",
+    "startswith",
+    "endswith",
+    "isnull",
+    "isnotnull",
+    "equal_null",
+    "zeroifnull",
+    "nullifzero",
+    "locate",
+    "sort_array",
+    "every",
+    "some",
+    "any",
+    "variance",
+];
+
+/// Aggregates whose DataFusion implementation takes DISTINCT and ignores it.
+const IGNORE_DISTINCT: &[&str] = &[
+    "corr",
+    "covar",
+    "covar_pop",
+    "covar_samp",
+    "regr_avgx",
+    "regr_avgy",
+    "regr_count",
+    "regr_intercept",
+    "regr_r2",
+    "regr_slope",
+    "regr_sxx",
+    "regr_sxy",
+    "regr_syy",
+    "approx_percentile_cont",
+    "first_value",
+    "last_value",
+    "nth_value",
 ];
 
 /// The rewriter; `catalog` and `schema` answer `current_catalog()` / `current_schema()`.
@@ -77,6 +111,10 @@ impl VisitorMut for SparkSpellings<'_> {
     /// Remember how each select item reads, so a rewritten one keeps it as its column name
     /// (`year(d)`, not the `date_part(...)` it became).
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if let Err(e) = group_by_modifiers(query.body.as_mut()) {
+            self.error = Some(e);
+            return ControlFlow::Break(());
+        }
         let items = match query.body.as_ref() {
             SetExpr::Select(select) => select
                 .projection
@@ -197,6 +235,50 @@ fn chrono_pattern(function: &str, e: &Expr) -> Result<String> {
     Ok(quoted(&chrono))
 }
 
+/// `GROUP BY a, b WITH ROLLUP | WITH CUBE | GROUPING SETS (...)` as the `ROLLUP(a, b)`,
+/// `CUBE(a, b)` and `GROUPING SETS (...)` DataFusion plans (its planner dropped the modifiers:
+/// no subtotal rows, a silent wrong answer). Other modifiers are refused by name.
+fn group_by_modifiers(body: &mut SetExpr) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{GroupByExpr, GroupByWithModifier};
+    match body {
+        SetExpr::Select(select) => match &mut select.group_by {
+            GroupByExpr::Expressions(exprs, modifiers) if !modifiers.is_empty() => {
+                let grouped: Vec<Vec<Expr>> = exprs.iter().map(|e| vec![e.clone()]).collect();
+                let new = match modifiers.as_slice() {
+                    [GroupByWithModifier::Rollup] => Expr::Rollup(grouped),
+                    [GroupByWithModifier::Cube] => Expr::Cube(grouped),
+                    [GroupByWithModifier::GroupingSets(sets)] => sets.clone(),
+                    _ => {
+                        return Err(Error::class(
+                            "UNSUPPORTED_FEATURE",
+                            format!(
+                                "GROUP BY ... {}: not supported",
+                                modifiers
+                                    .iter()
+                                    .map(|m| m.to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(" ")
+                            ),
+                        ));
+                    }
+                };
+                select.group_by = GroupByExpr::Expressions(vec![new], vec![]);
+                Ok(())
+            }
+            GroupByExpr::All(modifiers) if !modifiers.is_empty() => Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                "GROUP BY ALL with WITH ROLLUP, WITH CUBE or GROUPING SETS is not supported",
+            )),
+            _ => Ok(()),
+        },
+        SetExpr::SetOperation { left, right, .. } => {
+            group_by_modifiers(left)?;
+            group_by_modifiers(right)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The rewrite of one function call, if it is one of the spellings handled here.
 fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
     if let Expr::Extract {
@@ -209,6 +291,50 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             &format!("({x})"),
         ))?))));
     }
+    // `s RLIKE p` / `s REGEXP p`: DataFusion's planner has no such operator.
+    if let Expr::RLike {
+        negated,
+        expr: s,
+        pattern,
+        ..
+    } = expr
+    {
+        let not = if *negated { "NOT " } else { "" };
+        return Ok(Some(Expr::Nested(Box::new(parse_expr(&format!(
+            "{not}regexp_like(({s}), ({pattern}))"
+        ))?))));
+    }
+    // struct(a, b AS x, 1): Spark names the fields after the columns (`a`), the aliases
+    // (`x`), else `col<position>` (DataFusion named them c0, c1, ...).
+    if let Expr::Struct { values, fields } = expr
+        && fields.is_empty()
+        && !values.is_empty()
+    {
+        let mut named = vec![];
+        for (i, v) in values.iter().enumerate() {
+            let (name, value) = match v {
+                Expr::Named { expr, name } => (name.value.clone(), expr.as_ref()),
+                Expr::Identifier(id) => (id.value.clone(), v),
+                Expr::CompoundIdentifier(parts) => {
+                    (parts.last().map(|p| p.value.clone()).unwrap_or_default(), v)
+                }
+                _ => (format!("col{}", i + 1), v),
+            };
+            named.push(format!("{}, ({value})", quoted(&name)));
+        }
+        return Ok(Some(Expr::Nested(Box::new(parse_expr(&format!(
+            "named_struct({})",
+            named.join(", ")
+        ))?))));
+    }
+    if let Expr::Collate { collation, .. } = expr {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "COLLATE {collation}: collations are not supported (strings compare byte by byte, as UTF8_BINARY)"
+            ),
+        ));
+    }
     let Expr::Function(f) = expr else {
         return Ok(None);
     };
@@ -216,6 +342,39 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         return Ok(None);
     }
     let name = f.name.to_string().to_lowercase();
+    // DataFusion's statistical aggregates take DISTINCT and ignore it: refused, never a
+    // different answer.
+    if let FunctionArguments::List(l) = &f.args
+        && matches!(
+            l.duplicate_treatment,
+            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
+        )
+        && IGNORE_DISTINCT.contains(&name.as_str())
+    {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "{name}(DISTINCT ...) is not supported: aggregate DISTINCT values in a subquery first (SELECT {name}(x) FROM (SELECT DISTINCT x ...))"
+            ),
+        ));
+    }
+    // Spark's array_agg skips NULLs, DISTINCT or not (datafusion-spark's collect_list and
+    // collect_set do already).
+    if let FunctionArguments::List(l) = &f.args
+        && name == "array_agg"
+        && matches!(
+            l.duplicate_treatment,
+            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
+        )
+        && l.clauses.is_empty()
+        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice()
+    {
+        return with_clauses(
+            f,
+            &format!("array_agg(DISTINCT ({x}))"),
+            Some(&format!("({x}) IS NOT NULL")),
+        );
+    }
     let Some(exprs) = plain_args(&f.args) else {
         return Ok(None);
     };
@@ -259,6 +418,44 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             format!("percentile_cont({x}, {p})")
         }
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
+        // Every match (DataFusion's replaces the first unless told 'g').
+        ("regexp_replace", [s, p, r]) if scalar => format!("regexp_replace({s}, {p}, {r}, 'g')"),
+        ("startswith", [a, b]) if scalar => format!("starts_with({a}, {b})"),
+        ("endswith", [a, b]) if scalar => format!("ends_with({a}, {b})"),
+        ("isnull", [x]) if scalar => format!("({x} IS NULL)"),
+        ("isnotnull", [x]) if scalar => format!("({x} IS NOT NULL)"),
+        ("equal_null", [a, b]) if scalar => format!("({a} IS NOT DISTINCT FROM {b})"),
+        ("zeroifnull", [x]) if scalar => format!("coalesce({x}, 0)"),
+        ("nullifzero", [x]) if scalar => format!("nullif({x}, 0)"),
+        // Spark's two-argument forms take the characters to trim first.
+        ("ltrim", [chars, s]) if scalar => format!("trim(LEADING {chars} FROM {s})"),
+        ("rtrim", [chars, s]) if scalar => format!("trim(TRAILING {chars} FROM {s})"),
+        // position(substr, str[, pos]) and locate: where substr starts in str (1-based, 0
+        // when absent), searching from pos. DataFusion's position(a, b) reads the arguments
+        // the other way round.
+        ("position" | "locate", [sub, s]) if scalar => {
+            format!("CAST(strpos({s}, {sub}) AS INT)")
+        }
+        ("position" | "locate", [sub, s, pos]) if scalar => format!(
+            "CAST(CASE WHEN {pos} < 1 THEN 0 WHEN strpos(substr({s}, {pos}), {sub}) = 0 THEN 0 \
+             ELSE strpos(substr({s}, {pos}), {sub}) + {pos} - 1 END AS INT)"
+        ),
+        // Spark's array_position: 0 when absent, NULL for a NULL element (DataFusion's: NULL
+        // when absent, and it finds a NULL element).
+        ("array_position", [a, e]) if scalar => format!(
+            "CASE WHEN {e} IS NULL OR {a} IS NULL THEN NULL \
+             ELSE coalesce(CAST(array_indexof({a}, {e}) AS BIGINT), 0) END"
+        ),
+        // Every occurrence (DataFusion's array_remove removes the first only).
+        ("array_remove", [a, e]) if scalar => format!("array_remove_all({a}, {e})"),
+        // Spark's argument order: the array first (DataFusion's takes the element first).
+        ("array_prepend", [a, e]) if scalar => format!("list_prepend({e}, {a})"),
+        // NULL elements last (DataFusion's default puts them first).
+        ("array_sort", [a]) if scalar => format!("array_sort({a}, 'ASC', 'NULLS LAST')"),
+        ("sort_array", [a]) if scalar => format!("array_sort({a}, 'ASC', 'NULLS FIRST')"),
+        ("sort_array", [a, asc]) if scalar => format!(
+            "CASE WHEN {asc} THEN array_sort({a}, 'ASC', 'NULLS FIRST') ELSE array_sort({a}, 'DESC', 'NULLS LAST') END"
+        ),
         // One row per element (DataFusion's unnest); the select item is named `col`.
         ("explode", [a]) if scalar => format!("unnest({a})"),
         // Spark casts the date arguments (strings, timestamps) to DATE.
@@ -317,6 +514,16 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                 array: false,
                 format: None,
             }));
+        }
+        ("every", [p]) if aggregate => return with_clauses(f, &format!("bool_and({p})"), None),
+        ("some" | "any", [p]) if aggregate => {
+            return with_clauses(f, &format!("bool_or({p})"), None);
+        }
+        ("variance", [x]) if aggregate => return with_clauses(f, &format!("var_samp({x})"), None),
+        // Spark's array_agg skips NULLs (as collect_list, its synonym).
+        ("array_agg", [x]) if aggregate => {
+            let sql = format!("array_agg({x})");
+            return with_clauses(f, &sql, Some(&format!("{x} IS NOT NULL")));
         }
         // The x of the row with the largest (smallest) y; rows whose y is NULL never count.
         ("max_by", [x, y]) if aggregate && f.over.is_none() => {

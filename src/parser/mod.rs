@@ -224,9 +224,10 @@ fn map_type_at(tokens: &[TokenWithSpan]) -> Option<(u64, u64)> {
     })
 }
 
-/// Tokenize with positions.
+/// Tokenize with positions, string literals read as Databricks reads them (see
+/// [`spark_strings`]).
 fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
-    Tokenizer::new(&DIALECT, sql)
+    let tokens = Tokenizer::new(&DIALECT, sql)
         .tokenize_with_location()
         .map_err(|e| {
             Error::parse(
@@ -234,7 +235,102 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
                 e.location.line as usize,
                 e.location.column as usize,
             )
-        })
+        })?;
+    Ok(spark_strings(tokens))
+}
+
+/// String literals of a statement as Databricks reads them: backslash escapes unescaped
+/// (`'\\d'` is `\d`, `'a\tb'` holds a tab, `'\u00e9'` is `é`; `\%` and `\_` keep their
+/// backslash for LIKE; any other `\c` is `c`), and a raw string `r'...'` as written. Only the
+/// statement text a user wrote is read so: SQL tidemark prints and parses again (stored views,
+/// rewritten functions) keeps its strings as they are.
+fn spark_strings(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        let raw_prefix = out.last().is_some_and(|prev| {
+            matches!(&prev.token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("r"))
+                && prev.span.end == t.span.start
+        });
+        let token = match t.token {
+            Token::SingleQuotedString(s) if raw_prefix => {
+                let start = out.pop().map(|p| p.span.start).unwrap_or(t.span.start);
+                out.push(TokenWithSpan::new(
+                    Token::SingleQuotedString(s),
+                    datafusion::sql::sqlparser::tokenizer::Span::new(start, t.span.end),
+                ));
+                continue;
+            }
+            Token::DoubleQuotedString(s) if raw_prefix => {
+                let start = out.pop().map(|p| p.span.start).unwrap_or(t.span.start);
+                out.push(TokenWithSpan::new(
+                    Token::DoubleQuotedString(s),
+                    datafusion::sql::sqlparser::tokenizer::Span::new(start, t.span.end),
+                ));
+                continue;
+            }
+            Token::SingleQuotedString(s) => Token::SingleQuotedString(unescape(&s)),
+            Token::DoubleQuotedString(s) => Token::DoubleQuotedString(unescape(&s)),
+            other => other,
+        };
+        out.push(TokenWithSpan::new(token, t.span));
+    }
+    out
+}
+
+/// Spark's unescaping of a string literal's text.
+fn unescape(s: &str) -> String {
+    if !s.contains('\\') {
+        return s.to_string();
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c != '\\' || i + 1 == chars.len() {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let next = chars[i + 1];
+        let hex = |from: usize, n: usize| -> Option<char> {
+            let digits: String = chars.get(from..from + n)?.iter().collect();
+            char::from_u32(u32::from_str_radix(&digits, 16).ok()?)
+        };
+        let octal = || -> Option<char> {
+            let d: Vec<u32> = chars
+                .get(i + 1..i + 4)?
+                .iter()
+                .map(|c| c.to_digit(8))
+                .collect::<Option<_>>()?;
+            (d[0] <= 3).then(|| char::from_u32(d[0] * 64 + d[1] * 8 + d[2]))?
+        };
+        match next {
+            'u' if hex(i + 2, 4).is_some() => {
+                out.push(hex(i + 2, 4).unwrap_or_default());
+                i += 6;
+                continue;
+            }
+            '0'..='3' if octal().is_some() => {
+                out.push(octal().unwrap_or_default());
+                i += 4;
+                continue;
+            }
+            '0' => out.push('\u{0}'),
+            'b' => out.push('\u{8}'),
+            'n' => out.push('\n'),
+            'r' => out.push('\r'),
+            't' => out.push('\t'),
+            'Z' => out.push('\u{1A}'),
+            '%' | '_' => {
+                out.push('\\');
+                out.push(next);
+            }
+            other => out.push(other),
+        }
+        i += 2;
+    }
+    out
 }
 
 /// The first `n` unquoted words of the statement.
@@ -478,6 +574,31 @@ mod tests {
 
     fn p(sql: &str) -> Statement {
         parse(sql, &SyntaxOnly).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    #[test]
+    fn string_literals_are_unescaped_as_databricks_does() {
+        assert_eq!(unescape(r"(\\d+)-(\\d+)"), r"(\d+)-(\d+)");
+        assert_eq!(unescape(r"(\d+)"), "(d+)");
+        assert_eq!(unescape(r"a\tb\nc"), "a\tb\nc");
+        assert_eq!(unescape(r"caf\u00e9 \101"), "café A");
+        assert_eq!(unescape(r"50\% off\_x"), r"50\% off\_x");
+        assert_eq!(unescape(r#"say \"hi\""#), r#"say "hi""#);
+        assert_eq!(unescape(r"end\"), r"end\");
+        let strings = |sql: &str| -> Vec<String> {
+            tokenize(sql)
+                .unwrap()
+                .into_iter()
+                .filter_map(|t| match t.token {
+                    Token::SingleQuotedString(s) => Some(s),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(
+            strings(r"SELECT '\\d', r'\\d', R'a\b', r 'x\n'"),
+            vec![r"\d", r"\\d", r"a\b", "x\n"]
+        );
     }
 
     #[test]

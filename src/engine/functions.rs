@@ -736,7 +736,37 @@ impl ScalarUDFImpl for StringsOrArrays {
             .iter()
             .map(|f| f.data_type().clone())
             .collect();
-        self.pick(&types).invoke_with_args(args)
+        let udf = self.pick(&types);
+        if self.name != "concat" || std::ptr::eq(udf, self.strings.as_ref()) {
+            return udf.invoke_with_args(args);
+        }
+        // Spark's concat of arrays is NULL when any argument is (DataFusion's array_concat
+        // skips a NULL array).
+        let n = args.number_rows;
+        let inputs = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let constant = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let result = udf.invoke_with_args(args)?.to_array(n)?;
+        let mut nulls = result.logical_nulls();
+        for input in &inputs {
+            nulls = datafusion::arrow::buffer::NullBuffer::union(
+                nulls.as_ref(),
+                input.logical_nulls().as_ref(),
+            );
+        }
+        let data = result.to_data().into_builder().nulls(nulls).build()?;
+        let result = datafusion::arrow::array::make_array(data);
+        Ok(if constant && n == 1 {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
+        } else {
+            ColumnarValue::Array(result)
+        })
     }
 }
 

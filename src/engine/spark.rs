@@ -77,6 +77,7 @@ pub const SPELLED: &[&str] = &[
 
 /// Aggregates whose DataFusion implementation takes DISTINCT and ignores it.
 const IGNORE_DISTINCT: &[&str] = &[
+    "try_sum",
     "corr",
     "covar",
     "covar_pop",
@@ -243,7 +244,21 @@ fn group_by_modifiers(body: &mut SetExpr) -> Result<()> {
     match body {
         SetExpr::Select(select) => match &mut select.group_by {
             GroupByExpr::Expressions(exprs, modifiers) if !modifiers.is_empty() => {
-                let grouped: Vec<Vec<Expr>> = exprs.iter().map(|e| vec![e.clone()]).collect();
+                // `GROUP BY 1, 2 WITH ROLLUP`: positions name select items (DataFusion reads
+                // them only at the top of GROUP BY, not inside ROLLUP).
+                let item = |e: &Expr| -> Expr {
+                    if let Expr::Value(v) = e
+                        && let Value::Number(n, _) = &v.value
+                        && let Ok(i) = n.parse::<usize>()
+                        && let Some(
+                            SelectItem::UnnamedExpr(x) | SelectItem::ExprWithAlias { expr: x, .. },
+                        ) = i.checked_sub(1).and_then(|i| select.projection.get(i))
+                    {
+                        return x.clone();
+                    }
+                    e.clone()
+                };
+                let grouped: Vec<Vec<Expr>> = exprs.iter().map(|e| vec![item(e)]).collect();
                 let new = match modifiers.as_slice() {
                     [GroupByWithModifier::Rollup] => Expr::Rollup(grouped),
                     [GroupByWithModifier::Cube] => Expr::Cube(grouped),
@@ -358,22 +373,19 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             ),
         ));
     }
-    // Spark's array_agg skips NULLs, DISTINCT or not (datafusion-spark's collect_list and
-    // collect_set do already).
+    // Spark's array_agg is collect_list, and with DISTINCT collect_set (datafusion-spark's:
+    // NULLs skipped, `[]` for a group without values); collect_list(DISTINCT) too.
     if let FunctionArguments::List(l) = &f.args
-        && name == "array_agg"
+        && matches!(name.as_str(), "array_agg" | "collect_list")
         && matches!(
             l.duplicate_treatment,
             Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
         )
         && l.clauses.is_empty()
+        && f.within_group.is_empty()
         && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice()
     {
-        return with_clauses(
-            f,
-            &format!("array_agg(DISTINCT ({x}))"),
-            Some(&format!("({x}) IS NOT NULL")),
-        );
+        return with_clauses(f, &format!("collect_set(({x}))"), None);
     }
     let Some(exprs) = plain_args(&f.args) else {
         return Ok(None);
@@ -419,14 +431,27 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
         // Every match (DataFusion's replaces the first unless told 'g').
-        ("regexp_replace", [s, p, r]) if scalar => format!("regexp_replace({s}, {p}, {r}, 'g')"),
+        ("regexp_replace", [s, p, r]) if scalar => {
+            let r = match exprs[2] {
+                Expr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(text) | Value::DoubleQuotedString(text) => {
+                        quoted(&java_replacement(text, exprs[1])?)
+                    }
+                    _ => r.clone(),
+                },
+                // A computed replacement is passed as it is: its `$n` and `\\` are read by
+                // Rust's rules, not Java's (README).
+                _ => r.clone(),
+            };
+            format!("regexp_replace({s}, {p}, {r}, 'g')")
+        }
         ("startswith", [a, b]) if scalar => format!("starts_with({a}, {b})"),
         ("endswith", [a, b]) if scalar => format!("ends_with({a}, {b})"),
         ("isnull", [x]) if scalar => format!("({x} IS NULL)"),
         ("isnotnull", [x]) if scalar => format!("({x} IS NOT NULL)"),
         ("equal_null", [a, b]) if scalar => format!("({a} IS NOT DISTINCT FROM {b})"),
-        ("zeroifnull", [x]) if scalar => format!("coalesce({x}, 0)"),
-        ("nullifzero", [x]) if scalar => format!("nullif({x}, 0)"),
+        ("zeroifnull", [x]) if scalar => format!("coalesce({x}, CAST(0 AS INT))"),
+        ("nullifzero", [x]) if scalar => format!("nullif({x}, CAST(0 AS INT))"),
         // Spark's two-argument forms take the characters to trim first.
         ("ltrim", [chars, s]) if scalar => format!("trim(LEADING {chars} FROM {s})"),
         ("rtrim", [chars, s]) if scalar => format!("trim(TRAILING {chars} FROM {s})"),
@@ -437,7 +462,9 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             format!("CAST(strpos({s}, {sub}) AS INT)")
         }
         ("position" | "locate", [sub, s, pos]) if scalar => format!(
-            "CAST(CASE WHEN {pos} < 1 THEN 0 WHEN strpos(substr({s}, {pos}), {sub}) = 0 THEN 0 \
+            "CAST(CASE WHEN {pos} IS NULL THEN 0 WHEN {sub} IS NULL OR {s} IS NULL THEN NULL \
+             WHEN {pos} < 1 THEN 0 WHEN {sub} = '' THEN 1 \
+             WHEN strpos(substr({s}, {pos}), {sub}) = 0 THEN 0 \
              ELSE strpos(substr({s}, {pos}), {sub}) + {pos} - 1 END AS INT)"
         ),
         // Spark's array_position: 0 when absent, NULL for a NULL element (DataFusion's: NULL
@@ -449,7 +476,9 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         // Every occurrence (DataFusion's array_remove removes the first only).
         ("array_remove", [a, e]) if scalar => format!("array_remove_all({a}, {e})"),
         // Spark's argument order: the array first (DataFusion's takes the element first).
-        ("array_prepend", [a, e]) if scalar => format!("list_prepend({e}, {a})"),
+        ("array_prepend", [a, e]) if scalar => {
+            format!("CASE WHEN {a} IS NULL THEN NULL ELSE list_prepend({e}, {a}) END")
+        }
         // NULL elements last (DataFusion's default puts them first).
         ("array_sort", [a]) if scalar => format!("array_sort({a}, 'ASC', 'NULLS LAST')"),
         ("sort_array", [a]) if scalar => format!("array_sort({a}, 'ASC', 'NULLS FIRST')"),
@@ -520,10 +549,9 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             return with_clauses(f, &format!("bool_or({p})"), None);
         }
         ("variance", [x]) if aggregate => return with_clauses(f, &format!("var_samp({x})"), None),
-        // Spark's array_agg skips NULLs (as collect_list, its synonym).
+        // Spark's array_agg is collect_list: NULLs skipped, `[]` for no values.
         ("array_agg", [x]) if aggregate => {
-            let sql = format!("array_agg({x})");
-            return with_clauses(f, &sql, Some(&format!("{x} IS NOT NULL")));
+            return with_clauses(f, &format!("collect_list({x})"), None);
         }
         // The x of the row with the largest (smallest) y; rows whose y is NULL never count.
         ("max_by", [x, y]) if aggregate && f.over.is_none() => {
@@ -553,6 +581,70 @@ fn plain_args(args: &FunctionArguments) -> Option<Vec<&Expr>> {
             .collect(),
         _ => None,
     }
+}
+
+/// A replacement string of Java's `Matcher.replaceAll` (what Spark's regexp_replace takes:
+/// `$n` a group, `\c` the character c) as the Rust regex replacement the engine runs (`${n}`,
+/// `$$`). A group number takes as many digits as still name a group of `pattern` (a literal;
+/// otherwise one digit), as Java reads it.
+fn java_replacement(text: &str, pattern: &Expr) -> Result<String> {
+    let groups = match pattern {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(p) | Value::DoubleQuotedString(p) => {
+                regex::Regex::new(p).ok().map(|re| re.captures_len() - 1)
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if i + 1 < chars.len() => {
+                match chars[i + 1] {
+                    '$' => out.push_str("$$"),
+                    c => out.push(c),
+                }
+                i += 2;
+            }
+            '$' if chars.get(i + 1).is_some_and(|c| c.is_ascii_digit()) => {
+                let mut n = chars[i + 1].to_digit(10).unwrap_or(0) as usize;
+                let mut j = i + 2;
+                while let (Some(d), Some(g)) = (chars.get(j).and_then(|c| c.to_digit(10)), groups) {
+                    let more = n * 10 + d as usize;
+                    if more > g {
+                        break;
+                    }
+                    n = more;
+                    j += 1;
+                }
+                out.push_str(&format!("${{{n}}}"));
+                i = j;
+            }
+            '$' if chars.get(i + 1) == Some(&'{') => {
+                let end = chars[i..].iter().position(|c| *c == '}').map(|p| p + i);
+                let Some(end) = end else {
+                    return Err(Error::Invalid(format!(
+                        "regexp_replace: the replacement {text:?} has an unclosed group name"
+                    )));
+                };
+                out.extend(&chars[i..=end]);
+                i = end + 1;
+            }
+            '$' => {
+                return Err(Error::Invalid(format!(
+                    "regexp_replace: illegal group reference in the replacement {text:?} (write \\$ for a dollar sign)"
+                )));
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Spark's `decode(e, search, result, ..., [default])`, which compares NULL-safely:

@@ -83,6 +83,29 @@ pub(crate) fn expr_text(sql: &str) -> Result<Expr> {
     Ok(Parser::new(&DIALECT).try_with_sql(sql)?.parse_expr()?)
 }
 
+/// Parse an expression a user wrote (a script's condition, a SIGNAL's message): its string
+/// literals read as in a statement (see [`spark_strings`]), and nothing may follow it.
+pub(crate) fn user_expr_text(sql: &str) -> Result<Expr> {
+    let tokens = tokenize(sql)?;
+    let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
+    let e = p.parse_expr()?;
+    expect_end(&p, "the end of the expression")?;
+    Ok(e)
+}
+
+/// An error unless the parser is at the end of its tokens.
+fn expect_end(p: &Parser, what: &str) -> Result<()> {
+    if p.peek_token().token == Token::EOF {
+        return Ok(());
+    }
+    let t = p.peek_token();
+    Err(Error::parse(
+        format!("syntax error: expected {what}, found: {}", t.token),
+        t.span.start.line as usize,
+        t.span.start.column as usize,
+    ))
+}
+
 /// [`expr_text`] for a query.
 pub(crate) fn query_text(sql: &str) -> Result<datafusion::sql::sqlparser::ast::Query> {
     Ok(*Parser::new(&DIALECT).try_with_sql(sql)?.parse_query()?)
@@ -196,17 +219,7 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
             _ => {}
         }
     }
-    if p.peek_token().token != Token::EOF {
-        let t = p.peek_token();
-        return Err(Error::parse(
-            format!(
-                "syntax error: expected end of statement, found: {}",
-                t.token
-            ),
-            t.span.start.line as usize,
-            t.span.start.column as usize,
-        ));
-    }
+    expect_end(&p, "end of statement")?;
     Ok(stmt)
 }
 

@@ -621,7 +621,7 @@ impl ScriptParser<'_> {
             return Err(self.error("expected an expression"));
         }
         let text = self.text(start, self.i);
-        if let Err(e) = super::expr_text(&text)
+        if let Err(e) = super::user_expr_text(&text)
             && super::query_text(&text).is_err()
         {
             return Err(self.relocate(e, start));

@@ -324,18 +324,28 @@ fn run<'a>(
                 // The operand is evaluated once, then compared as a value.
                 let operand = match operand {
                     Some(o) => {
-                        let e = crate::parser::expr_text(o).map_err(|e| at(e, item))?;
+                        let e = crate::parser::user_expr_text(o).map_err(|e| at(e, item))?;
                         let v = session.eval_scalar(&e).await.map_err(|e| at(e, item))?;
-                        Some(scalar_to_sql(&v).to_string())
+                        Some(scalar_to_sql(&v))
                     }
                     None => None,
                 };
                 for (value, body) in whens {
+                    let value_expr =
+                        crate::parser::user_expr_text(value).map_err(|e| at(e, item))?;
                     let test = match &operand {
-                        Some(o) => format!("({o}) = ({value})"),
-                        None => value.clone(),
+                        Some(o) => datafusion::sql::sqlparser::ast::Expr::BinaryOp {
+                            left: Box::new(datafusion::sql::sqlparser::ast::Expr::Nested(
+                                Box::new(o.clone()),
+                            )),
+                            op: datafusion::sql::sqlparser::ast::BinaryOperator::Eq,
+                            right: Box::new(datafusion::sql::sqlparser::ast::Expr::Nested(
+                                Box::new(value_expr),
+                            )),
+                        },
+                        None => value_expr,
                     };
-                    if truth(session, &test, item).await? {
+                    if truth_of(session, &test, value, item).await? {
                         return items(session, script, body).await;
                     }
                 }
@@ -504,8 +514,18 @@ fn count(n: u64, item: &Item) -> Result<u64> {
 
 /// A condition of IF, WHILE, REPEAT or CASE: true, or not (NULL is not).
 async fn truth(session: &Session, condition: &str, item: &Item) -> Result<bool> {
-    let e = crate::parser::expr_text(condition).map_err(|e| at(e, item))?;
-    match session.eval_scalar(&e).await.map_err(|e| at(e, item))? {
+    let e = crate::parser::user_expr_text(condition).map_err(|e| at(e, item))?;
+    truth_of(session, &e, condition, item).await
+}
+
+/// [`truth`] of a parsed condition (`condition` as written, for the error).
+async fn truth_of(
+    session: &Session,
+    e: &datafusion::sql::sqlparser::ast::Expr,
+    condition: &str,
+    item: &Item,
+) -> Result<bool> {
+    match session.eval_scalar(e).await.map_err(|e| at(e, item))? {
         ScalarValue::Boolean(b) => Ok(b == Some(true)),
         v if v.is_null() => Ok(false),
         other => Err(at(
@@ -520,7 +540,7 @@ async fn truth(session: &Session, condition: &str, item: &Item) -> Result<bool> 
 
 /// A SIGNAL's message.
 async fn text_of(session: &Session, message: &str, item: &Item) -> Result<String> {
-    let e = crate::parser::expr_text(message).map_err(|e| at(e, item))?;
+    let e = crate::parser::user_expr_text(message).map_err(|e| at(e, item))?;
     Ok(
         match session.eval_scalar(&e).await.map_err(|e| at(e, item))? {
             ScalarValue::Utf8(Some(s))

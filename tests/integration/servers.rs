@@ -138,20 +138,8 @@ impl Postgres {
     /// A psql session of its own, reading statements from its stdin (a transaction kept open
     /// across other work).
     pub(crate) fn session(&self, db: &str) -> std::process::Child {
-        self.command("psql")
-            .args([
-                "-h",
-                &self.dir.path().display().to_string(),
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                db,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-q",
-            ])
+        self.client(db)
+            .arg("-q")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -162,25 +150,26 @@ impl Postgres {
         self.dir.path().join("server.log")
     }
 
+    /// psql on database `db` as the superuser, stopping at the first error.
+    fn client(&self, db: &str) -> Command {
+        let mut c = self.command("psql");
+        c.args([
+            "-h",
+            &self.dir.path().display().to_string(),
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+        ]);
+        c
+    }
+
     pub(crate) fn psql(&self, sql: &str, db: &str) {
-        let out = self
-            .command("psql")
-            .args([
-                "-h",
-                &self.dir.path().display().to_string(),
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                db,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                sql,
-            ])
-            .output()
-            .unwrap();
+        let out = self.client(db).args(["-c", sql]).output().unwrap();
         assert!(
             out.status.success(),
             "psql {sql}: {}",

@@ -50,7 +50,7 @@ pub async fn execute(
                 if let Some(c) = &view.comment {
                     sql.push_str(&format!(" COMMENT {}", literal(c)));
                 }
-                sql.push_str(&format!(" AS {}", view.sql));
+                sql.push_str(&format!(" AS {}", as_typed(&view.sql, true)));
                 Ok(strings("createtab_stmt", vec![sql]))
             }
             _ => Err(Error::Invalid(format!(
@@ -159,10 +159,10 @@ fn column_sql(f: &StructField) -> String {
         _ => None,
     };
     if let Some(g) = text(GENERATION_KEY) {
-        out.push_str(&format!(" GENERATED ALWAYS AS ({g})"));
+        out.push_str(&format!(" GENERATED ALWAYS AS ({})", as_typed(&g, false)));
     }
     if let Some(d) = text(DEFAULT_KEY) {
-        out.push_str(&format!(" DEFAULT {d}"));
+        out.push_str(&format!(" DEFAULT {}", as_typed(&d, false)));
     }
     if let Some(c) = text(COMMENT_KEY) {
         out.push_str(&format!(" COMMENT {}", literal(&c)));
@@ -254,7 +254,41 @@ fn own_properties(metadata: &deltalake::kernel::Metadata) -> Vec<(String, String
 
 /// `s` as an SQL string literal.
 fn literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// SQL tidemark stored (printed from the syntax tree, strings as they are) as a statement
+/// reads it back: a backslash in a string literal doubled, since statements unescape them.
+fn as_typed(sql: &str, query: bool) -> String {
+    use datafusion::sql::sqlparser::ast::{Value, visit_expressions_mut};
+    fn doubled(e: &mut datafusion::sql::sqlparser::ast::Expr) -> std::ops::ControlFlow<()> {
+        if let datafusion::sql::sqlparser::ast::Expr::Value(v) = e
+            && let Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) = &mut v.value
+        {
+            *s = s.replace('\\', "\\\\");
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+    if !sql.contains('\\') {
+        return sql.to_string();
+    }
+    if query {
+        match crate::parser::query_text(sql) {
+            Ok(mut q) => {
+                let _ = visit_expressions_mut(&mut q, doubled);
+                q.to_string()
+            }
+            Err(_) => sql.to_string(),
+        }
+    } else {
+        match crate::parser::expr_text(sql) {
+            Ok(mut e) => {
+                let _ = visit_expressions_mut(&mut e, doubled);
+                e.to_string()
+            }
+            Err(_) => sql.to_string(),
+        }
+    }
 }
 
 /// The table's properties as Databricks lists them: its configuration, then the protocol

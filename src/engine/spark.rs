@@ -306,6 +306,20 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             &format!("({x})"),
         ))?))));
     }
+    // extract(SECOND FROM ts): the seconds with their fraction, DECIMAL(8,6) as Spark's
+    // (DataFusion's drops the fraction; `second(ts)` stays whole).
+    if let Expr::Extract {
+        field:
+            datafusion::sql::sqlparser::ast::DateTimeField::Second
+            | datafusion::sql::sqlparser::ast::DateTimeField::Seconds,
+        expr: x,
+        ..
+    } = expr
+    {
+        return Ok(Some(Expr::Nested(Box::new(parse_expr(&format!(
+            "CAST(CAST(pmod(unix_micros(CAST(({x}) AS TIMESTAMP)), 60000000) AS DECIMAL(14, 6)) / 1000000 AS DECIMAL(8, 6))"
+        ))?))));
+    }
     // `s RLIKE p` / `s REGEXP p`: DataFusion's planner has no such operator.
     if let Expr::RLike {
         negated,
@@ -472,6 +486,16 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("array_position", [a, e]) if scalar => format!(
             "CASE WHEN {e} IS NULL OR {a} IS NULL THEN NULL \
              ELSE coalesce(CAST(array_indexof({a}, {e}) AS BIGINT), 0) END"
+        ),
+        // Spark's arrays_overlap: true on a common non-NULL element; else NULL when both are
+        // non-empty and one holds a NULL (DataFusion's matched NULL with NULL).
+        ("arrays_overlap", [a, b]) if scalar => format!(
+            "CASE WHEN {a} IS NULL OR {b} IS NULL THEN NULL \
+             WHEN cardinality(array_intersect({a}, {b})) > \
+                  CASE WHEN array_indexof(array_intersect({a}, {b}), NULL) IS NULL THEN 0 ELSE 1 END THEN true \
+             WHEN cardinality({a}) > 0 AND cardinality({b}) > 0 \
+                  AND (array_indexof({a}, NULL) IS NOT NULL OR array_indexof({b}, NULL) IS NOT NULL) THEN NULL \
+             ELSE false END"
         ),
         // Every occurrence (DataFusion's array_remove removes the first only).
         ("array_remove", [a, e]) if scalar => format!("array_remove_all({a}, {e})"),

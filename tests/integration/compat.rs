@@ -14,7 +14,6 @@ use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{DefaultColumnType, Record};
-use tidemark::{Session, Settings};
 
 use crate::slt::Db;
 
@@ -214,15 +213,7 @@ async fn databricks_reference_examples() {
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         let records = sqllogictest::parse_file::<DefaultColumnType>(file)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut runner = sqllogictest::Runner::new(|| async {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let session = Session::new(dir.path().join("wh"), Settings::default());
-            Ok(Db {
-                session,
-                _dir: dir,
-                display: Some(databricks),
-            })
-        });
+        let mut runner = sqllogictest::Runner::new(|| async { Ok(Db::fresh(Some(databricks))) });
         runner.with_normalizer(normalize);
         let (mut file_total, mut file_passed) = (0, 0);
         for record in records {

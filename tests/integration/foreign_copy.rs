@@ -221,24 +221,14 @@ fn a_postgres_table_is_copied_exactly_once_and_lookback_closes_the_watermark_hol
     );
     assert!(out.contains("dry_run"), "{out}");
     assert_eq!(value(&wh, "SELECT count(*) FROM orders_copy"), "2011");
-    ok_env(
-        &wh,
-        &PG_ENV,
-        &[
-            "COPY INCREMENTAL shop.public.orders INTO orders_latest WATERMARK updated_at MERGE ON (id)",
-        ],
-    );
+    let merge =
+        "COPY INCREMENTAL shop.public.orders INTO orders_latest WATERMARK updated_at MERGE ON (id)";
+    ok_env(&wh, &PG_ENV, &[merge]);
     pg.psql(
         "UPDATE public.orders SET amount = 100, updated_at = timestamptz '2024-03-02 00:00:00+00' WHERE id = 7",
         "shop",
     );
-    let out = ok_env(
-        &wh,
-        &PG_ENV,
-        &[
-            "COPY INCREMENTAL shop.public.orders INTO orders_latest WATERMARK updated_at MERGE ON (id)",
-        ],
-    );
+    let out = ok_env(&wh, &PG_ENV, &[merge]);
     assert!(out.contains("succeeded"), "{out}");
     assert_eq!(
         value(

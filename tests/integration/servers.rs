@@ -87,52 +87,38 @@ impl Postgres {
 
     /// Start the server on its data directory (again, after [`Postgres::kill`]).
     pub(crate) fn start_server(&self) {
-        let (pg, port, data) = (self, self.port, self.dir.path().join("data"));
         // A server in another time zone than UTC: timestamptz filters must not shift.
         let opts = format!(
-            "-c listen_addresses=127.0.0.1 -p {port} -k {} -c log_statement=all -c logging_collector=off -c timezone=America/New_York",
-            pg.dir.path().display()
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c log_statement=all -c logging_collector=off -c timezone=America/New_York",
+            self.port,
+            self.dir.path().display()
         );
-        let out = pg
-            .command("pg_ctl")
-            .args([
-                "-D",
-                &data.display().to_string(),
-                "-l",
-                &pg.log().display().to_string(),
-                "-o",
-                &opts,
-                "-w",
-                "start",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "pg_ctl start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let log = self.log().display().to_string();
+        self.pg_ctl(&["-l", &log, "-o", &opts, "-w", "start"]);
     }
 
     /// Stop the server at once, as a crash would (`pg_ctl stop -m immediate`).
     pub(crate) fn kill(&self) {
-        let out = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                &self.dir.path().join("data").display().to_string(),
-                "-m",
-                "immediate",
-                "-w",
-                "stop",
-            ])
-            .output()
-            .unwrap();
+        self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+    }
+
+    /// `pg_ctl` on the data directory, asserted to succeed.
+    fn pg_ctl(&self, args: &[&str]) {
+        let out = self.pg_ctl_output(args);
         assert!(
             out.status.success(),
-            "pg_ctl stop: {}",
+            "pg_ctl {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    fn pg_ctl_output(&self, args: &[&str]) -> std::process::Output {
+        self.command("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(args)
+            .output()
+            .unwrap()
     }
 
     /// A psql session of its own, reading statements from its stdin (a transaction kept open
@@ -180,16 +166,7 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        let _ = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                &self.dir.path().join("data").display().to_string(),
-                "-m",
-                "immediate",
-                "stop",
-            ])
-            .output();
+        let _ = self.pg_ctl_output(&["-m", "immediate", "stop"]);
     }
 }
 

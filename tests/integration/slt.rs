@@ -7,12 +7,27 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{DBOutput, DefaultColumnType};
 use tidemark::{Session, Settings};
 
+/// How a value is shown (Arrow's display when None).
+pub(crate) type Display = Option<fn(&dyn datafusion::arrow::array::Array, usize) -> String>;
+
 /// A session as a sqllogictest database.
 pub(crate) struct Db {
-    pub(crate) session: Session,
-    pub(crate) _dir: tempfile::TempDir,
-    /// How a value is shown (Arrow's display when None).
-    pub(crate) display: Option<fn(&dyn datafusion::arrow::array::Array, usize) -> String>,
+    session: Session,
+    _dir: tempfile::TempDir,
+    display: Display,
+}
+
+impl Db {
+    /// A session over a fresh warehouse of its own.
+    pub(crate) fn fresh(display: Display) -> Db {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let session = Session::new(dir.path().join("wh"), Settings::default());
+        Db {
+            session,
+            _dir: dir,
+            display,
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -108,15 +123,7 @@ async fn sqllogictest_files() {
     assert!(!files.is_empty(), "no .slt files found");
     let mut failures = vec![];
     for file in files {
-        let mut runner = sqllogictest::Runner::new(|| async {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let session = Session::new(dir.path().join("wh"), Settings::default());
-            Ok(Db {
-                session,
-                _dir: dir,
-                display: None,
-            })
-        });
+        let mut runner = sqllogictest::Runner::new(|| async { Ok(Db::fresh(None)) });
         runner.with_column_validator(sqllogictest::default_column_validator);
         if let Err(e) = runner.run_file_async(&file).await {
             failures.push(format!("{}:\n{e}", file.display()));

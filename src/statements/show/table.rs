@@ -260,35 +260,27 @@ fn literal(s: &str) -> String {
 /// SQL tidemark stored (printed from the syntax tree, strings as they are) as a statement
 /// reads it back: a backslash in a string literal doubled, since statements unescape them.
 fn as_typed(sql: &str, query: bool) -> String {
-    use datafusion::sql::sqlparser::ast::{Value, visit_expressions_mut};
-    fn doubled(e: &mut datafusion::sql::sqlparser::ast::Expr) -> std::ops::ControlFlow<()> {
-        if let datafusion::sql::sqlparser::ast::Expr::Value(v) = e
-            && let Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) = &mut v.value
-        {
-            *s = s.replace('\\', "\\\\");
-        }
-        std::ops::ControlFlow::Continue(())
+    use datafusion::sql::sqlparser::ast::{Expr, Value, VisitMut, visit_expressions_mut};
+    fn doubled<T: VisitMut + std::fmt::Display>(mut tree: T) -> String {
+        let _ = visit_expressions_mut(&mut tree, |e| {
+            if let Expr::Value(v) = e
+                && let Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) = &mut v.value
+            {
+                *s = s.replace('\\', "\\\\");
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        tree.to_string()
     }
     if !sql.contains('\\') {
         return sql.to_string();
     }
-    if query {
-        match crate::parser::query_text(sql) {
-            Ok(mut q) => {
-                let _ = visit_expressions_mut(&mut q, doubled);
-                q.to_string()
-            }
-            Err(_) => sql.to_string(),
-        }
+    let printed = if query {
+        crate::parser::query_text(sql).map(doubled)
     } else {
-        match crate::parser::expr_text(sql) {
-            Ok(mut e) => {
-                let _ = visit_expressions_mut(&mut e, doubled);
-                e.to_string()
-            }
-            Err(_) => sql.to_string(),
-        }
-    }
+        crate::parser::expr_text(sql).map(doubled)
+    };
+    printed.unwrap_or_else(|_| sql.to_string())
 }
 
 /// The table's properties as Databricks lists them: its configuration, then the protocol

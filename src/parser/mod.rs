@@ -249,7 +249,7 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
                 e.location.column as usize,
             )
         })?;
-    Ok(spark_strings(tokens))
+    spark_strings(tokens)
 }
 
 /// String literals of a statement as Databricks reads them: backslash escapes unescaped
@@ -257,7 +257,7 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
 /// backslash for LIKE; any other `\c` is `c`), and a raw string `r'...'` as written. Only the
 /// statement text a user wrote is read so: SQL tidemark prints and parses again (stored views,
 /// rewritten functions) keeps its strings as they are.
-fn spark_strings(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+fn spark_strings(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     for t in tokens {
         let raw_prefix = out.last().is_some_and(|prev| {
@@ -265,21 +265,23 @@ fn spark_strings(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
                 && prev.span.end == t.span.start
         });
         let token = match t.token {
-            Token::SingleQuotedString(s) if raw_prefix => {
+            raw @ (Token::SingleQuotedString(_) | Token::DoubleQuotedString(_)) if raw_prefix => {
                 let start = out.pop().map(|p| p.span.start).unwrap_or(t.span.start);
                 out.push(TokenWithSpan::new(
-                    Token::SingleQuotedString(s),
+                    raw,
                     datafusion::sql::sqlparser::tokenizer::Span::new(start, t.span.end),
                 ));
                 continue;
             }
-            Token::DoubleQuotedString(s) if raw_prefix => {
-                let start = out.pop().map(|p| p.span.start).unwrap_or(t.span.start);
-                out.push(TokenWithSpan::new(
-                    Token::DoubleQuotedString(s),
-                    datafusion::sql::sqlparser::tokenizer::Span::new(start, t.span.end),
+            Token::SingleQuotedString(s) | Token::DoubleQuotedString(s)
+                if s.chars().rev().take_while(|c| *c == '\\').count() % 2 == 1 =>
+            {
+                // Databricks reads `\'` as a quote inside the string, which then goes on.
+                return Err(Error::parse(
+                    "syntax error: a string literal ends with a single backslash, which Databricks reads as an escaped quote (the string would go on); write \\\\ for a backslash, or r'...' for a raw string",
+                    t.span.start.line as usize,
+                    t.span.start.column as usize,
                 ));
-                continue;
             }
             Token::SingleQuotedString(s) => Token::SingleQuotedString(unescape(&s)),
             Token::DoubleQuotedString(s) => Token::DoubleQuotedString(unescape(&s)),
@@ -287,7 +289,7 @@ fn spark_strings(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         };
         out.push(TokenWithSpan::new(token, t.span));
     }
-    out
+    Ok(out)
 }
 
 /// Spark's unescaping of a string literal's text.
@@ -612,6 +614,12 @@ mod tests {
             strings(r"SELECT '\\d', r'\\d', R'a\b', r 'x\n'"),
             vec![r"\d", r"\\d", r"a\b", "x\n"]
         );
+        // Databricks reads `\'` as a quote inside the string: a string ending so is refused.
+        for sql in [r"SELECT 'a\'", r"SELECT 'a\', 'b'", r#"SELECT "c:\""#] {
+            let e = tokenize(sql).unwrap_err().to_string();
+            assert!(e.contains("ends with a single backslash"), "{sql}: {e}");
+        }
+        assert_eq!(strings(r"SELECT 'a\\'"), vec![r"a\"]);
     }
 
     #[test]

@@ -13,6 +13,10 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
+mod arithmetic;
+pub use arithmetic::{AnsiArithmetic, INT_DIVIDE};
+mod lambda;
+pub use lambda::SORT_BY;
 mod percentile;
 mod regex;
 mod spark_time;
@@ -24,6 +28,12 @@ mod type_of;
 /// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
+    for f in arithmetic::udfs() {
+        ctx.register_udf(f);
+    }
+    for f in lambda::functions() {
+        ctx.register_higher_order_function(f);
+    }
     ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new()));
     ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(false)));
     ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(true)));
@@ -68,11 +78,11 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ));
 }
 
-/// `sum()` that fails on DECIMAL overflow, as Databricks does (ARITHMETIC_OVERFLOW).
-/// DataFusion's sum adds Decimal128 values with wrapping arithmetic: the sum of two
-/// 99999999999999999999999999999999.000000 values came out negative. DECIMAL sums, plain,
-/// DISTINCT and over sliding window frames, run on checked accumulators here; every other
-/// type goes to DataFusion's own sum unchanged.
+/// `sum()` that fails on overflow, as Databricks does (ARITHMETIC_OVERFLOW). DataFusion's
+/// sum adds Decimal128 and Int64 values with wrapping arithmetic: the sum of two
+/// 99999999999999999999999999999999.000000 values, or of two 5E18 BIGINTs, came out
+/// negative. DECIMAL and BIGINT sums, plain, grouped, DISTINCT and over sliding window
+/// frames, run on checked accumulators here; every other type goes to DataFusion's own sum.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CheckedSum {
     inner: datafusion::functions_aggregate::sum::Sum,
@@ -86,55 +96,98 @@ impl CheckedSum {
     }
 }
 
-/// The checked accumulator's type, when it takes over: a DECIMAL sum.
-fn checked_decimal(args: &datafusion::logical_expr::function::AccumulatorArgs) -> Option<(u8, i8)> {
-    match args.return_field.data_type() {
-        DataType::Decimal128(p, s) => Some((*p, *s)),
-        _ => None,
+/// The type of a sum the checked accumulators take over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Total {
+    Decimal(u8, i8),
+    BigInt,
+}
+
+impl Total {
+    fn of(args: &datafusion::logical_expr::function::AccumulatorArgs) -> Option<Total> {
+        match args.return_field.data_type() {
+            DataType::Decimal128(p, s) => Some(Total::Decimal(*p, *s)),
+            DataType::Int64 => Some(Total::BigInt),
+            _ => None,
+        }
+    }
+
+    /// The non-NULL values of `values` (of this sum's type), widened.
+    fn values(self, values: &ArrayRef) -> Vec<i128> {
+        match self {
+            Total::Decimal(..) => values
+                .as_primitive::<datafusion::arrow::datatypes::Decimal128Type>()
+                .iter()
+                .flatten()
+                .collect(),
+            Total::BigInt => values
+                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .iter()
+                .flatten()
+                .map(i128::from)
+                .collect(),
+        }
+    }
+
+    /// `v` as a value of the sum's type, or the overflow error.
+    fn scalar(self, v: Option<i128>) -> datafusion::error::Result<ScalarValue> {
+        match self {
+            Total::Decimal(precision, scale) => {
+                let limit = 10i128.pow(precision as u32);
+                if v.is_some_and(|v| v >= limit || v <= -limit) {
+                    return Err(self.overflow());
+                }
+                Ok(ScalarValue::Decimal128(v, precision, scale))
+            }
+            Total::BigInt => Ok(ScalarValue::Int64(
+                v.map(|v| i64::try_from(v).map_err(|_| self.overflow()))
+                    .transpose()?,
+            )),
+        }
+    }
+
+    /// The error of a sum beyond its result type.
+    fn overflow(self) -> datafusion::error::DataFusionError {
+        let (ty, wider) = match self {
+            Total::Decimal(p, s) => (format!("DECIMAL({p}, {s})"), "a wider DECIMAL or DOUBLE"),
+            Total::BigInt => ("BIGINT".to_string(), "DECIMAL(38, 0) or DOUBLE"),
+        };
+        datafusion::error::DataFusionError::Execution(format!(
+            "[ARITHMETIC_OVERFLOW] sum() overflows {ty}: cast the column to {wider} before summing"
+        ))
     }
 }
 
-/// The checked accumulator for a DECIMAL sum, DISTINCT or not.
-fn decimal_sum(
+/// The checked accumulator for a DECIMAL or BIGINT sum, DISTINCT or not.
+fn checked_sum(
     args: &datafusion::logical_expr::function::AccumulatorArgs,
 ) -> Option<Box<dyn datafusion::logical_expr::Accumulator>> {
-    let (precision, scale) = checked_decimal(args)?;
+    let total = Total::of(args)?;
     Some(if args.is_distinct {
         Box::new(DistinctDecimalSum {
             values: std::collections::HashSet::new(),
-            precision,
-            scale,
+            total,
         })
     } else {
         Box::new(DecimalSum {
             sum: None,
             count: 0,
             overflowed: false,
-            precision,
-            scale,
+            total,
         })
     })
 }
 
-/// The error of a DECIMAL sum beyond its result type.
-fn sum_overflow(precision: u8, scale: i8) -> datafusion::error::DataFusionError {
-    datafusion::error::DataFusionError::Execution(format!(
-        "[ARITHMETIC_OVERFLOW] sum() overflows DECIMAL({precision}, {scale}): cast the column to a wider DECIMAL or DOUBLE before summing"
-    ))
-}
-
-/// A checked total as a DECIMAL of `precision` digits, or the overflow error.
+/// A checked total, or the overflow error.
 fn checked_total(
     sum: Option<i128>,
     overflowed: bool,
-    precision: u8,
-    scale: i8,
+    total: Total,
 ) -> datafusion::error::Result<ScalarValue> {
-    let limit = 10i128.pow(precision as u32);
-    if overflowed || sum.is_some_and(|v| v >= limit || v <= -limit) {
-        return Err(sum_overflow(precision, scale));
+    if overflowed {
+        return Err(total.overflow());
     }
-    Ok(ScalarValue::Decimal128(sum, precision, scale))
+    total.scalar(sum)
 }
 
 impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
@@ -157,7 +210,7 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::Accumulator>> {
-        match decimal_sum(&args) {
+        match checked_sum(&args) {
             Some(acc) => Ok(acc),
             None => self.inner.accumulator(args),
         }
@@ -172,19 +225,26 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> bool {
-        checked_decimal(&args).is_none() && self.inner.groups_accumulator_supported(args)
+        match Total::of(&args) {
+            Some(Total::BigInt) => !args.is_distinct,
+            Some(Total::Decimal(..)) => false,
+            None => self.inner.groups_accumulator_supported(args),
+        }
     }
     fn create_groups_accumulator(
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::GroupsAccumulator>> {
-        self.inner.create_groups_accumulator(args)
+        match Total::of(&args) {
+            Some(Total::BigInt) => Ok(Box::new(BigIntGroupSums::default())),
+            _ => self.inner.create_groups_accumulator(args),
+        }
     }
     fn create_sliding_accumulator(
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::Accumulator>> {
-        match decimal_sum(&args) {
+        match checked_sum(&args) {
             Some(acc) => Ok(acc),
             None => self.inner.create_sliding_accumulator(args),
         }
@@ -212,24 +272,23 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
     }
 }
 
-/// A DECIMAL sum in checked 128-bit arithmetic; a total beyond the result's precision is an
-/// error. Partial sums travel in the result type; one that overflowed 128 bits travels as
-/// `i128::MAX`, which no DECIMAL(38) holds, so the final check still fails. Retractable, for
-/// sliding window frames (an overflow of 128 bits on the way is kept as an error).
+/// A DECIMAL or BIGINT sum in checked 128-bit arithmetic; a total beyond the result type is
+/// an error. Partial sums travel in the result type (a BIGINT partial sum beyond it fails
+/// there, as Databricks' does); a DECIMAL one that overflowed 128 bits travels as `i128::MAX`,
+/// which no DECIMAL(38) holds, so the final check still fails. Retractable, for sliding
+/// window frames (an overflow of 128 bits on the way is kept as an error).
 #[derive(Debug)]
 struct DecimalSum {
     sum: Option<i128>,
     /// Non-NULL values in the frame (a frame of NULLs sums to NULL, not 0).
     count: i64,
     overflowed: bool,
-    precision: u8,
-    scale: i8,
+    total: Total,
 }
 
 impl DecimalSum {
     fn add(&mut self, values: &ArrayRef, sign: i128) {
-        let values = values.as_primitive::<datafusion::arrow::datatypes::Decimal128Type>();
-        for v in values.iter().flatten() {
+        for v in self.total.values(values) {
             self.count += if sign < 0 { -1 } else { 1 };
             if v == i128::MAX {
                 self.overflowed = true;
@@ -260,39 +319,35 @@ impl datafusion::logical_expr::Accumulator for DecimalSum {
         Ok(())
     }
     fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
-        let sum = if self.overflowed {
-            Some(i128::MAX)
-        } else {
-            self.sum
-        };
-        Ok(vec![ScalarValue::Decimal128(
-            sum,
-            self.precision,
-            self.scale,
-        )])
+        Ok(vec![match self.total {
+            Total::Decimal(precision, scale) if self.overflowed => {
+                ScalarValue::Decimal128(Some(i128::MAX), precision, scale)
+            }
+            Total::Decimal(precision, scale) => ScalarValue::Decimal128(self.sum, precision, scale),
+            Total::BigInt => checked_total(self.sum, self.overflowed, self.total)?,
+        }])
     }
     fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
         let sum = if self.count > 0 { self.sum } else { None };
-        checked_total(sum, self.overflowed, self.precision, self.scale)
+        checked_total(sum, self.overflowed, self.total)
     }
     fn size(&self) -> usize {
         std::mem::size_of_val(self)
     }
 }
 
-/// `sum(DISTINCT d)` of a DECIMAL: the distinct values, summed in checked arithmetic at the
-/// end. Its state is the list of values, as DataFusion's own distinct sum keeps it.
+/// `sum(DISTINCT d)` of a DECIMAL or BIGINT: the distinct values, summed in checked
+/// arithmetic at the end. Its state is the list of values, as DataFusion's own distinct sum
+/// keeps it.
 #[derive(Debug)]
 struct DistinctDecimalSum {
     values: std::collections::HashSet<i128>,
-    precision: u8,
-    scale: i8,
+    total: Total,
 }
 
 impl datafusion::logical_expr::Accumulator for DistinctDecimalSum {
     fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
-        let values = values[0].as_primitive::<datafusion::arrow::datatypes::Decimal128Type>();
-        self.values.extend(values.iter().flatten());
+        self.values.extend(self.total.values(&values[0]));
         Ok(())
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::error::Result<()> {
@@ -303,19 +358,19 @@ impl datafusion::logical_expr::Accumulator for DistinctDecimalSum {
         Ok(())
     }
     fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
-        let dt = DataType::Decimal128(self.precision, self.scale);
-        let values: Vec<ScalarValue> = self
+        let values = self
             .values
             .iter()
-            .map(|v| ScalarValue::Decimal128(Some(*v), self.precision, self.scale))
-            .collect();
+            .map(|v| self.total.scalar(Some(*v)))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let dt = self.total.scalar(None)?.data_type();
         Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(
             &values, &dt,
         ))])
     }
     fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
         if self.values.is_empty() {
-            return Ok(ScalarValue::Decimal128(None, self.precision, self.scale));
+            return self.total.scalar(None);
         }
         let mut total = 0i128;
         let mut overflowed = false;
@@ -325,10 +380,98 @@ impl datafusion::logical_expr::Accumulator for DistinctDecimalSum {
                 None => overflowed = true,
             }
         }
-        checked_total(Some(total), overflowed, self.precision, self.scale)
+        checked_total(Some(total), overflowed, self.total)
     }
     fn size(&self) -> usize {
         std::mem::size_of_val(self) + self.values.len() * 16
+    }
+}
+
+/// Grouped BIGINT sums in checked arithmetic: a sum that leaves BIGINT fails, as
+/// Databricks' does. The state is the partial sum (NULL: no values yet), as DataFusion's.
+#[derive(Debug, Default)]
+struct BigIntGroupSums {
+    sums: Vec<i64>,
+    seen: Vec<bool>,
+}
+
+impl BigIntGroupSums {
+    fn add(
+        &mut self,
+        values: &ArrayRef,
+        groups: &[usize],
+        filter: Option<&datafusion::arrow::array::BooleanArray>,
+        total_num_groups: usize,
+    ) -> datafusion::error::Result<()> {
+        self.sums.resize(total_num_groups, 0);
+        self.seen.resize(total_num_groups, false);
+        let values = values.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        for (i, &g) in groups.iter().enumerate() {
+            if values.is_null(i) || filter.is_some_and(|f| !f.is_valid(i) || !f.value(i)) {
+                continue;
+            }
+            self.sums[g] = self.sums[g]
+                .checked_add(values.value(i))
+                .ok_or_else(|| Total::BigInt.overflow())?;
+            self.seen[g] = true;
+        }
+        Ok(())
+    }
+}
+
+impl datafusion::logical_expr::GroupsAccumulator for BigIntGroupSums {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&datafusion::arrow::array::BooleanArray>,
+        total_num_groups: usize,
+    ) -> datafusion::error::Result<()> {
+        self.add(&values[0], group_indices, opt_filter, total_num_groups)
+    }
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> datafusion::error::Result<()> {
+        self.add(&values[0], group_indices, None, total_num_groups)
+    }
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&datafusion::arrow::array::BooleanArray>,
+    ) -> datafusion::error::Result<Vec<ArrayRef>> {
+        let values = values[0].as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        let kept: datafusion::arrow::array::Int64Array = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match opt_filter {
+                Some(f) if !f.is_valid(i) || !f.value(i) => None,
+                _ => v,
+            })
+            .collect();
+        Ok(vec![Arc::new(kept)])
+    }
+    fn evaluate(
+        &mut self,
+        emit_to: datafusion::logical_expr::EmitTo,
+    ) -> datafusion::error::Result<ArrayRef> {
+        let sums = emit_to.take_needed(&mut self.sums);
+        let seen = emit_to.take_needed(&mut self.seen);
+        Ok(Arc::new(datafusion::arrow::array::Int64Array::new(
+            sums.into(),
+            Some(datafusion::arrow::buffer::NullBuffer::from(seen)),
+        )))
+    }
+    fn state(
+        &mut self,
+        emit_to: datafusion::logical_expr::EmitTo,
+    ) -> datafusion::error::Result<Vec<ArrayRef>> {
+        Ok(vec![self.evaluate(emit_to)?])
+    }
+    fn size(&self) -> usize {
+        self.sums.capacity() * 8 + self.seen.capacity()
     }
 }
 

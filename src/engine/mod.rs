@@ -145,6 +145,8 @@ impl Session {
         // `arr[0]` is the first element, before DataFusion's 1-based `[]` sees it.
         if let Some(planners) = builder.expr_planners() {
             planners.insert(0, Arc::new(functions::ZeroBasedSubscript));
+            // `+ - * /` between numbers as Databricks computes them (checked, `3 / 2` = 1.5).
+            planners.insert(0, Arc::new(functions::AnsiArithmetic::new()));
         }
         let state = builder.build();
         let ctx = SessionContext::new_with_state(state);

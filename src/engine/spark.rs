@@ -296,6 +296,40 @@ fn group_by_modifiers(body: &mut SetExpr) -> Result<()> {
 
 /// The rewrite of one function call, if it is one of the spellings handled here.
 fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
+    // `acc.sum` in a lambda's body, `acc` a parameter: a field of the parameter (DataFusion
+    // reads the dotted name as a column).
+    if let Expr::Lambda(lambda) = expr {
+        let params: Vec<String> = lambda
+            .params
+            .iter()
+            .map(|p| p.name.value.to_lowercase())
+            .collect();
+        let mut lambda = lambda.clone();
+        let mut failed = None;
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut *lambda.body, |e| {
+            if let Expr::CompoundIdentifier(parts) = e
+                && parts.len() > 1
+                && params.contains(&parts[0].value.to_lowercase())
+            {
+                let mut text = parts[0].to_string();
+                for field in &parts[1..] {
+                    text = format!("get_field({text}, {})", quoted(&field.value));
+                }
+                match parse_expr(&text) {
+                    Ok(new) => *e = new,
+                    Err(err) => {
+                        failed = Some(err);
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        if let Some(err) = failed {
+            return Err(err);
+        }
+        return Ok(Some(Expr::Lambda(lambda)).filter(|l| l != expr));
+    }
     if let Expr::Extract {
         field: datafusion::sql::sqlparser::ast::DateTimeField::Epoch,
         expr: x,
@@ -505,6 +539,10 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         // NULL elements last (DataFusion's default puts them first).
         ("array_sort", [a]) if scalar => format!("array_sort({a}, 'ASC', 'NULLS LAST')"),
+        // With a comparator lambda: tidemark's higher-order sort (DataFusion's takes none).
+        ("array_sort", [a, _]) if scalar && matches!(exprs[1], Expr::Lambda(_)) => {
+            format!("{}({a}, {})", super::functions::SORT_BY, exprs[1])
+        }
         ("sort_array", [a]) if scalar => format!("array_sort({a}, 'ASC', 'NULLS FIRST')"),
         ("sort_array", [a, asc]) if scalar => format!(
             "CASE WHEN {asc} THEN array_sort({a}, 'ASC', 'NULLS FIRST') ELSE array_sort({a}, 'DESC', 'NULLS LAST') END"
@@ -699,7 +737,10 @@ fn epoch_seconds(ts: &str) -> String {
 /// (-1 for 23:59:59.5 on 1969-12-31), in exact integer arithmetic.
 fn whole_seconds(ts: &str) -> String {
     let micros = format!("unix_micros({ts})");
-    format!("(({micros} - pmod({micros}, 1000000)) / 1000000)")
+    format!(
+        "{}({micros} - pmod({micros}, 1000000), 1000000)",
+        super::functions::INT_DIVIDE
+    )
 }
 
 fn regexp_extract(s: &str, re: &str, idx: &str) -> String {

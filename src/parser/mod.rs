@@ -285,11 +285,125 @@ fn spark_strings(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
             }
             Token::SingleQuotedString(s) => Token::SingleQuotedString(unescape(&s)),
             Token::DoubleQuotedString(s) => Token::DoubleQuotedString(unescape(&s)),
+            // `127Y`, `10S`, `5L`, `1.5D`, `2F`, `1.5BD`: one word, or a number and a word.
+            Token::Word(w) if w.quote_style.is_none() && suffixed(&w.value).is_some() => {
+                let (number, ty) = suffixed(&w.value).unwrap_or_default();
+                push_typed_number(&mut out, number, ty, t.span);
+                continue;
+            }
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && literal_type(&w.value).is_some()
+                    && matches!(out.last(), Some(prev) if matches!(prev.token, Token::Number(..)) && prev.span.end == t.span.start) =>
+            {
+                let prev = out.pop().expect("checked above");
+                let Token::Number(number, _) = prev.token else {
+                    unreachable!("checked above")
+                };
+                let ty = literal_type(&w.value).unwrap_or_default();
+                let span =
+                    datafusion::sql::sqlparser::tokenizer::Span::new(prev.span.start, t.span.end);
+                push_typed_number(&mut out, &number, ty, span);
+                continue;
+            }
             other => other,
         };
         out.push(TokenWithSpan::new(token, t.span));
     }
     Ok(out)
+}
+
+/// The SQL type of a Spark numeric literal suffix (`Y` TINYINT, `S` SMALLINT, `L` BIGINT,
+/// `F` FLOAT, `D` DOUBLE, `BD` DECIMAL: "" keeps the number as it is, exact).
+fn literal_type(suffix: &str) -> Option<&'static str> {
+    Some(match suffix.to_ascii_uppercase().as_str() {
+        "Y" => "TINYINT",
+        "S" => "SMALLINT",
+        "L" => "BIGINT",
+        "F" => "FLOAT",
+        "D" => "DOUBLE",
+        "BD" => "",
+        _ => return None,
+    })
+}
+
+/// A word that is a number with a Spark type suffix (`127Y`, `1e3D`): the number and type.
+fn suffixed(word: &str) -> Option<(&str, &'static str)> {
+    let cut = word.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, suffix) = word.split_at(cut);
+    if number.is_empty() || !number.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    Some((number, literal_type(suffix)?))
+}
+
+/// Pushes `number` of type `ty` onto `out`; a unary minus just before it becomes part of the
+/// literal, as Spark reads `-128Y` (CAST(128 AS TINYINT) would not fit).
+fn push_typed_number(
+    out: &mut Vec<TokenWithSpan>,
+    number: &str,
+    ty: &str,
+    span: datafusion::sql::sqlparser::tokenizer::Span,
+) {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    let unary = matches!(out.last(), Some(m) if m.token == Token::Minus && m.span.end == span.start)
+        && match out
+            .iter()
+            .rev()
+            .skip(1)
+            .map(|t| &t.token)
+            .find(|t| !matches!(t, Token::Whitespace(_)))
+        {
+            None => true,
+            Some(Token::Word(w)) => {
+                w.quote_style.is_none() && !matches!(w.keyword, Keyword::NoKeyword | Keyword::END)
+            }
+            Some(
+                Token::Number(..)
+                | Token::RParen
+                | Token::RBracket
+                | Token::SingleQuotedString(_)
+                | Token::DoubleQuotedString(_)
+                | Token::Placeholder(_),
+            ) => false,
+            Some(_) => true,
+        };
+    let (number, span) = if unary {
+        let minus = out.pop().expect("checked above");
+        (
+            format!("-{number}"),
+            datafusion::sql::sqlparser::tokenizer::Span::new(minus.span.start, span.end),
+        )
+    } else {
+        (number.to_string(), span)
+    };
+    out.extend(typed_number(&number, ty, span));
+}
+
+/// `CAST(number AS ty)` as tokens (the number alone for an exact DECIMAL).
+fn typed_number(
+    number: &str,
+    ty: &str,
+    span: datafusion::sql::sqlparser::tokenizer::Span,
+) -> Vec<TokenWithSpan> {
+    let word = |w: &str| Token::make_word(w, None);
+    let number = Token::Number(number.to_string(), false);
+    let tokens = if ty.is_empty() {
+        vec![number]
+    } else {
+        vec![
+            word("CAST"),
+            Token::LParen,
+            number,
+            word("AS"),
+            word(ty),
+            Token::RParen,
+        ]
+    };
+    tokens
+        .into_iter()
+        .map(|t| TokenWithSpan::new(t, span))
+        .collect()
 }
 
 /// Spark's unescaping of a string literal's text.

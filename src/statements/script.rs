@@ -578,10 +578,7 @@ fn matches(script: &Script, condition: &Condition, e: &Error) -> bool {
             (Some(Some(state)), e) => sqlstate(e).is_some_and(|x| x.eq_ignore_ascii_case(&state)),
             (_, Error::Signal { condition, .. }) => condition.as_deref() == Some(n.as_str()),
             (_, Error::Class { class, .. }) => class.eq_ignore_ascii_case(n),
-            (_, other) => {
-                n.eq_ignore_ascii_case("DIVIDE_BY_ZERO")
-                    && other.to_string().contains("Divide by zero")
-            }
+            (_, other) => message_class(other).is_some_and(|c| c.eq_ignore_ascii_case(n)),
         },
     }
 }
@@ -603,9 +600,26 @@ fn sqlstate(e: &Error) -> Option<String> {
             };
             Some(state.into())
         }
-        other if other.to_string().contains("Divide by zero") => Some("22012".into()),
-        _ => None,
+        other => match message_class(other)?.as_str() {
+            "DIVIDE_BY_ZERO" => Some("22012".into()),
+            "ARITHMETIC_OVERFLOW" | "NUMERIC_VALUE_OUT_OF_RANGE" => Some("22003".into()),
+            _ => None,
+        },
     }
+}
+
+/// The error class an engine error names in its message (`[DIVIDE_BY_ZERO] ...`, from
+/// tidemark's functions), or DataFusion's own division by zero.
+fn message_class(e: &Error) -> Option<String> {
+    let text = e.to_string();
+    if text.contains("Divide by zero") {
+        return Some("DIVIDE_BY_ZERO".into());
+    }
+    let start = text.find('[')? + 1;
+    let len = text[start..].find(']')?;
+    let class = &text[start..start + len];
+    (!class.is_empty() && class.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'))
+        .then(|| class.to_string())
 }
 
 /// An error that happened in `item`, pointing at it (or inside it, where the error knows).

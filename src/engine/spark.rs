@@ -116,6 +116,7 @@ impl VisitorMut for SparkSpellings<'_> {
             self.error = Some(e);
             return ControlFlow::Break(());
         }
+        spark_query_shapes(query);
         let items = match query.body.as_ref() {
             SetExpr::Select(select) => select
                 .projection
@@ -181,7 +182,25 @@ impl VisitorMut for SparkSpellings<'_> {
         {
             return ControlFlow::Continue(());
         }
-        let list: Vec<String> = args.args.iter().map(|a| a.to_string()).collect();
+        // Spark's range takes BIGINTs (`range(6 + cos(3))` is range(5)) and a fourth argument,
+        // the number of partitions, which means nothing here. Dates and intervals (the
+        // engine's own ranges) are left as they are.
+        let list: Vec<String> = args
+            .args
+            .iter()
+            .take(if args.args.len() == 4 {
+                3
+            } else {
+                args.args.len()
+            })
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(
+                    e @ (Expr::TypedString(..) | Expr::Interval(_) | Expr::Cast { .. }),
+                )) => e.to_string(),
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => format!("CAST(({e}) AS BIGINT)"),
+                other => other.to_string(),
+            })
+            .collect();
         let sql = format!(
             "SELECT value AS id FROM range({}) AS {ENGINE_RANGE}",
             list.join(", ")
@@ -234,6 +253,53 @@ fn chrono_pattern(function: &str, e: &Expr) -> Result<String> {
     let chrono = super::functions::spark_to_chrono(p)
         .map_err(|e| Error::Invalid(format!("{function}: {e}")))?;
     Ok(quoted(&chrono))
+}
+
+/// Spark's spellings of query clauses DataFusion knows by other names: `MINUS` is `EXCEPT`,
+/// `SEMI JOIN`/`ANTI JOIN` are `LEFT SEMI`/`LEFT ANTI`, and `SORT BY` (an order within each
+/// partition; tidemark's result is one partition) is `ORDER BY`.
+fn spark_query_shapes(query: &mut Query) {
+    use datafusion::sql::sqlparser::ast::{JoinOperator, OrderBy, OrderByKind, SetOperator};
+    fn body(set: &mut SetExpr) {
+        match set {
+            SetExpr::SetOperation {
+                op, left, right, ..
+            } => {
+                if *op == SetOperator::Minus {
+                    *op = SetOperator::Except;
+                }
+                body(left);
+                body(right);
+            }
+            SetExpr::Select(select) => {
+                for from in &mut select.from {
+                    for join in &mut from.joins {
+                        join.join_operator = match std::mem::replace(
+                            &mut join.join_operator,
+                            JoinOperator::CrossJoin(
+                                datafusion::sql::sqlparser::ast::JoinConstraint::None,
+                            ),
+                        ) {
+                            JoinOperator::Semi(c) => JoinOperator::LeftSemi(c),
+                            JoinOperator::Anti(c) => JoinOperator::LeftAnti(c),
+                            other => other,
+                        };
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    body(query.body.as_mut());
+    if query.order_by.is_none()
+        && let SetExpr::Select(select) = query.body.as_mut()
+        && !select.sort_by.is_empty()
+    {
+        query.order_by = Some(OrderBy {
+            kind: OrderByKind::Expressions(std::mem::take(&mut select.sort_by)),
+            interpolate: None,
+        });
+    }
 }
 
 /// `GROUP BY a, b WITH ROLLUP | WITH CUBE | GROUPING SETS (...)` as the `ROLLUP(a, b)`,
@@ -494,6 +560,93 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             format!("regexp_replace({s}, {p}, {r}, 'g')")
         }
         ("startswith", [a, b]) if scalar => format!("starts_with({a}, {b})"),
+        ("lcase", [x]) if scalar => format!("lower({x})"),
+        ("ucase", [x]) if scalar => format!("upper({x})"),
+        ("space", [n]) if scalar => format!("space(CAST({n} AS INT))"),
+        ("e", []) if scalar => "CAST(2.718281828459045 AS DOUBLE)".to_string(),
+        ("positive", [x]) if scalar => format!("(+{x})"),
+        ("sign", [x]) if scalar => format!("signum({x})"),
+        ("rint", [x]) if scalar => format!("rint(CAST({x} AS DOUBLE))"),
+        // Spark's conversion functions.
+        ("timestamp", [x]) if scalar => format!("CAST({x} AS TIMESTAMP)"),
+        ("date", [x]) if scalar => format!("CAST({x} AS DATE)"),
+        // Spark reads a string argument as a timestamp / date.
+        ("hour" | "minute" | "second", [x])
+            if scalar && !matches!(exprs[0], Expr::TypedString(..)) =>
+        {
+            format!("{name}(CAST({x} AS TIMESTAMP))")
+        }
+        // A day name that is none is an error (ANSI mode), not NULL.
+        ("next_day", [d, w]) if scalar => {
+            const DAYS: [&str; 21] = [
+                "MO",
+                "MON",
+                "MONDAY",
+                "TU",
+                "TUE",
+                "TUESDAY",
+                "WE",
+                "WED",
+                "WEDNESDAY",
+                "TH",
+                "THU",
+                "THURSDAY",
+                "FR",
+                "FRI",
+                "FRIDAY",
+                "SA",
+                "SAT",
+                "SATURDAY",
+                "SU",
+                "SUN",
+                "SUNDAY",
+            ];
+            match exprs[1] {
+                Expr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(t) | Value::DoubleQuotedString(t)
+                        if !DAYS.contains(&t.to_uppercase().as_str()) =>
+                    {
+                        return Err(Error::class(
+                            "ILLEGAL_DAY_OF_WEEK",
+                            format!(
+                                "next_day(): '{t}' is not a day of the week (MO, MON, MONDAY, TU, ...)"
+                            ),
+                        ));
+                    }
+                    _ => format!("next_day(CAST({d} AS DATE), {w})"),
+                },
+                _ => {
+                    let days: Vec<String> = DAYS.iter().map(|d| quoted(d)).collect();
+                    format!(
+                        "CASE WHEN {w} IS NULL OR upper({w}) IN ({}) THEN next_day(CAST({d} AS DATE), {w}) \
+                         ELSE CAST(concat('[ILLEGAL_DAY_OF_WEEK] not a day of the week: ', {w}) AS DATE) END",
+                        days.join(", ")
+                    )
+                }
+            }
+        }
+        ("date_from_unix_date", [n]) if scalar => format!("CAST(CAST({n} AS INT) AS DATE)"),
+        ("unix_date", [d]) if scalar => format!("CAST(CAST({d} AS DATE) AS INT)"),
+        // -1 past the threshold.
+        ("levenshtein", [a, b, t]) if scalar => {
+            format!("CASE WHEN levenshtein({a}, {b}) > {t} THEN -1 ELSE levenshtein({a}, {b}) END")
+        }
+        // The first match of the whole pattern, NULL when none.
+        ("regexp_substr", [s, p]) if scalar => {
+            format!("regexp_match({s}, concat('(', {p}, ')'))[0]")
+        }
+        // Inclusive, counting down when stop < start.
+        ("sequence", [a, b]) if scalar => {
+            format!("generate_series({a}, {b}, CASE WHEN {a} <= {b} THEN 1 ELSE -1 END)")
+        }
+        ("sequence", [a, b, step]) if scalar => format!("generate_series({a}, {b}, {step})"),
+        ("map_contains_key", [m, k]) if scalar => {
+            format!("CASE WHEN {k} IS NULL THEN NULL ELSE array_has(map_keys({m}), {k}) END")
+        }
+        // A key in both maps is [DUPLICATED_MAP_KEY], as in Databricks.
+        ("map_concat", [a, b]) if scalar => format!(
+            "map_from_arrays(array_concat(map_keys({a}), map_keys({b})), array_concat(map_values({a}), map_values({b})))"
+        ),
         ("endswith", [a, b]) if scalar => format!("ends_with({a}, {b})"),
         ("isnull", [x]) if scalar => format!("({x} IS NULL)"),
         ("isnotnull", [x]) if scalar => format!("({x} IS NOT NULL)"),
@@ -506,10 +659,10 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         // position(substr, str[, pos]) and locate: where substr starts in str (1-based, 0
         // when absent), searching from pos. DataFusion's position(a, b) reads the arguments
         // the other way round.
-        ("position" | "locate", [sub, s]) if scalar => {
+        ("position" | "locate" | "charindex", [sub, s]) if scalar => {
             format!("CAST(strpos({s}, {sub}) AS INT)")
         }
-        ("position" | "locate", [sub, s, pos]) if scalar => format!(
+        ("position" | "locate" | "charindex", [sub, s, pos]) if scalar => format!(
             "CAST(CASE WHEN {pos} IS NULL THEN 0 WHEN {sub} IS NULL OR {s} IS NULL THEN NULL \
              WHEN {pos} < 1 THEN 0 WHEN {sub} = '' THEN 1 \
              WHEN strpos(substr({s}, {pos}), {sub}) = 0 THEN 0 \
@@ -607,6 +760,22 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             }));
         }
         ("every", [p]) if aggregate => return with_clauses(f, &format!("bool_and({p})"), None),
+        // Spark's first/last, with ignoreNulls as a second argument (a literal).
+        ("first" | "last", [x]) if aggregate => {
+            return with_clauses(f, &format!("{name}_value({x})"), None);
+        }
+        ("first" | "last" | "first_value" | "last_value", [x, _]) if aggregate => {
+            let ignore = match exprs[1] {
+                Expr::Value(v) => match v.value {
+                    Value::Boolean(b) => b,
+                    _ => return Ok(None),
+                },
+                _ => return Ok(None),
+            };
+            let base = name.trim_end_matches("_value");
+            let nulls = if ignore { " IGNORE NULLS" } else { "" };
+            return with_clauses(f, &format!("{base}_value({x}){nulls}"), None);
+        }
         ("some" | "any", [p]) if aggregate => {
             return with_clauses(f, &format!("bool_or({p})"), None);
         }

@@ -133,7 +133,8 @@ pub enum Statement {
     CopyIncremental(Box<CopyIncremental>),
     /// `COPY INTO t FROM 'path' FILEFORMAT = f ...`: Databricks' idempotent file loader.
     CopyInto(Box<CopyInto>),
-    /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
+    /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [SHARD i OF n] [CONCURRENCY n]
+    /// [DRY RUN]`.
     CopyUsingControl(Box<CopyUsingControl>),
     /// `FOR EACH var IN (query) [CONCURRENCY n] DO ... END FOR` or `FOR [var AS] query DO ... END FOR`.
     ForEach(Box<ForEach>),
@@ -354,6 +355,8 @@ pub struct CopyIncremental {
 pub struct CopyUsingControl {
     pub control: ObjectName,
     pub filter: Option<Expr>,
+    /// `SHARD i OF n`: this worker's share of the rows (i from 0 to n - 1).
+    pub shard: Option<(u64, u64)>,
     pub concurrency: Option<u64>,
     pub dry_run: bool,
 }
@@ -421,6 +424,9 @@ impl fmt::Display for CopyUsingControl {
         write!(f, "COPY INCREMENTAL USING CONTROL TABLE {}", self.control)?;
         if let Some(w) = &self.filter {
             write!(f, " WHERE {w}")?;
+        }
+        if let Some((i, n)) = self.shard {
+            write!(f, " SHARD {i} OF {n}")?;
         }
         if let Some(n) = self.concurrency {
             write!(f, " CONCURRENCY {n}")?;

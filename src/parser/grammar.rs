@@ -405,12 +405,29 @@ pub(super) fn parse_copy(p: &mut Parser) -> Result<Statement> {
         let mut c = CopyUsingControl {
             control,
             filter: None,
+            shard: None,
             concurrency: None,
             dry_run: false,
         };
         loop {
             if c.filter.is_none() && p.parse_keyword(Keyword::WHERE) {
                 c.filter = Some(p.parse_expr().map_err(pe)?);
+            } else if c.shard.is_none() && parse_word(p, "SHARD") {
+                let at = p.peek_token();
+                let i = p.parse_literal_uint().map_err(pe)?;
+                expect_word(p, "OF")?;
+                let n = positive(p)?;
+                if i >= n {
+                    return Err(Error::parse(
+                        format!(
+                            "SHARD {i} OF {n}: shards count from 0, so the index must be below {n} (SHARD 0 OF {n} to SHARD {} OF {n})",
+                            n - 1
+                        ),
+                        at.span.start.line as usize,
+                        at.span.start.column as usize,
+                    ));
+                }
+                c.shard = Some((i, n));
             } else if c.concurrency.is_none() && parse_word(p, "CONCURRENCY") {
                 c.concurrency = Some(positive(p)?);
             } else if !c.dry_run && parse_words(p, &["DRY", "RUN"]) {

@@ -763,6 +763,7 @@ mod tests {
         for sql in [
             "COPY INCREMENTAL FROM a.b.c INTO d.e WATERMARK created_at SINCE '2024-01-01' CONTROL TABLE cfg.w MERGE ON (id, k) LOOKBACK INTERVAL '1' HOUR DRY RUN",
             "COPY INCREMENTAL USING CONTROL TABLE cfg.w WHERE source_table <> 'x' CONCURRENCY 4 DRY RUN",
+            "COPY INCREMENTAL USING CONTROL TABLE cfg.w SHARD 2 OF 4 CONCURRENCY 8",
             "DECLARE OR REPLACE VARIABLE x INT DEFAULT 5",
             "SET VAR a = 1, b = DEFAULT",
             "SET VAR (a, b) = (SELECT 1, 2)",

@@ -32,6 +32,7 @@ pub const STATEMENTS: &[Syntax] = &[
         about: "run one copy per row of a control table, several at a time",
         grammar: "COPY INCREMENTAL USING CONTROL TABLE table
     [ WHERE predicate ]             -- only the control rows that match
+    [ SHARD i OF n ]                -- this worker's share (i from 0): n workers copy all
     [ CONCURRENCY n ]               -- copies at a time (default 4)
     [ DRY RUN ]",
         example: "COPY INCREMENTAL USING CONTROL TABLE ops.watermarks WHERE active CONCURRENCY 8",

@@ -403,7 +403,18 @@ async fn selected(
         .into_iter()
         .filter(|c| df.schema().as_arrow().field_with_name(c).is_ok())
         .collect();
-    let full = df.collect().await?;
+    let mut full = df.collect().await?;
+    if let Some((i, n)) = c.shard {
+        full = full
+            .iter()
+            .map(|b| {
+                let mine: BooleanArray = (0..b.num_rows())
+                    .map(|r| Some(shard_of(session, b, r, n) == i))
+                    .collect();
+                datafusion::arrow::compute::filter_record_batch(b, &mine)
+            })
+            .collect::<std::result::Result<_, _>>()?;
+    }
     // Each copy gets its row from this one read of the control table (a pair named by
     // several rows gets none: its copy then reports them).
     let mut known: Vec<Option<ControlRow>> = vec![];
@@ -440,6 +451,35 @@ async fn selected(
         known,
         paused,
         has_active,
+    })
+}
+
+/// The shard of `n` that copies row `r` of a control table: a stable hash (64-bit FNV-1a,
+/// the same on every machine and release) of its target table's full name, so that every
+/// row naming a target lands in the same shard, modulo `n`. A row whose target does not
+/// resolve is placed by its names as stored (its error is then reported by one shard).
+fn shard_of(session: &Session, b: &RecordBatch, r: usize, n: u64) -> u64 {
+    let text = |c: &str| control::string_at(b, c, r).ok().flatten();
+    let (source, target) = (text("source_table"), text("target_table"));
+    let key = match source
+        .as_deref()
+        .and_then(|s| control::pair_of(session, s, target.as_deref()))
+    {
+        Some((_, Some(target))) => target.to_string(),
+        Some((source, None)) if target.is_none() => source.to_string(),
+        _ => format!(
+            "{}\u{0}{}",
+            source.unwrap_or_default(),
+            target.unwrap_or_default()
+        ),
+    };
+    fnv1a(key.as_bytes()) % n
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 

@@ -327,3 +327,119 @@ fn sigterm_stops_a_job_cleanly_and_the_rerun_completes_it() {
     );
     check(&wh, 7);
 }
+
+/// Many workers, one warehouse: the control-table job split as `SHARD k OF 4`, four worker
+/// processes at once (as four tasks of a scheduler would run it) while a writer inserts into
+/// the sources, one worker SIGKILLed mid-run in each round and started again. After a final
+/// run of each shard every target equals its source and every control row its source's
+/// maximum; each shard copied only its own tables, and together they copied all of them.
+#[test]
+fn shard_workers_split_the_job_and_survive_a_killed_worker() {
+    const SHARDS: u64 = 4;
+    const TABLES: usize = 12;
+    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or(17);
+    let (_d, wh) = warehouse();
+    let mut cmd = tidemark(&wh);
+    cmd.args([
+        "-c",
+        "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark BIGINT NOT NULL)",
+    ]);
+    for i in 0..TABLES {
+        cmd.args([
+            "-c",
+            &format!("CREATE TABLE s{i} (id BIGINT NOT NULL, seq BIGINT NOT NULL)"),
+        ]);
+        cmd.args([
+            "-c",
+            &format!("INSERT INTO ctl VALUES ('s{i}', 't{i}', 'seq', -1)"),
+        ]);
+    }
+    assert!(cmd.output().unwrap().status.success());
+    let job = |k: u64| {
+        format!("COPY INCREMENTAL USING CONTROL TABLE ctl SHARD {k} OF {SHARDS} CONCURRENCY 2")
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (wh, stop) = (wh.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut rng = Rng(seed);
+            let mut seq = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let i = rng.below(TABLES);
+                seq += 1;
+                let sql = format!("INSERT INTO s{i} VALUES ({seq}, {seq}), ({}, {seq})", -seq);
+                let _ = tidemark(&wh).args(["-c", &sql]).output();
+            }
+        })
+    };
+    let mut rng = Rng(seed ^ 0xF00D);
+    let mut failures = vec![];
+    for _round in 0..3 {
+        let victim = rng.below(SHARDS as usize) as u64;
+        let mut workers: Vec<(u64, std::process::Child)> = (0..SHARDS)
+            .map(|k| {
+                let child = tidemark(&wh)
+                    .args(["-c", &job(k)])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                (k, child)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100 + rng.next() % 600));
+        let _ = workers[victim as usize].1.kill();
+        for (k, child) in workers.drain(..) {
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            if !out.status.success() && k != victim && !err.contains("can be run again") {
+                failures.push(err);
+            }
+        }
+        // The killed worker starts again, as its scheduler would restart the task.
+        let out = tidemark(&wh).args(["-c", &job(victim)]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() && !err.contains("can be run again") {
+            failures.push(err);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: workers failed: {failures:?}"
+    );
+    // A final run of each shard; each reports only its own tables, all of them together.
+    let mut seen = std::collections::BTreeSet::new();
+    for k in 0..SHARDS {
+        let out = ok(&wh, &job(k));
+        for line in out.lines().skip(1) {
+            let target = line.split(',').nth(2).unwrap().to_string();
+            assert!(seen.insert(target.clone()), "{target} is in two shards");
+        }
+    }
+    assert_eq!(seen.len(), TABLES, "the shards together: {seen:?}");
+    for i in 0..TABLES {
+        let diff = value(
+            &wh,
+            &format!(
+                "SELECT count(*) FROM ((SELECT id, seq, count(*) FROM s{i} GROUP BY id, seq) EXCEPT ALL (SELECT id, seq, count(*) FROM t{i} GROUP BY id, seq))"
+            ),
+        );
+        let (ns, nt) = (
+            value(&wh, &format!("SELECT count(*) FROM s{i}")),
+            value(&wh, &format!("SELECT count(*) FROM t{i}")),
+        );
+        // t{i} exists once its shard copied s{i} (a source without rows may have none).
+        assert!(
+            diff == "0" && ns == nt || (ns == "0" && nt.is_empty()),
+            "seed {seed}: t{i} differs from s{i}: {diff} rows missing, {ns} vs {nt}"
+        );
+        let mark = value(
+            &wh,
+            &format!("SELECT last_watermark FROM ctl WHERE source_table = 's{i}'"),
+        );
+        let max = value(&wh, &format!("SELECT coalesce(max(seq), -1) FROM s{i}"));
+        assert_eq!(mark, max, "seed {seed}: ctl row of s{i}");
+    }
+}

@@ -36,7 +36,7 @@ pub fn resolve_stored_name(session: &Session, raw: &str) -> Result<TableName> {
     TableName::resolve(&parts, session.current_catalog(), session.current_schema())
 }
 
-fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<String>> {
+pub fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option<String>> {
     let Some(arr) = batch.column_by_name(column) else {
         return Ok(None);
     };

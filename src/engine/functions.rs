@@ -14,7 +14,7 @@ use datafusion::logical_expr::{
 };
 
 mod arithmetic;
-pub use arithmetic::{AnsiArithmetic, INT_DIVIDE};
+pub use arithmetic::{AnsiArithmetic, INT_DIVIDE, checked_calls};
 mod lambda;
 pub use lambda::SORT_BY;
 mod percentile;

@@ -355,8 +355,36 @@ fn push_typed_number(
             .find(|t| !matches!(t, Token::Whitespace(_)))
         {
             None => true,
+            // Only words after which a value starts (a column named `value` ends one).
             Some(Token::Word(w)) => {
-                w.quote_style.is_none() && !matches!(w.keyword, Keyword::NoKeyword | Keyword::END)
+                w.quote_style.is_none()
+                    && matches!(
+                        w.keyword,
+                        Keyword::SELECT
+                            | Keyword::WHERE
+                            | Keyword::AND
+                            | Keyword::OR
+                            | Keyword::NOT
+                            | Keyword::WHEN
+                            | Keyword::THEN
+                            | Keyword::ELSE
+                            | Keyword::CASE
+                            | Keyword::BY
+                            | Keyword::ON
+                            | Keyword::HAVING
+                            | Keyword::RETURN
+                            | Keyword::IN
+                            | Keyword::IS
+                            | Keyword::BETWEEN
+                            | Keyword::LIKE
+                            | Keyword::SET
+                            | Keyword::VALUES
+                            | Keyword::LIMIT
+                            | Keyword::OFFSET
+                            | Keyword::DISTINCT
+                            | Keyword::ALL
+                            | Keyword::DEFAULT
+                    )
             }
             Some(
                 Token::Number(..)
@@ -387,7 +415,13 @@ fn typed_number(
     span: datafusion::sql::sqlparser::tokenizer::Span,
 ) -> Vec<TokenWithSpan> {
     let word = |w: &str| Token::make_word(w, None);
-    let number = Token::Number(number.to_string(), false);
+    // A DOUBLE or FLOAT from the literal's text (through a DECIMAL, the last digit of a long
+    // literal could round differently).
+    let number = if matches!(ty, "DOUBLE" | "FLOAT") {
+        Token::SingleQuotedString(number.to_string())
+    } else {
+        Token::Number(number.to_string(), false)
+    };
     let tokens = if ty.is_empty() {
         vec![number]
     } else {

@@ -81,6 +81,8 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
             "SELECT t.tier, count(*) FROM shop.main.orders o JOIN tiers t ON t.customer = o.customer GROUP BY t.tier ORDER BY 1",
             "CREATE TABLE lake_orders AS SELECT * FROM shop.main.orders WHERE id <= 10",
             "SELECT count(*) FROM lake_orders",
+            // Checked arithmetic is the engine's: the filter stays out of SQLite's query.
+            "SELECT count(*) AS plus_one FROM shop.main.orders WHERE id + 1 <= 11 AND try_add(id, 1) > 1",
             "SHOW SCHEMAS IN shop",
             "SHOW TABLES IN shop.main",
             "SHOW CONNECTIONS",
@@ -90,6 +92,7 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
     assert!(out.contains("count(*),sum(amount)\n34,2575.5\n"), "{out}");
     assert!(out.contains("gold,33\nsilver,34\n"), "{out}");
     assert!(out.contains("count(*)\n10\n"), "{out}");
+    assert!(out.contains("plus_one\n10\n"), "{out}");
     assert!(out.contains("schema\nmain\n"), "{out}");
     assert!(out.contains("shop,main,orders"), "{out}");
     assert!(out.contains("lite,sqlite,the shop"), "{out}");

@@ -517,13 +517,30 @@ impl TableProvider for Checked {
                 TableProviderFilterPushDown::Unsupported => {
                     TableProviderFilterPushDown::Unsupported
                 }
-                _ if compares_strings_loosely(f, &schema) => {
+                _ if compares_strings_loosely(f, &schema) || calls_engine_functions(f) => {
                     TableProviderFilterPushDown::Unsupported
                 }
                 _ => TableProviderFilterPushDown::Inexact,
             })
             .collect())
     }
+}
+
+/// Whether a filter calls a function only the engine has: its checked arithmetic (`a + 1`
+/// is `__add(a, 1)`), `try_*` and other `__` functions, which the database does not know.
+fn calls_engine_functions(f: &EngineExpr) -> bool {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let mut found = false;
+    let _ = f.apply(|e| {
+        if let EngineExpr::ScalarFunction(call) = e
+            && (call.name().starts_with("__") || call.name().starts_with("try_"))
+        {
+            found = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    found
 }
 
 /// Whether a filter compares strings in a way a database's collation could answer with fewer

@@ -14,9 +14,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, new_null_array};
-use datafusion::arrow::compute::kernels::cmp::eq;
-use datafusion::arrow::datatypes::{DataType, Decimal128Type, Field, Schema};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, new_null_array};
+use datafusion::arrow::datatypes::{DataType, Decimal128Type, Field, Schema, i256};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
@@ -78,7 +77,7 @@ impl Checked {
         } else if try_ {
             format!("try_{}", op.word())
         } else {
-            format!("__checked_{}", op.word())
+            format!("__{}", op.word())
         };
         Checked {
             op,
@@ -88,7 +87,9 @@ impl Checked {
         }
     }
 
-    /// The operand types DataFusion's operator would see, with integers divided as DOUBLE.
+    /// The operand types the operator computes in: Spark's. DECIMAL with DECIMAL or an
+    /// integer is DECIMAL arithmetic (an integer as the DECIMAL that holds its type); `/`
+    /// between integers, floats and NULLs is DOUBLE division; the rest is DataFusion's.
     fn operands(&self, l: &DataType, r: &DataType) -> Result<(DataType, DataType)> {
         if self.op == Op::IntDivide {
             if !(integer(l) || l.is_null()) || !(integer(r) || r.is_null()) {
@@ -98,7 +99,11 @@ impl Checked {
             }
             return Ok((DataType::Int64, DataType::Int64));
         }
-        if self.op == Op::Divide && integer(l) && integer(r) {
+        if let Some((l, r)) = decimal_operands(l, r) {
+            return Ok((l, r));
+        }
+        let inexact = |t: &DataType| integer(t) || float(t) || t.is_null() || decimal(t);
+        if self.op == Op::Divide && inexact(l) && inexact(r) {
             return Ok((DataType::Float64, DataType::Float64));
         }
         let (l, r) = BinaryTypeCoercer::new(l, &self.op.operator(), r).get_input_types()?;
@@ -106,13 +111,168 @@ impl Checked {
     }
 }
 
+fn decimal(t: &DataType) -> bool {
+    matches!(t, DataType::Decimal128(..))
+}
+
+/// The DECIMAL that holds every value of an integer type (Spark's `DecimalType.forType`).
+fn decimal_of(t: &DataType) -> Option<(u8, i8)> {
+    Some(match t {
+        DataType::Decimal128(p, s) => (*p, *s),
+        DataType::Int8 | DataType::UInt8 => (3, 0),
+        DataType::Int16 | DataType::UInt16 => (5, 0),
+        DataType::Int32 | DataType::UInt32 => (10, 0),
+        DataType::Int64 => (20, 0),
+        DataType::UInt64 => (20, 0),
+        _ => return None,
+    })
+}
+
+/// Both operands as DECIMALs, when one is a DECIMAL and the other a DECIMAL, an integer or
+/// NULL.
+fn decimal_operands(l: &DataType, r: &DataType) -> Option<(DataType, DataType)> {
+    if !(decimal(l) || decimal(r)) {
+        return None;
+    }
+    let as_decimal = |t: &DataType, other: &DataType| -> Option<DataType> {
+        let (p, s) = if t.is_null() {
+            decimal_of(other)?
+        } else {
+            decimal_of(t)?
+        };
+        Some(DataType::Decimal128(p, s))
+    };
+    Some((as_decimal(l, r)?, as_decimal(r, l)?))
+}
+
+/// Spark's result type of a DECIMAL operation (with `allowPrecisionLoss`, its default): the
+/// exact type when it fits 38 digits, else 38 digits keeping the integer part and at least 6
+/// (or the exact scale, if smaller) digits of fraction.
+fn spark_decimal(op: Op, (p1, s1): (u8, i8), (p2, s2): (u8, i8)) -> (u8, i8) {
+    let (p1, s1, p2, s2) = (p1 as i32, s1 as i32, p2 as i32, s2 as i32);
+    let (p, s) = match op {
+        Op::Add | Op::Subtract => {
+            let s = s1.max(s2);
+            ((p1 - s1).max(p2 - s2) + s + 1, s)
+        }
+        Op::Multiply => (p1 + p2 + 1, s1 + s2),
+        Op::Divide | Op::IntDivide => {
+            let s = 6.max(s1 + p2 + 1);
+            (p1 - s1 + s2 + s, s)
+        }
+    };
+    if p <= 38 {
+        (p as u8, s as i8)
+    } else {
+        let whole = p - s;
+        (38, (38 - whole).max(s.min(6)) as i8)
+    }
+}
+
+fn ten(n: i32) -> i256 {
+    i256::from_i128(10).wrapping_pow(n as u32)
+}
+
+/// `n / d` rounded half away from zero (Spark's HALF_UP); None when `d` is 0.
+fn divide_half_up(n: i256, d: i256) -> Option<i256> {
+    let q = n.checked_div(d)?;
+    let r = n.checked_rem(d)?;
+    let twice = r.wrapping_abs().checked_mul(i256::from_i128(2))?;
+    Some(if twice >= d.wrapping_abs() {
+        if n.is_negative() != d.is_negative() {
+            q.wrapping_sub(i256::ONE)
+        } else {
+            q.wrapping_add(i256::ONE)
+        }
+    } else {
+        q
+    })
+}
+
+/// `v` at scale `from` as scale `to`, rounding half up.
+fn rescale(v: i256, from: i32, to: i32) -> Option<i256> {
+    if to >= from {
+        v.checked_mul(ten(to - from))
+    } else {
+        divide_half_up(v, ten(from - to))
+    }
+}
+
+/// One DECIMAL operation on unscaled values at scales `s1`, `s2`, as scale `s` (None: out of
+/// range or a division by zero).
+fn decimal_op(op: Op, a: i128, s1: i32, b: i128, s2: i32, s: i32) -> Option<i256> {
+    let (a, b) = (i256::from_i128(a), i256::from_i128(b));
+    match op {
+        Op::Add | Op::Subtract => {
+            let common = s1.max(s2);
+            let (a, b) = (rescale(a, s1, common)?, rescale(b, s2, common)?);
+            let v = if op == Op::Add {
+                a.checked_add(b)?
+            } else {
+                a.checked_sub(b)?
+            };
+            rescale(v, common, s)
+        }
+        Op::Multiply => rescale(a.checked_mul(b)?, s1 + s2, s),
+        Op::Divide | Op::IntDivide => {
+            // a / b at scale s: a * 10^(s - s1 + s2) / b.
+            let k = s - s1 + s2;
+            if k >= 0 {
+                divide_half_up(a.checked_mul(ten(k))?, b)
+            } else {
+                divide_half_up(a, b.checked_mul(ten(-k))?)
+            }
+        }
+    }
+}
+
 /// `try_add`, `try_subtract`, `try_multiply` and `try_divide`, and [`INT_DIVIDE`].
 pub fn udfs() -> Vec<ScalarUDF> {
     [Op::Add, Op::Subtract, Op::Multiply, Op::Divide]
         .into_iter()
-        .map(|op| ScalarUDF::from(Checked::new(op, true)))
-        .chain([ScalarUDF::from(Checked::new(Op::IntDivide, false))])
+        .flat_map(|op| [Checked::new(op, true), Checked::new(op, false)])
+        .chain([Checked::new(Op::IntDivide, false)])
+        .map(ScalarUDF::from)
         .collect()
+}
+
+/// `a + b`, `a - b`, `a * b` and `a / b` in `e` as calls of the checked operators by name
+/// (`__add(a, b)`), for SQL that another planner reads: delta-rs plans MERGE's conditions
+/// and values itself, with DataFusion's operators.
+pub fn checked_calls<V: datafusion::sql::sqlparser::ast::VisitMut>(e: &mut V) {
+    use datafusion::sql::sqlparser::ast::{
+        Expr as Sql, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+        FunctionArguments, Ident, ObjectName, ObjectNamePart,
+    };
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(e, |e| {
+        if let Sql::BinaryOp { left, op, right } = e {
+            let word = match op {
+                BinaryOperator::Plus => Op::Add.word(),
+                BinaryOperator::Minus => Op::Subtract.word(),
+                BinaryOperator::Multiply => Op::Multiply.word(),
+                BinaryOperator::Divide => Op::Divide.word(),
+                _ => return std::ops::ControlFlow::<()>::Continue(()),
+            };
+            let arg = |x: &Sql| FunctionArg::Unnamed(FunctionArgExpr::Expr(x.clone()));
+            *e = Sql::Function(Function {
+                name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(format!(
+                    "__{word}"
+                )))]),
+                uses_odbc_syntax: false,
+                parameters: FunctionArguments::None,
+                args: FunctionArguments::List(FunctionArgumentList {
+                    duplicate_treatment: None,
+                    args: vec![arg(left), arg(right)],
+                    clauses: vec![],
+                }),
+                filter: None,
+                null_treatment: None,
+                over: None,
+                within_group: vec![],
+            });
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `__int_divide(a, b)`: integers divided as integers, truncating (for SQL tidemark writes,
@@ -170,15 +330,19 @@ impl ScalarUDFImpl for Checked {
 
     fn return_type(&self, types: &[DataType]) -> Result<DataType> {
         let (l, r) = self.operands(&types[0], &types[1])?;
+        if let (DataType::Decimal128(p1, s1), DataType::Decimal128(p2, s2)) = (&l, &r) {
+            let (p, s) = spark_decimal(self.op, (*p1, *s1), (*p2, *s2));
+            return Ok(DataType::Decimal128(p, s));
+        }
         BinaryTypeCoercer::new(&l, &self.op.operator(), &r).get_result_type()
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
         let scalar = args
             .args
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = if scalar { 1 } else { args.number_rows };
         let l = args.args[0].to_array(n)?;
         let r = args.args[1].to_array(n)?;
         let out = args.return_field.data_type().clone();
@@ -212,15 +376,72 @@ impl ScalarUDFImpl for Checked {
 impl Checked {
     /// The operator over two equally long arrays, or the Databricks error.
     fn apply(&self, l: &ArrayRef, r: &ArrayRef, out: &DataType) -> Result<ArrayRef> {
+        let mut r = r.clone();
         if matches!(self.op, Op::Divide | Op::IntDivide) && r.data_type().is_numeric() {
-            let zero = ScalarValue::new_zero(r.data_type())?.to_scalar()?;
-            let zeros = eq(r, &zero)?;
-            // A zero divisor fails only where the dividend is not NULL, as in Databricks.
-            if (0..zeros.len()).any(|i| zeros.is_valid(i) && zeros.value(i) && l.is_valid(i)) {
-                return Err(DataFusionError::Execution(
-                    "[DIVIDE_BY_ZERO] Division by zero. Use try_divide to get NULL instead".into(),
-                ));
+            // -0.0 is a zero too (compared as numbers, not bits).
+            let divisors = datafusion::arrow::compute::cast(&r, &DataType::Float64)?;
+            let divisors = divisors.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+            let zeros: BooleanArray = (0..divisors.len())
+                .map(|i| Some(divisors.is_valid(i) && divisors.value(i) == 0.0 && l.is_valid(i)))
+                .collect();
+            if zeros.true_count() > 0 {
+                if !self.try_ {
+                    // A zero divisor fails only where the dividend is not NULL, as in Databricks.
+                    return Err(DataFusionError::Execution(
+                        "[DIVIDE_BY_ZERO] Division by zero. Use try_divide to get NULL instead"
+                            .into(),
+                    ));
+                }
+                r = datafusion::arrow::compute::nullif(&r, &zeros)?;
             }
+        }
+        let r = &r;
+        if let (
+            Some((DataType::Decimal128(_, s1), DataType::Decimal128(_, s2))),
+            DataType::Decimal128(p, s),
+        ) = (decimal_operands(l.data_type(), r.data_type()), out)
+        {
+            let (lt, rt) = self.operands(l.data_type(), r.data_type())?;
+            let (l, r) = (
+                datafusion::arrow::compute::cast(l, &lt)?,
+                datafusion::arrow::compute::cast(r, &rt)?,
+            );
+            let (l, r) = (
+                l.as_primitive::<Decimal128Type>(),
+                r.as_primitive::<Decimal128Type>(),
+            );
+            let limit = i256::from_i128(10i128.pow(*p as u32));
+            let mut values = Vec::with_capacity(l.len());
+            for i in 0..l.len() {
+                if l.is_null(i) || r.is_null(i) {
+                    values.push(None);
+                    continue;
+                }
+                let v = decimal_op(
+                    self.op,
+                    l.value(i),
+                    s1 as i32,
+                    r.value(i),
+                    s2 as i32,
+                    *s as i32,
+                )
+                .filter(|v| v.wrapping_abs() < limit)
+                .and_then(|v| v.to_i128());
+                match v {
+                    Some(v) => values.push(Some(v)),
+                    None if self.try_ => values.push(None),
+                    None => {
+                        return Err(DataFusionError::Execution(format!(
+                            "[NUMERIC_VALUE_OUT_OF_RANGE] the result of {} does not fit DECIMAL({p}, {s}): cast an operand to a wider DECIMAL or DOUBLE, or use try_{} to get NULL instead",
+                            self.op.word(),
+                            self.op.word()
+                        )));
+                    }
+                }
+            }
+            let result = datafusion::arrow::array::Decimal128Array::from(values)
+                .with_precision_and_scale(*p, *s)?;
+            return Ok(Arc::new(result));
         }
         let (l, r) = if l.data_type() == r.data_type() && float(l.data_type()) {
             (l.clone(), r.clone())
@@ -309,6 +530,17 @@ fn checked_operand(op: Op, t: &DataType) -> bool {
     checked_result(t) || t.is_null() || (op == Op::Divide && float(t))
 }
 
+/// An integer literal as the DECIMAL of exactly its digits; any other expression as it is.
+fn literal_decimal(e: Expr) -> Expr {
+    let v = match &e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => *v as i128,
+        Expr::Literal(ScalarValue::Int32(Some(v)), _) => *v as i128,
+        _ => return e,
+    };
+    let digits = v.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1) as u8;
+    Expr::Literal(ScalarValue::Decimal128(Some(v), digits, 0), None)
+}
+
 impl ExprPlanner for AnsiArithmetic {
     fn plan_binary_op(
         &self,
@@ -329,8 +561,15 @@ impl ExprPlanner for AnsiArithmetic {
         {
             return Ok(PlannerResult::Original(expr));
         }
+        // An integer literal next to a DECIMAL is the DECIMAL of its digits, as Spark types
+        // it (`1.0 / 3` is DECIMAL(2,1) / DECIMAL(1,0), not / DECIMAL(20,0)).
+        let (left, right) = if decimal(&lt) || decimal(&rt) {
+            (literal_decimal(expr.left), literal_decimal(expr.right))
+        } else {
+            (expr.left, expr.right)
+        };
         Ok(PlannerResult::Planned(Expr::ScalarFunction(
-            ScalarFunction::new_udf(self.checked[&op].clone(), vec![expr.left, expr.right]),
+            ScalarFunction::new_udf(self.checked[&op].clone(), vec![left, right]),
         )))
     }
 }

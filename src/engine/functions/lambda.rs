@@ -14,7 +14,7 @@ use datafusion::arrow::array::{
     new_null_array,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
-use datafusion::arrow::compute::{cast, filter, interleave, nullif, take, take_arrays};
+use datafusion::arrow::compute::{cast, filter, nullif, take, take_arrays};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -271,6 +271,12 @@ impl HigherOrderUDFImpl for SparkLambda {
                 }
             }
         };
+        if self.kind == Kind::Sort && !(lambda(1).is_integer() || lambda(1).is_null()) {
+            return Err(plan_error(format!(
+                "[DATATYPE_MISMATCH] the comparator of array_sort() must return an integer (negative, 0 or positive), not {}",
+                crate::engine::types::type_name(&lambda(1))
+            )));
+        }
         if self.kind == Kind::Filter
             && lambda(1) != DataType::Boolean
             && lambda(1) != DataType::Null
@@ -284,13 +290,13 @@ impl HigherOrderUDFImpl for SparkLambda {
     }
 
     fn invoke_with_args(&self, args: HigherOrderFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
         let scalar = args.args.iter().all(|a| {
             matches!(
                 a,
                 ValueOrLambda::Lambda(_) | ValueOrLambda::Value(ColumnarValue::Scalar(_))
             )
         });
+        let n = if scalar { 1 } else { args.number_rows };
         let values: Vec<ArrayRef> = args
             .args
             .iter()
@@ -432,6 +438,11 @@ impl Lists {
 
     fn filter(&self, lambda: &LambdaArgument) -> Result<ArrayRef> {
         let keep = self.each(lambda)?;
+        let keep = if keep.data_type() == &DataType::Null {
+            new_null_array(&DataType::Boolean, keep.len())
+        } else {
+            keep
+        };
         let keep = keep.as_boolean();
         let keep: BooleanArray = keep.iter().map(|k| Some(k == Some(true))).collect();
         let mut lengths = Vec::with_capacity(self.rows());
@@ -483,72 +494,73 @@ impl Lists {
     }
 
     /// `aggregate(arr, start, merge [, finish])`: the merge runs once per position, over the
-    /// rows whose arrays reach it.
+    /// rows whose arrays reach it. Rows are taken longest array first, so the rows still
+    /// merging are always a prefix: each step costs the rows it merges, not the batch.
     fn aggregate(
         &self,
         start: &ArrayRef,
         merge: &LambdaArgument,
         finish: Option<&LambdaArgument>,
     ) -> Result<ArrayRef> {
-        let mut acc = start.clone();
-        let longest = (0..self.rows())
-            .map(|r| self.range(r).len())
-            .max()
-            .unwrap_or(0);
+        let len = |r: usize| self.range(r).len();
+        let mut order: Vec<usize> = (0..self.rows()).collect();
+        order.sort_by_key(|&r| std::cmp::Reverse(len(r)));
+        let order_idx = UInt32Array::from(order.iter().map(|&r| r as u32).collect::<Vec<_>>());
+        // The accumulators of the rows still merging, in `order`; the finished ones behind.
+        let mut acc = take(start, &order_idx, None)?;
+        let mut finished: Vec<ArrayRef> = vec![];
+        let longest = order.first().map_or(0, |&r| len(r));
         for k in 0..longest {
-            let rows: Vec<u32> = (0..self.rows())
-                .filter(|&r| self.range(r).len() > k)
-                .map(|r| r as u32)
-                .collect();
-            let rows = UInt32Array::from(rows);
-            let at: UInt32Array = rows
-                .values()
+            let active = order.partition_point(|&r| len(r) > k);
+            if active < acc.len() {
+                finished.push(acc.slice(active, acc.len() - active));
+                acc = acc.slice(0, active);
+            }
+            let rows = order_idx.slice(0, active);
+            let at: UInt32Array = order[..active]
                 .iter()
-                .map(|&r| (self.starts[r as usize] + k) as u32)
+                .map(|&r| (self.starts[r] + k) as u32)
                 .collect();
             let x = take(&self.values, &at, None)?;
-            let before = take(&acc, &rows, None)?;
-            let acc_now = || Ok(before.clone());
-            let x_now = || Ok(x.clone());
+            let (acc_now, x_now) = (|| Ok(acc.clone()), || Ok(x.clone()));
             let merged = merge
                 .evaluate(&[&acc_now, &x_now], |captured| {
                     Ok(take_arrays(captured, &rows, None)?)
                 })?
-                .into_array(rows.len())?;
-            let merged = if merged.data_type() == acc.data_type() {
+                .into_array(active)?;
+            acc = if merged.data_type() == acc.data_type() {
                 merged
             } else {
                 cast(&merged, acc.data_type())?
             };
-            // The rows that moved take their new accumulator; the others keep theirs.
-            let mut pos = vec![None; self.rows()];
-            for (i, r) in rows.values().iter().enumerate() {
-                pos[*r as usize] = Some(i);
-            }
-            let picks: Vec<(usize, usize)> = pos
-                .iter()
-                .enumerate()
-                .map(|(r, p)| p.map_or((0, r), |i| (1, i)))
-                .collect();
-            acc = interleave(&[acc.as_ref(), merged.as_ref()], &picks)?;
         }
-        let result = match finish {
-            Some(finish) => {
-                let all = acc.clone();
-                let acc_now = || Ok(all.clone());
-                finish
-                    .evaluate(&[&acc_now], |captured| Ok(captured.to_vec()))?
-                    .into_array(self.rows())?
-            }
-            None => acc,
-        };
-        // A NULL array aggregates to NULL.
+        finished.push(acc);
+        finished.reverse();
+        let pieces: Vec<&dyn Array> = finished.iter().map(|a| a.as_ref()).collect();
+        let in_order = datafusion::arrow::compute::concat(&pieces)?;
+        // Back to the rows' own order; a NULL array aggregates to NULL (before the finish,
+        // which then never sees it).
+        let mut position = vec![0u32; self.rows()];
+        for (i, &r) in order.iter().enumerate() {
+            position[r] = i as u32;
+        }
+        let acc = take(&in_order, &UInt32Array::from(position), None)?;
         let nulls = BooleanArray::from(
             (0..self.rows())
                 .map(|r| self.list.is_null(r))
                 .collect::<Vec<_>>(),
         );
-        Ok(nullif(&result, &nulls)?)
+        let acc = nullif(&acc, &nulls)?;
+        match finish {
+            Some(finish) => {
+                let acc_now = || Ok(acc.clone());
+                let done = finish
+                    .evaluate(&[&acc_now], |captured| Ok(captured.to_vec()))?
+                    .into_array(self.rows())?;
+                Ok(nullif(&done, &nulls)?)
+            }
+            None => Ok(acc),
+        }
     }
 
     /// `array_sort(arr, (l, r) -> int)`: each row's elements compared pairwise in one run of
@@ -563,37 +575,43 @@ impl Lists {
                 order.extend(range.map(|j| j as u32));
                 continue;
             }
-            let (mut left, mut right) = (Vec::with_capacity(m * m), Vec::with_capacity(m * m));
-            for a in range.clone() {
-                for b in range.clone() {
-                    left.push(a as u32);
-                    right.push(b as u32);
+            let mut idx: Vec<usize> = (0..m).collect();
+            if m <= PAIRWISE {
+                // Every ordered pair of distinct elements in one run of the comparator.
+                let (mut left, mut right) = (vec![], vec![]);
+                for a in 0..m {
+                    for b in (0..m).filter(|&b| b != a) {
+                        left.push((range.start + a) as u32);
+                        right.push((range.start + b) as u32);
+                    }
+                }
+                let answers = self.compare(comparator, r, left, right)?;
+                let at = |a: usize, b: usize| a * (m - 1) + if b < a { b } else { b - 1 };
+                merge_sort(&mut idx, &|a, b| answers[at(a, b)] < 0);
+            } else {
+                // A long array: one pair at a time, as the sort asks (m log m of them).
+                let failed = std::cell::RefCell::new(None);
+                let less = |a: usize, b: usize| {
+                    if failed.borrow().is_some() {
+                        return false;
+                    }
+                    let pair = (
+                        vec![(range.start + a) as u32],
+                        vec![(range.start + b) as u32],
+                    );
+                    match self.compare(comparator, r, pair.0, pair.1) {
+                        Ok(answer) => answer[0] < 0,
+                        Err(e) => {
+                            *failed.borrow_mut() = Some(e);
+                            false
+                        }
+                    }
+                };
+                merge_sort(&mut idx, &less);
+                if let Some(e) = failed.into_inner() {
+                    return Err(e);
                 }
             }
-            let l = take(&self.values, &UInt32Array::from(left), None)?;
-            let rr = take(&self.values, &UInt32Array::from(right), None)?;
-            let (l_now, r_now) = (|| Ok(l.clone()), || Ok(rr.clone()));
-            let row = UInt32Array::from(vec![r as u32; m * m]);
-            let answers = comparator
-                .evaluate(&[&l_now, &r_now], |captured| {
-                    Ok(take_arrays(captured, &row, None)?)
-                })?
-                .into_array(m * m)?;
-            let answers = cast(&answers, &DataType::Int64).map_err(|_| {
-                DataFusionError::Execution(format!(
-                    "[DATATYPE_MISMATCH] the comparator of array_sort() must return an integer, not {}",
-                    crate::engine::types::type_name(answers.data_type())
-                ))
-            })?;
-            let answers = answers.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
-            if answers.null_count() > 0 {
-                return Err(DataFusionError::Execution(
-                    "[COMPARATOR_RETURNS_NULL] the comparator of array_sort() returned NULL: it must return a negative number, 0 or a positive number".into(),
-                ));
-            }
-            let less = |a: usize, b: usize| answers.value(a * m + b) < 0;
-            let mut idx: Vec<usize> = (0..m).collect();
-            merge_sort(&mut idx, &less);
             order.extend(idx.into_iter().map(|i| (range.start + i) as u32));
         }
         let sorted = take(&self.values, &UInt32Array::from(order), None)?;
@@ -607,6 +625,39 @@ impl Lists {
             sorted,
             self.list.nulls().cloned(),
         )?))
+    }
+}
+
+/// Arrays up to this long are sorted from one run of the comparator over all their pairs.
+const PAIRWISE: usize = 64;
+
+impl Lists {
+    /// The comparator's answers for the element pairs (`left[i]`, `right[i]`) of row `r`.
+    fn compare(
+        &self,
+        comparator: &LambdaArgument,
+        r: usize,
+        left: Vec<u32>,
+        right: Vec<u32>,
+    ) -> Result<Vec<i64>> {
+        let n = left.len();
+        let l = take(&self.values, &UInt32Array::from(left), None)?;
+        let rr = take(&self.values, &UInt32Array::from(right), None)?;
+        let (l_now, r_now) = (|| Ok(l.clone()), || Ok(rr.clone()));
+        let row = UInt32Array::from(vec![r as u32; n]);
+        let answers = comparator
+            .evaluate(&[&l_now, &r_now], |captured| {
+                Ok(take_arrays(captured, &row, None)?)
+            })?
+            .into_array(n)?;
+        let answers = cast(&answers, &DataType::Int64)?;
+        let answers = answers.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        if answers.null_count() > 0 {
+            return Err(DataFusionError::Execution(
+                "[COMPARATOR_RETURNS_NULL] the comparator of array_sort() returned NULL: it must return a negative number, 0 or a positive number".into(),
+            ));
+        }
+        Ok(answers.values().to_vec())
     }
 }
 

@@ -211,7 +211,17 @@ pub(super) fn check_text(check: &Expr) -> Result<String> {
     };
     let mut check = check.clone();
     let mut subscript = false;
+    let mut division = false;
     let _ = visit_expressions_mut(&mut check, |e| {
+        if let Expr::BinaryOp {
+            left,
+            op: datafusion::sql::sqlparser::ast::BinaryOperator::Divide,
+            right,
+        } = e
+            && !(floating_cast(left) || floating_cast(right))
+        {
+            division = true;
+        }
         if matches!(e, Expr::CompoundFieldAccess { access_chain, .. }
             if access_chain.iter().any(|a| matches!(a, datafusion::sql::sqlparser::ast::AccessExpr::Subscript(_))))
         {
@@ -237,7 +247,26 @@ pub(super) fn check_text(check: &Expr) -> Result<String> {
             ),
         ));
     }
+    if division {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "CHECK ({check}): `/` in a CHECK constraint must divide DOUBLEs, as in CAST(a AS DOUBLE) / b (delta-rs, which checks some writes, divides integers as integers and DECIMALs with other rounding than Databricks)"
+            ),
+        ));
+    }
     Ok(check.to_string())
+}
+
+/// `CAST(x AS DOUBLE | FLOAT)` (or `x::double`).
+fn floating_cast(e: &Expr) -> bool {
+    use datafusion::sql::sqlparser::ast::DataType as T;
+    let mut e = e;
+    while let Expr::Nested(inner) = e {
+        e = inner;
+    }
+    matches!(e, Expr::Cast { data_type, .. }
+        if matches!(data_type, T::Double(_) | T::DoublePrecision | T::Float(_) | T::Float64 | T::Real | T::Float4 | T::Float8))
 }
 
 /// `ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name`.

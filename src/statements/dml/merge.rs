@@ -52,6 +52,8 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
             scope.extend(source_cols.iter().cloned());
             let mut on = *merge.on;
             let _b = session.bind(&mut on, &scope).await?;
+            // delta-rs plans the conditions and values itself: arithmetic as Databricks'.
+            crate::engine::functions::checked_calls(&mut on);
             let mut builder = t
                 .merge(source, on.to_string())
                 .with_source_alias(source_alias.clone())
@@ -66,6 +68,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
             };
             for mut clause in merge.clauses {
                 let _b = session.bind(&mut clause, &scope).await?;
+                crate::engine::functions::checked_calls(&mut clause);
                 builder = clauses.add(builder, clause)?;
             }
             let (_, m) =

@@ -18,6 +18,8 @@ pub use arithmetic::{AnsiArithmetic, INT_DIVIDE, checked_calls};
 mod lambda;
 pub use lambda::SORT_BY;
 mod percentile;
+mod rounding;
+pub use rounding::{CEIL_TO, FLOOR_TO};
 mod regex;
 mod spark_time;
 pub use spark_time::{TO_TIMESTAMP, TRY_TO_TIMESTAMP};
@@ -29,6 +31,10 @@ mod type_of;
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     for f in arithmetic::udfs() {
+        ctx.register_udf(f);
+    }
+    let round = datafusion::execution::FunctionRegistry::udf(ctx, "round").ok();
+    for f in rounding::udfs(round) {
         ctx.register_udf(f);
     }
     for f in lambda::functions() {
@@ -45,6 +51,7 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ));
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
     ctx.register_udf(ScalarUDF::from(ElementAt::new(false)));
+    ctx.register_udf(ScalarUDF::from(ElementAt::try_element_at()));
     // Spark's `concat` and `reverse` take arrays too (the string functions read an array as
     // its text: `reverse(array(1, 2))` was `]2 ,1[`).
     for (name, arrays) in [
@@ -936,6 +943,8 @@ pub(crate) fn shaped_like(
 pub(crate) struct ElementAt {
     signature: Signature,
     zero_based: bool,
+    /// `try_element_at`: NULL for an index past either end.
+    try_: bool,
 }
 
 impl ElementAt {
@@ -943,6 +952,14 @@ impl ElementAt {
         ElementAt {
             signature: Signature::any(2, Volatility::Immutable),
             zero_based,
+            try_: false,
+        }
+    }
+
+    fn try_element_at() -> ElementAt {
+        ElementAt {
+            try_: true,
+            ..ElementAt::new(false)
         }
     }
 }
@@ -951,6 +968,8 @@ impl ScalarUDFImpl for ElementAt {
     fn name(&self) -> &str {
         if self.zero_based {
             "__tidemark_subscript"
+        } else if self.try_ {
+            "try_element_at"
         } else {
             "element_at"
         }
@@ -1030,6 +1049,10 @@ impl ScalarUDFImpl for ElementAt {
                         }
                         i if i > 0 && i <= len => i - 1,
                         i if i < 0 && i >= -len => len + i,
+                        _ if self.try_ => {
+                            take.append_null();
+                            continue;
+                        }
                         i => {
                             return exec_err!(
                                 "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT] The index {i} is out of bounds: the array has {len} elements"

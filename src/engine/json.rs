@@ -6,6 +6,7 @@
 //! paths that find nothing are NULL, as in Spark.
 
 mod convert;
+mod shape;
 
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(JsonFunction::new(Kind::GetJsonObject)));
     ctx.register_udf(ScalarUDF::from(JsonFunction::new(Kind::Path)));
     convert::register(ctx);
+    shape::register(ctx);
 }
 
 /// One step of a path.

@@ -362,6 +362,17 @@ fn group_by_modifiers(body: &mut SetExpr) -> Result<()> {
 
 /// The rewrite of one function call, if it is one of the spellings handled here.
 fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
+    // ceil(x, d) / floor(x, d): to d digits (sqlparser reads the scale into the expression).
+    if let Expr::Ceil { expr: x, field } | Expr::Floor { expr: x, field } = expr
+        && let datafusion::sql::sqlparser::ast::CeilFloorKind::Scale(d) = field
+    {
+        let f = if matches!(expr, Expr::Ceil { .. }) {
+            super::functions::CEIL_TO
+        } else {
+            super::functions::FLOOR_TO
+        };
+        return Ok(Some(parse_expr(&format!("{f}({x}, {d})"))?));
+    }
     // `acc.sum` in a lambda's body, `acc` a parameter: a field of the parameter (DataFusion
     // reads the dotted name as a column).
     if let Expr::Lambda(lambda) = expr {
@@ -561,6 +572,11 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         ("startswith", [a, b]) if scalar => format!("starts_with({a}, {b})"),
         ("lcase", [x]) if scalar => format!("lower({x})"),
+        // To a number of digits (DataFusion's ceil/floor take none).
+        ("ceil" | "ceiling", [x, d]) if scalar => {
+            format!("{}({x}, {d})", super::functions::CEIL_TO)
+        }
+        ("floor", [x, d]) if scalar => format!("{}({x}, {d})", super::functions::FLOOR_TO),
         ("ucase", [x]) if scalar => format!("upper({x})"),
         ("space", [n]) if scalar => format!("space(CAST({n} AS INT))"),
         ("e", []) if scalar => "CAST(2.718281828459045 AS DOUBLE)".to_string(),
@@ -781,6 +797,8 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         ("variance", [x]) if aggregate => return with_clauses(f, &format!("var_samp({x})"), None),
         // Spark's array_agg is collect_list: NULLs skipped, `[]` for no values.
+        // Its overflow is an error here, not NULL.
+        ("try_avg", [x]) if aggregate => return with_clauses(f, &format!("avg({x})"), None),
         ("array_agg", [x]) if aggregate => {
             return with_clauses(f, &format!("collect_list({x})"), None);
         }

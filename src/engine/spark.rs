@@ -584,13 +584,15 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("sign", [x]) if scalar => format!("signum({x})"),
         ("rint", [x]) if scalar => format!("rint(CAST({x} AS DOUBLE))"),
         // Spark's conversion functions.
-        ("timestamp", [x]) if scalar => format!("CAST({x} AS TIMESTAMP)"),
+        // (tidemark's TIMESTAMP cast: numbers are seconds, the session zone applies).
+        ("timestamp", [x]) if scalar => format!("{}({x})", super::functions::TO_TIMESTAMP),
         ("date", [x]) if scalar => format!("CAST({x} AS DATE)"),
-        // Spark reads a string argument as a timestamp / date.
+        // Spark reads a string argument as a timestamp.
         ("hour" | "minute" | "second", [x])
-            if scalar && !matches!(exprs[0], Expr::TypedString(..)) =>
+            if scalar
+                && matches!(exprs[0], Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_) | Value::DoubleQuotedString(_))) =>
         {
-            format!("{name}(CAST({x} AS TIMESTAMP))")
+            format!("{name}({}({x}))", super::functions::TO_TIMESTAMP)
         }
         // A day name that is none is an error (ANSI mode), not NULL.
         ("next_day", [d, w]) if scalar => {
@@ -635,7 +637,7 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                     let days: Vec<String> = DAYS.iter().map(|d| quoted(d)).collect();
                     format!(
                         "CASE WHEN {w} IS NULL OR upper({w}) IN ({}) THEN next_day(CAST({d} AS DATE), {w}) \
-                         ELSE CAST(concat('[ILLEGAL_DAY_OF_WEEK] not a day of the week: ', {w}) AS DATE) END",
+                         ELSE raise_error(concat('[ILLEGAL_DAY_OF_WEEK] not a day of the week: ', {w})) END",
                         days.join(", ")
                     )
                 }
@@ -645,15 +647,31 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("unix_date", [d]) if scalar => format!("CAST(CAST({d} AS DATE) AS INT)"),
         // -1 past the threshold.
         ("levenshtein", [a, b, t]) if scalar => {
-            format!("CASE WHEN levenshtein({a}, {b}) > {t} THEN -1 ELSE levenshtein({a}, {b}) END")
+            format!(
+                "CASE WHEN {t} IS NULL THEN NULL WHEN levenshtein({a}, {b}) > {t} THEN -1 ELSE levenshtein({a}, {b}) END"
+            )
         }
-        // The first match of the whole pattern, NULL when none.
+        // The first match of the whole pattern, NULL when none (or empty).
         ("regexp_substr", [s, p]) if scalar => {
-            format!("regexp_match({s}, concat('(', {p}, ')'))[0]")
+            format!("nullif(regexp_match({s}, concat('(', {p}, ')'))[0], '')")
         }
         // Inclusive, counting down when stop < start.
         ("sequence", [a, b]) if scalar => {
             format!("generate_series({a}, {b}, CASE WHEN {a} <= {b} THEN 1 ELSE -1 END)")
+        }
+        // A number step that goes away from stop is an error, as in Databricks (the engine's
+        // series is empty); a step of 0 gives [start] when start is stop.
+        ("sequence", [a, b, step])
+            if scalar
+                && matches!(exprs[2], Expr::Value(_) | Expr::UnaryOp { .. })
+                && !matches!(exprs[2], Expr::Value(v) if !matches!(v.value, Value::Number(..))) =>
+        {
+            format!(
+                "CASE WHEN {step} = 0 AND {a} = {b} THEN generate_series({a}, {b}, 1) \
+                 WHEN {step} = 0 OR ({step} > 0 AND {a} > {b}) OR ({step} < 0 AND {a} < {b}) \
+                 THEN raise_error(concat('[ILLEGAL_SEQUENCE_BOUNDARIES] sequence(): the step ', CAST({step} AS STRING), ' never reaches the stop')) \
+                 ELSE generate_series({a}, {b}, {step}) END"
+            )
         }
         ("sequence", [a, b, step]) if scalar => format!("generate_series({a}, {b}, {step})"),
         ("map_contains_key", [m, k]) if scalar => {
@@ -661,7 +679,7 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         // A key in both maps is [DUPLICATED_MAP_KEY], as in Databricks.
         ("map_concat", [a, b]) if scalar => format!(
-            "map_from_arrays(array_concat(map_keys({a}), map_keys({b})), array_concat(map_values({a}), map_values({b})))"
+            "CASE WHEN {a} IS NULL OR {b} IS NULL THEN NULL ELSE map_from_arrays(array_concat(map_keys({a}), map_keys({b})), array_concat(map_values({a}), map_values({b}))) END"
         ),
         ("endswith", [a, b]) if scalar => format!("ends_with({a}, {b})"),
         ("isnull", [x]) if scalar => format!("({x} IS NULL)"),
@@ -954,6 +972,10 @@ fn with_clauses(
         return Err(Error::Other(format!("not a function call: {sql}")));
     };
     g.over = f.over.clone();
+    // `first(x) IGNORE NULLS OVER (...)`: the clause stays (a rewrite may also set it).
+    if g.null_treatment.is_none() {
+        g.null_treatment = f.null_treatment;
+    }
     g.filter = match (&f.filter, extra) {
         (Some(existing), Some(extra)) => Some(Box::new(parse_expr(&format!(
             "({existing}) AND ({extra})"

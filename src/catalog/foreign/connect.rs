@@ -517,7 +517,7 @@ impl TableProvider for Checked {
                 TableProviderFilterPushDown::Unsupported => {
                     TableProviderFilterPushDown::Unsupported
                 }
-                _ if compares_strings_loosely(f, &schema) || calls_engine_functions(f) => {
+                _ if compares_strings_loosely(f, &schema) || !plain_filter(f) => {
                     TableProviderFilterPushDown::Unsupported
                 }
                 _ => TableProviderFilterPushDown::Inexact,
@@ -526,21 +526,49 @@ impl TableProvider for Checked {
     }
 }
 
-/// Whether a filter calls a function only the engine has: its checked arithmetic (`a + 1`
-/// is `__add(a, 1)`), `try_*` and other `__` functions, which the database does not know.
-fn calls_engine_functions(f: &EngineExpr) -> bool {
+/// Whether a filter means the same in the database as in the engine: columns, constants,
+/// comparisons, AND/OR/NOT, IS [NOT] NULL, IN and BETWEEN. Functions, arithmetic and casts of
+/// columns stay in the engine: the database would round, overflow and convert by its own
+/// rules (PostgreSQL rounds on `CAST(2.7 AS INT)`, Databricks truncates), and it knows none
+/// of tidemark's functions (`a + 1` is `__add(a, 1)`).
+fn plain_filter(f: &EngineExpr) -> bool {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-    let mut found = false;
+    use datafusion::logical_expr::Operator;
+    let mut plain = true;
     let _ = f.apply(|e| {
-        if let EngineExpr::ScalarFunction(call) = e
-            && (call.name().starts_with("__") || call.name().starts_with("try_"))
-        {
-            found = true;
-            return Ok(TreeNodeRecursion::Stop);
+        let ok = match e {
+            EngineExpr::Column(_)
+            | EngineExpr::Literal(..)
+            | EngineExpr::Not(_)
+            | EngineExpr::IsNull(_)
+            | EngineExpr::IsNotNull(_)
+            | EngineExpr::InList(_)
+            | EngineExpr::Between(_)
+            | EngineExpr::Like(_)
+            | EngineExpr::Alias(_) => true,
+            EngineExpr::BinaryExpr(b) => matches!(
+                b.op,
+                Operator::Eq
+                    | Operator::NotEq
+                    | Operator::Lt
+                    | Operator::LtEq
+                    | Operator::Gt
+                    | Operator::GtEq
+                    | Operator::And
+                    | Operator::Or
+            ),
+            EngineExpr::Cast(c) => matches!(*c.expr, EngineExpr::Literal(..)),
+            EngineExpr::TryCast(c) => matches!(*c.expr, EngineExpr::Literal(..)),
+            _ => false,
+        };
+        if ok {
+            Ok(TreeNodeRecursion::Continue)
+        } else {
+            plain = false;
+            Ok(TreeNodeRecursion::Stop)
         }
-        Ok(TreeNodeRecursion::Continue)
     });
-    found
+    plain
 }
 
 /// Whether a filter compares strings in a way a database's collation could answer with fewer

@@ -254,6 +254,30 @@ pub fn checked_calls<V: datafusion::sql::sqlparser::ast::VisitMut>(e: &mut V) {
                 _ => return std::ops::ControlFlow::<()>::Continue(()),
             };
             let arg = |x: &Sql| FunctionArg::Unnamed(FunctionArgExpr::Expr(x.clone()));
+            // An integer literal operand is typed by its digits next to a DECIMAL, as the
+            // planner types it (a third argument says which operand, and its digits).
+            let digits = |x: &Sql| match x {
+                Sql::Value(v) => match &v.value {
+                    datafusion::sql::sqlparser::ast::Value::Number(n, _)
+                        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) =>
+                    {
+                        Some(n.trim_start_matches('0').len().max(1))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            let mut args = vec![arg(left), arg(right)];
+            let hint = match (digits(left), digits(right)) {
+                (Some(d), None) => Some(format!("L{d}")),
+                (None, Some(d)) => Some(format!("R{d}")),
+                _ => None,
+            };
+            if let Some(hint) = hint {
+                args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(Sql::Value(
+                    datafusion::sql::sqlparser::ast::Value::SingleQuotedString(hint).into(),
+                ))));
+            }
             *e = Sql::Function(Function {
                 name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(format!(
                     "__{word}"
@@ -262,7 +286,7 @@ pub fn checked_calls<V: datafusion::sql::sqlparser::ast::VisitMut>(e: &mut V) {
                 parameters: FunctionArguments::None,
                 args: FunctionArguments::List(FunctionArgumentList {
                     duplicate_treatment: None,
-                    args: vec![arg(left), arg(right)],
+                    args,
                     clauses: vec![],
                 }),
                 filter: None,
@@ -303,21 +327,93 @@ impl ScalarUDFImpl for Checked {
     /// The operator's own column name (`a + b`) for the checked operators; `try_add(a, b)`.
     fn schema_name(&self, args: &[Expr]) -> Result<String> {
         let args: Vec<String> = args.iter().map(|a| a.schema_name().to_string()).collect();
-        Ok(if self.try_ || self.op == Op::IntDivide {
-            format!("{}({})", self.name, args.join(", "))
-        } else {
-            format!("{} {} {}", args[0], self.op.operator(), args[1])
+        Ok(match args.as_slice() {
+            [l, r, ..] if !(self.try_ || self.op == Op::IntDivide) => {
+                format!("{l} {} {r}", self.op.operator())
+            }
+            _ => format!("{}({})", self.name, args.join(", ")),
         })
     }
 
     fn coerce_types(&self, types: &[DataType]) -> Result<Vec<DataType>> {
-        let [l, r] = types else {
+        let (l, r, hinted) = match types {
+            [l, r] => (l, r, false),
+            [l, r, DataType::Utf8] if !self.try_ => (l, r, true),
+            _ => (&DataType::Null, &DataType::Null, false),
+        };
+        if types.len() != 2 && !hinted {
             return Err(DataFusionError::Plan(format!(
                 "[WRONG_NUM_ARGS] {}() takes two arguments, got {}",
                 self.name,
                 types.len()
             )));
-        };
+        }
+        let mut out = self.coerce_pair(l, r)?;
+        if hinted {
+            // The literal's own type stays: its digits (the hint) make its DECIMAL.
+            for (given, coerced) in [l, r].into_iter().zip(out.iter_mut()) {
+                if integer(given) && decimal(coerced) {
+                    *coerced = given.clone();
+                }
+            }
+            out.push(DataType::Utf8);
+        }
+        Ok(out)
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> Result<datafusion::arrow::datatypes::FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let hint = literal_hint(args.scalar_arguments.get(2).copied().flatten());
+        let (l, r) = hinted_types(&types[0], &types[1], hint);
+        Ok(Arc::new(Field::new(
+            self.name(),
+            self.result_type(&[l, r])?,
+            true,
+        )))
+    }
+
+    fn return_type(&self, types: &[DataType]) -> Result<DataType> {
+        self.result_type(types)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.invoke(args)
+    }
+}
+
+/// The third argument of a checked operator MERGE calls: which operand is an integer
+/// literal (`L`/`R`) and its digits.
+fn literal_hint(v: Option<&ScalarValue>) -> Option<(bool, u8)> {
+    let ScalarValue::Utf8(Some(h)) = v? else {
+        return None;
+    };
+    let digits = h.get(1..)?.parse::<u8>().ok()?.clamp(1, 38);
+    match h.as_bytes().first()? {
+        b'L' => Some((true, digits)),
+        b'R' => Some((false, digits)),
+        _ => None,
+    }
+}
+
+/// The operand types with a hinted integer literal as the DECIMAL of its digits, when the
+/// other operand is a DECIMAL.
+fn hinted_types(l: &DataType, r: &DataType, hint: Option<(bool, u8)>) -> (DataType, DataType) {
+    match hint {
+        Some((true, d)) if integer(l) && decimal(r) => (DataType::Decimal128(d, 0), r.clone()),
+        Some((false, d)) if integer(r) && decimal(l) => (l.clone(), DataType::Decimal128(d, 0)),
+        _ => (l.clone(), r.clone()),
+    }
+}
+
+impl Checked {
+    fn coerce_pair(&self, l: &DataType, r: &DataType) -> Result<Vec<DataType>> {
         let (l, r) = self.operands(l, r).map_err(|e| {
             DataFusionError::Plan(format!(
                 "[DATATYPE_MISMATCH] {}() cannot {} {l} and {r}: {e}",
@@ -327,8 +423,10 @@ impl ScalarUDFImpl for Checked {
         })?;
         Ok(vec![l, r])
     }
+}
 
-    fn return_type(&self, types: &[DataType]) -> Result<DataType> {
+impl Checked {
+    fn result_type(&self, types: &[DataType]) -> Result<DataType> {
         let (l, r) = self.operands(&types[0], &types[1])?;
         if let (DataType::Decimal128(p1, s1), DataType::Decimal128(p2, s2)) = (&l, &r) {
             let (p, s) = spark_decimal(self.op, (*p1, *s1), (*p2, *s2));
@@ -337,14 +435,25 @@ impl ScalarUDFImpl for Checked {
         BinaryTypeCoercer::new(&l, &self.op.operator(), &r).get_result_type()
     }
 
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let n = if scalar { 1 } else { args.number_rows };
+    fn invoke(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
         let l = args.args[0].to_array(n)?;
         let r = args.args[1].to_array(n)?;
+        let hint = match args.args.get(2) {
+            Some(ColumnarValue::Scalar(h)) => literal_hint(Some(h)),
+            _ => None,
+        };
+        let (lt, rt) = hinted_types(l.data_type(), r.data_type(), hint);
+        let l = if &lt == l.data_type() {
+            l
+        } else {
+            datafusion::arrow::compute::cast(&l, &lt)?
+        };
+        let r = if &rt == r.data_type() {
+            r
+        } else {
+            datafusion::arrow::compute::cast(&r, &rt)?
+        };
         let out = args.return_field.data_type().clone();
         let result = match self.apply(&l, &r, &out) {
             Ok(a) => a,
@@ -365,11 +474,7 @@ impl ScalarUDFImpl for Checked {
                 }
             }
         };
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
+        super::shaped_like(&args.args, result)
     }
 }
 

@@ -450,14 +450,22 @@ impl Lists {
             let range = self.starts[r]..self.starts[r + 1];
             lengths.push(range.filter(|&j| keep.value(j)).count());
         }
-        let kept = filter(&self.values, &keep)?;
+        self.relisted(lengths, filter(&self.values, &keep)?)
+    }
+
+    /// `values` as lists of `lengths`, with the input's NULL lists.
+    fn relisted(
+        &self,
+        lengths: impl IntoIterator<Item = usize>,
+        values: ArrayRef,
+    ) -> Result<ArrayRef> {
         let DataType::List(item) = self.list.data_type() else {
             unreachable!("Lists holds a List")
         };
         Ok(Arc::new(ListArray::try_new(
             item.clone(),
             OffsetBuffer::from_lengths(lengths),
-            kept,
+            values,
             self.list.nulls().cloned(),
         )?))
     }
@@ -615,16 +623,7 @@ impl Lists {
             order.extend(idx.into_iter().map(|i| (range.start + i) as u32));
         }
         let sorted = take(&self.values, &UInt32Array::from(order), None)?;
-        let lengths = (0..self.rows()).map(|r| self.range(r).len());
-        let DataType::List(item) = self.list.data_type() else {
-            unreachable!("Lists holds a List")
-        };
-        Ok(Arc::new(ListArray::try_new(
-            item.clone(),
-            OffsetBuffer::from_lengths(lengths),
-            sorted,
-            self.list.nulls().cloned(),
-        )?))
+        self.relisted((0..self.rows()).map(|r| self.range(r).len()), sorted)
     }
 }
 

@@ -38,9 +38,12 @@ pub fn udfs(round: Option<Arc<ScalarUDF>>) -> Vec<ScalarUDF> {
             signature: Signature::variadic_any(Volatility::Immutable),
         })
     })
-    .chain([ScalarUDF::from(Conv {
-        signature: Signature::any(3, Volatility::Immutable),
-    })])
+    .chain([
+        ScalarUDF::from(Conv {
+            signature: Signature::any(3, Volatility::Immutable),
+        }),
+        ScalarUDF::from(RaiseError::new()),
+    ])
     .collect()
 }
 
@@ -54,6 +57,17 @@ struct RoundTo {
     /// The function of the same name for the types this one leaves (round's, for floats).
     fallback: Option<Arc<ScalarUDF>>,
     signature: Signature,
+}
+
+/// The type ceil/floor round a float in: Spark's DECIMAL for it (the others round floats).
+fn float_as_decimal(t: &DataType, mode: Mode) -> DataType {
+    match (t, mode) {
+        (DataType::Float64, Mode::Ceil | Mode::Floor) => DataType::Decimal128(30, 15),
+        (DataType::Float32 | DataType::Float16, Mode::Ceil | Mode::Floor) => {
+            DataType::Decimal128(14, 7)
+        }
+        _ => t.clone(),
+    }
 }
 
 /// The scale argument: a constant integer (0 when there is none).
@@ -114,10 +128,12 @@ impl ScalarUDFImpl for RoundTo {
         }
         let t = args.arg_fields[0].data_type();
         if let Some(fallback) = &self.fallback
-            && !matches!(t, DataType::Decimal128(..))
+            && (t.is_integer() || t.is_null())
         {
             return fallback.return_field_from_args(args);
         }
+        // Spark's ceil/floor to a scale take DECIMALs: a DOUBLE is a DECIMAL(30,15) first.
+        let t = &float_as_decimal(t, self.mode);
         let d = match args.scalar_arguments.get(1) {
             None => 0,
             Some(Some(s)) => match s.cast_to(&DataType::Int32)? {
@@ -155,14 +171,17 @@ impl ScalarUDFImpl for RoundTo {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         if let Some(fallback) = &self.fallback
-            && !matches!(args.args[0].data_type(), DataType::Decimal128(..))
+            && (args.args[0].data_type().is_integer() || args.args[0].data_type().is_null())
         {
             return fallback.invoke_with_args(args);
         }
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let n = if scalar { 1 } else { args.number_rows };
+        let n = args.number_rows;
         let d = scale_of(&args.args)?;
         let x = args.args[0].to_array(n)?;
+        let x = match float_as_decimal(x.data_type(), self.mode) {
+            t if &t == x.data_type() => x,
+            t => datafusion::arrow::compute::cast(&x, &t)?,
+        };
         let out = args.return_field.data_type().clone();
         let result: ArrayRef = match (&out, decimal_in(x.data_type())) {
             (DataType::Decimal128(p, s), Some((p0, s0))) => {
@@ -173,7 +192,9 @@ impl ScalarUDFImpl for RoundTo {
                     values.push(match v {
                         None => None,
                         Some(v) => Some(
-                            round_unscaled(v, s0 as i32, d, *s as i32, self.mode).ok_or_else(
+                            round_unscaled(v, s0 as i32, d, *s as i32, self.mode)
+                                .filter(|r| r.unsigned_abs() < 10u128.pow(*p as u32))
+                                .ok_or_else(
                                 || {
                                     DataFusionError::Execution(format!(
                                         "[NUMERIC_VALUE_OUT_OF_RANGE] {}: the result does not fit DECIMAL({p}, {s})",
@@ -196,30 +217,34 @@ impl ScalarUDFImpl for RoundTo {
                 Arc::new(r)
             }
         };
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
+        super::shaped_like(&args.args, result)
     }
 }
 
 /// A DOUBLE rounded as Spark rounds it: its shortest decimal text (what Java prints) rounded
 /// exactly, so `bround(2.675D, 2)` is 2.68 although the binary value is a little below.
 fn round_double(v: f64, d: i32, mode: Mode) -> f64 {
-    if !v.is_finite() || v.abs() >= 1e15 && d >= 0 {
+    if !v.is_finite() || v.abs() >= 1e20 && d >= 0 {
+        // No fraction left to round at this size.
         return v;
     }
     let text = format!("{v}");
     let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    // Past 30 digits of fraction only whether any digit is not 0 matters (a tie or not).
+    let frac = if frac.len() > 30 {
+        let sticky = frac[30..].bytes().any(|b| b != b'0');
+        format!("{}{}", &frac[..30], if sticky { "1" } else { "0" })
+    } else {
+        frac.to_string()
+    };
     let digits = format!("{int}{frac}");
     match digits.parse::<i128>() {
-        Ok(unscaled) if frac.len() <= 38 => {
+        Ok(unscaled) => {
             let s = frac.len() as i32;
-            let out = d.max(0);
+            let out = d.clamp(0, 31);
             round_unscaled(unscaled, s, d, out, mode).map_or(v, |r| r as f64 / 10f64.powi(out))
         }
-        _ => v,
+        Err(_) => v,
     }
 }
 
@@ -235,10 +260,10 @@ fn round_unscaled(v: i128, s: i32, d: i32, out: i32, mode: Mode) -> Option<i128>
         let up = match mode {
             Mode::Ceil => r > 0,
             Mode::Floor => r < 0,
-            Mode::HalfUp => r.abs() * 2 >= unit,
+            Mode::HalfUp => r.abs() >= unit - r.abs(),
             Mode::HalfEven => {
-                let twice = r.abs() * 2;
-                twice > unit || (twice == unit && q % 2 != 0)
+                let (r, rest) = (r.abs(), unit - r.abs());
+                r > rest || (r == rest && q % 2 != 0)
             }
         };
         let q = if !up {
@@ -274,7 +299,7 @@ struct Conv {
 }
 
 fn conv_one(num: &str, from: i64, to: i64) -> Result<Option<String>> {
-    if !(2..=36).contains(&from) || !(2..=36).contains(&to.abs()) {
+    if !(2..=36).contains(&from) || !(2..=36).contains(&to.unsigned_abs()) {
         return Ok(None);
     }
     let num = num.trim();
@@ -299,7 +324,7 @@ fn conv_one(num: &str, from: i64, to: i64) -> Result<Option<String>> {
                 ))
             })?;
     }
-    if !any {
+    if !any && digits.is_empty() {
         return Ok(None);
     }
     let value = if negative {
@@ -347,11 +372,7 @@ impl ScalarUDFImpl for Conv {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let n = if scalar { 1 } else { args.number_rows };
+        let n = args.number_rows;
         let num = datafusion::arrow::compute::cast(&args.args[0].to_array(n)?, &DataType::Utf8)?;
         let num = num.as_string::<i32>();
         let from = datafusion::arrow::compute::cast(&args.args[1].to_array(n)?, &DataType::Int64)?;
@@ -367,10 +388,55 @@ impl ScalarUDFImpl for Conv {
             out.append_option(conv_one(num.value(i), from.value(i), to.value(i))?);
         }
         let result: ArrayRef = Arc::new(out.finish());
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
+        super::shaped_like(&args.args, result)
+    }
+}
+
+/// `raise_error(message)`: fails the query with `message` where it is evaluated (only the rows
+/// a CASE picks), `[USER_RAISED_EXCEPTION]` unless the message names its own class. Volatile,
+/// so that planning never evaluates it ahead of the rows.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct RaiseError {
+    signature: Signature,
+}
+
+impl RaiseError {
+    pub fn new() -> Self {
+        RaiseError {
+            signature: Signature::any(1, Volatility::Volatile),
+        }
+    }
+}
+
+impl ScalarUDFImpl for RaiseError {
+    fn name(&self) -> &str {
+        "raise_error"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Null)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let messages =
+            datafusion::arrow::compute::cast(&args.args[0].to_array(n)?, &DataType::Utf8)?;
+        let messages = messages.as_string::<i32>();
+        if let Some(m) = (0..n)
+            .map(|i| messages.is_valid(i).then(|| messages.value(i)))
+            .next()
+        {
+            let m = m.unwrap_or("NULL");
+            return Err(DataFusionError::Execution(if m.starts_with('[') {
+                m.to_string()
+            } else {
+                format!("[USER_RAISED_EXCEPTION] {m}")
+            }));
+        }
+        Ok(ColumnarValue::Scalar(ScalarValue::Null))
     }
 }

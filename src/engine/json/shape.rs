@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int32Builder, ListBuilder, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Field};
-use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -64,12 +63,10 @@ impl<'de> Visitor<'de> for Keys {
     }
 }
 
-/// `visitor` over the whole of `text` (trailing text makes it not JSON).
+/// `visitor` over the value `text` starts with (as Databricks, text after it is not read).
 fn read<'a, V: Visitor<'a>>(text: &'a str, visitor: V) -> Option<V::Value> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = de.deserialize_any(visitor).ok()?;
-    de.end().ok()?;
-    Some(value)
+    de.deserialize_any(visitor).ok()
 }
 
 impl ScalarUDFImpl for Shape {
@@ -97,8 +94,7 @@ impl ScalarUDFImpl for Shape {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let n = if scalar { 1 } else { args.number_rows };
+        let n = args.number_rows;
         let text = datafusion::arrow::compute::cast(&args.args[0].to_array(n)?, &DataType::Utf8)?;
         let text = text
             .as_any()
@@ -127,10 +123,6 @@ impl ScalarUDFImpl for Shape {
             }
             Arc::new(out.finish())
         };
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)
-        } else {
-            ColumnarValue::Array(result)
-        })
+        crate::engine::functions::shaped_like(&args.args, result)
     }
 }

@@ -436,14 +436,18 @@ impl Lists {
         )?))
     }
 
-    fn filter(&self, lambda: &LambdaArgument) -> Result<ArrayRef> {
-        let keep = self.each(lambda)?;
-        let keep = if keep.data_type() == &DataType::Null {
-            new_null_array(&DataType::Boolean, keep.len())
+    /// A predicate lambda over every element: BOOLEANs (a lambda typed NULL gives NULLs).
+    fn each_test(&self, lambda: &LambdaArgument) -> Result<BooleanArray> {
+        let tests = self.each(lambda)?;
+        Ok(if tests.data_type() == &DataType::Null {
+            BooleanArray::new_null(tests.len())
         } else {
-            keep
-        };
-        let keep = keep.as_boolean();
+            tests.as_boolean().clone()
+        })
+    }
+
+    fn filter(&self, lambda: &LambdaArgument) -> Result<ArrayRef> {
+        let keep = self.each_test(lambda)?;
         let keep: BooleanArray = keep.iter().map(|k| Some(k == Some(true))).collect();
         let mut lengths = Vec::with_capacity(self.rows());
         for r in 0..self.rows() {
@@ -472,13 +476,7 @@ impl Lists {
 
     /// `exists` (`any`) or `forall`, three-valued.
     fn any_all(&self, lambda: &LambdaArgument, any: bool) -> Result<ArrayRef> {
-        let tests = self.each(lambda)?;
-        let tests = if tests.data_type() == &DataType::Null {
-            new_null_array(&DataType::Boolean, tests.len())
-        } else {
-            tests
-        };
-        let tests = tests.as_boolean();
+        let tests = self.each_test(lambda)?;
         let mut out = BooleanBuilder::with_capacity(self.rows());
         for r in 0..self.rows() {
             if self.list.is_null(r) {

@@ -32,6 +32,28 @@ pub fn in_log(location: &str) -> bool {
     location.split('/').any(|p| p == DIR)
 }
 
+/// Whether the log at `log` holds a version: a commit or a checkpoint, as Delta readers name
+/// them. A process killed while creating a table leaves a log directory with no version (only
+/// a staged `00000000000000000000.json#1`, or nothing): that is no table, and creating it
+/// again must work.
+pub fn has_version(log: &Path) -> bool {
+    if log.join(file_name(0, "json")).is_file() || log.join("_last_checkpoint").is_file() {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(log) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let Some((digits, rest)) = name.to_str().and_then(|n| n.split_at_checked(20)) else {
+            return false;
+        };
+        digits.bytes().all(|b| b.is_ascii_digit())
+            && rest.starts_with('.')
+            && (rest.ends_with(".json") || rest.ends_with(".parquet"))
+    })
+}
+
 /// The newest version of the log at `log` and whether it has a JSON commit: from the last
 /// checkpoint on, by name, else from every name in the directory.
 pub fn newest_version(log: &Path) -> Option<(u64, bool)> {

@@ -271,9 +271,10 @@ impl Warehouse {
             .map_err(|_| Error::Invalid(format!("cannot turn {} into a URL", path.display())))
     }
 
-    /// Whether a directory holds a Delta table.
+    /// Whether a directory holds a Delta table: a log with a version in it (see
+    /// [`log::has_version`]).
     pub fn is_table_dir(path: &Path) -> bool {
-        log::dir(path).is_dir()
+        log::has_version(&log::dir(path))
     }
 
     /// Catalog names on disk (plus the built-in ones), sorted.

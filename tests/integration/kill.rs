@@ -443,3 +443,51 @@ fn shard_workers_split_the_job_and_survive_a_killed_worker() {
         assert_eq!(mark, max, "seed {seed}: ctl row of s{i}");
     }
 }
+
+/// What a process killed while creating a table leaves: a log directory with no version in
+/// it, empty or holding only the staged first commit (`00000000000000000000.json#1`, written
+/// before it is linked into place). That is no table: it is not listed, reads say it is not
+/// found, and CREATE TABLE and a copy's first run create it.
+#[test]
+fn a_table_whose_creation_was_killed_is_no_table_and_is_created_again() {
+    use crate::common::{run, sql};
+    let (_d, wh) = warehouse();
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE s (id BIGINT, ts BIGINT)",
+            "INSERT INTO s VALUES (1, 10), (2, 20)",
+        ],
+    );
+    let schema = wh.join("main/default");
+    std::fs::create_dir_all(schema.join("empty/_delta_log")).unwrap();
+    std::fs::create_dir_all(schema.join("staged/_delta_log")).unwrap();
+    std::fs::write(
+        schema.join("staged/_delta_log/00000000000000000000.json#1"),
+        b"{\"protocol\":{\"minReaderVersion\":1",
+    )
+    .unwrap();
+    assert_eq!(
+        sql(&wh, &["SHOW TABLES"]).lines().count(),
+        2,
+        "only s is a table"
+    );
+    for t in ["empty", "staged"] {
+        let out = run(&wh, &format!("SELECT * FROM {t}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("not found"),
+            "{t}: {err}"
+        );
+    }
+    sql(
+        &wh,
+        &[
+            "CREATE TABLE empty (a INT)",
+            "INSERT INTO empty VALUES (7)",
+            "COPY INCREMENTAL s INTO staged WATERMARK ts",
+        ],
+    );
+    assert_eq!(ok(&wh, "SELECT a FROM empty"), "a\n7\n");
+    assert_eq!(ok(&wh, "SELECT id FROM staged ORDER BY id"), "id\n1\n2\n");
+}

@@ -18,6 +18,8 @@ pub use arithmetic::{AnsiArithmetic, INT_DIVIDE, checked_calls};
 mod lambda;
 pub use lambda::SORT_BY;
 mod percentile;
+mod statistics;
+pub use statistics::{DISTINCT_OF, DISTINCT_PREFIX};
 mod rounding;
 pub use rounding::{CEIL_TO, FLOOR_TO};
 mod regex;
@@ -47,8 +49,12 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(regex::RegexList::split()));
     ctx.register_udf(ScalarUDF::from(regex::RegexList::extract_all()));
     ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
-        percentile::PercentileApprox::new(),
+        percentile::PercentileApprox::new(false),
     ));
+    ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
+        percentile::PercentileApprox::new(true),
+    ));
+    ctx.register_udf(log1p());
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
     ctx.register_udf(ScalarUDF::from(ElementAt::new(false)));
     ctx.register_udf(ScalarUDF::from(ElementAt::try_element_at()));
@@ -83,6 +89,44 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
         CheckedSum::new(),
     ));
+    for f in statistics::udafs() {
+        ctx.register_udaf(f);
+    }
+    // Last: the DISTINCT forms wrap the aggregates registered above.
+    for name in DISTINCT_OF {
+        if let Ok(inner) = datafusion::execution::FunctionRegistry::udaf(ctx, name) {
+            ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
+                statistics::Distinct::new(name, inner),
+            ));
+        }
+    }
+}
+
+/// `__log1p(x)`: ln(1 + x), exact for x near 0 (Spark's `log1p`; the SQL rewrite makes it
+/// NULL for x <= -1).
+pub const LOG1P: &str = "__log1p";
+
+fn log1p() -> ScalarUDF {
+    datafusion::logical_expr::create_udf(
+        LOG1P,
+        vec![DataType::Float64],
+        DataType::Float64,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let n = args.iter().find_map(|a| match a {
+                ColumnarValue::Array(a) => Some(a.len()),
+                _ => None,
+            });
+            let x = args[0].to_array(n.unwrap_or(1))?;
+            let out: datafusion::arrow::array::Float64Array = x
+                .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+                .unary(f64::ln_1p);
+            Ok(match n {
+                Some(_) => ColumnarValue::Array(Arc::new(out)),
+                None => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+            })
+        }),
+    )
 }
 
 /// `sum()` that fails on overflow, as Databricks does (ARITHMETIC_OVERFLOW). DataFusion's

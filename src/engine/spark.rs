@@ -49,7 +49,6 @@ pub const SPELLED: &[&str] = &[
     "max_by",
     "min_by",
     "month",
-    "percentile",
     "quarter",
     "regexp_extract",
     "to_date",
@@ -271,6 +270,28 @@ fn spark_query_shapes(query: &mut Query) {
                 body(left);
                 body(right);
             }
+            // `VALUES (('a', 10))`: a row written as one parenthesised tuple is that tuple's
+            // columns, as Spark reads it.
+            SetExpr::Values(values) => {
+                for row in &mut values.rows {
+                    if let [Expr::Tuple(items)] = row.content.as_slice() {
+                        row.content = items.clone();
+                    }
+                }
+            }
+            // `TABLE t`: every row of t.
+            SetExpr::Table(table) => {
+                if let Some(name) = &table.table_name {
+                    let q = |s: &str| format!("`{}`", s.replace('`', "``"));
+                    let qualified = match &table.schema_name {
+                        Some(schema) => format!("{}.{}", q(schema), q(name)),
+                        None => q(name),
+                    };
+                    if let Ok(q) = parse_query(&format!("SELECT * FROM {qualified}")) {
+                        *set = *q.body;
+                    }
+                }
+            }
             SetExpr::Select(select) => {
                 for from in &mut select.from {
                     for join in &mut from.joins {
@@ -467,6 +488,12 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             named.join(", ")
         ))?))));
     }
+    // UTF8_BINARY is how tidemark compares strings anyway: the clause changes nothing.
+    if let Expr::Collate { collation, expr: x } = expr
+        && collation.to_string().eq_ignore_ascii_case("UTF8_BINARY")
+    {
+        return Ok(Some(Expr::Nested(x.clone())));
+    }
     if let Expr::Collate { collation, .. } = expr {
         return Err(Error::class(
             "UNSUPPORTED_FEATURE",
@@ -475,6 +502,33 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             ),
         ));
     }
+    // `map('k', 1).k`, `named_struct(...).f`: a map's key or a struct's field by name
+    // (DataFusion's planner takes a dot only after a column).
+    if let Expr::CompoundFieldAccess { root, access_chain } = expr
+        && !matches!(
+            root.as_ref(),
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_)
+        )
+        && access_chain.iter().any(|a| {
+            matches!(
+                a,
+                datafusion::sql::sqlparser::ast::AccessExpr::Dot(Expr::Identifier(_))
+            )
+        })
+    {
+        use datafusion::sql::sqlparser::ast::AccessExpr;
+        let mut text = format!("({root})");
+        for access in access_chain {
+            text = match access {
+                AccessExpr::Dot(Expr::Identifier(id)) => {
+                    format!("get_field({text}, {})", quoted(&id.value))
+                }
+                AccessExpr::Dot(other) => format!("({text}).{other}"),
+                AccessExpr::Subscript(sub) => format!("({text})[{sub}]"),
+            };
+        }
+        return Ok(Some(Expr::Nested(Box::new(parse_expr(&text)?))));
+    }
     let Expr::Function(f) = expr else {
         return Ok(None);
     };
@@ -482,6 +536,56 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         return Ok(None);
     }
     let name = f.name.to_string().to_lowercase();
+    // `corr(DISTINCT a, b)`, `skewness(DISTINCT x)`, ...: the aggregate over the distinct rows
+    // of its arguments (DataFusion's take DISTINCT and ignore it, or refuse it).
+    if let FunctionArguments::List(l) = &f.args
+        && matches!(
+            l.duplicate_treatment,
+            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
+        )
+        && l.clauses.is_empty()
+        && f.over.is_none()
+        && f.within_group.is_empty()
+    {
+        let canonical = match name.as_str() {
+            "variance" => "var_samp",
+            "var" => "var_samp",
+            "stddev" | "std" => "stddev_samp",
+            "approx_percentile" => "percentile_approx",
+            "covar" => "covar_samp",
+            other => other,
+        };
+        if super::functions::DISTINCT_OF.contains(&canonical) {
+            let mut g = f.clone();
+            g.name = datafusion::sql::sqlparser::ast::ObjectName::from(vec![
+                datafusion::sql::sqlparser::ast::Ident::new(format!(
+                    "{}{canonical}",
+                    super::functions::DISTINCT_PREFIX
+                )),
+            ]);
+            if let FunctionArguments::List(l) = &mut g.args {
+                l.duplicate_treatment = None;
+            }
+            return Ok(Some(Expr::Function(g)));
+        }
+    }
+    // Spark's percentile_cont of an array of percentages, and percentile_disc (the smallest
+    // value whose share of values at or below it reaches p: percentile_approx's exact answer).
+    if matches!(name.as_str(), "percentile_cont" | "percentile_disc")
+        && f.over.is_none()
+        && let [order] = f.within_group.as_slice()
+        && order.options.asc != Some(false)
+        && let Some([p]) = plain_args(&f.args).as_deref()
+        && (name == "percentile_disc" || matches!(p, Expr::Array(_) | Expr::Function(_)))
+    {
+        let x = &order.expr;
+        let sql = if name == "percentile_disc" {
+            format!("percentile_approx(({x}), ({p}))")
+        } else {
+            format!("percentile(({x}), ({p}))")
+        };
+        return with_clauses(f, &sql, None);
+    }
     // DataFusion's statistical aggregates take DISTINCT and ignore it: refused, never a
     // different answer.
     if let FunctionArguments::List(l) = &f.args
@@ -511,6 +615,45 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice()
     {
         return with_clauses(f, &format!("collect_set(({x}))"), None);
+    }
+    if let FunctionArguments::List(l) = &f.args
+        && matches!(
+            l.duplicate_treatment,
+            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
+        )
+        && l.clauses.is_empty()
+        && f.within_group.is_empty()
+        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice()
+    {
+        match name.as_str() {
+            // The distinct values of the condition that are true: 1 when any row is.
+            "count_if" => {
+                return with_clauses(
+                    f,
+                    &format!("count(DISTINCT CASE WHEN ({x}) THEN true END)"),
+                    None,
+                );
+            }
+            "try_avg" => return with_clauses(f, &format!("avg(DISTINCT ({x}))"), None),
+            _ => {}
+        }
+    }
+    // Window ranking functions take no arguments; Spark accepts and ignores them (the
+    // window's ORDER BY ranks).
+    if f.over.is_some()
+        && matches!(
+            name.as_str(),
+            "percent_rank" | "cume_dist" | "rank" | "dense_rank" | "row_number"
+        )
+        && matches!(&f.args, FunctionArguments::List(l) if !l.args.is_empty())
+    {
+        let mut g = f.clone();
+        g.args = FunctionArguments::List(datafusion::sql::sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![],
+            clauses: vec![],
+        });
+        return Ok(Some(Expr::Function(g)));
     }
     let Some(exprs) = plain_args(&f.args) else {
         return Ok(None);
@@ -550,11 +693,33 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("dayofweek", [x]) if scalar => part("dow", x),
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
-        // Spark's exact percentile interpolates between the two nearest values.
-        ("percentile", [x, p]) if aggregate && f.over.is_none() && f.filter.is_none() => {
-            format!("percentile_cont({x}, {p})")
-        }
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
+        // Spark's log(x) is the natural logarithm (DataFusion's is base 10), log(b, x) is
+        // ln(x) / ln(b), and every logarithm of a number out of its domain is NULL.
+        ("ln" | "log", [x]) if scalar => {
+            format!("CASE WHEN {x} <= 0 THEN NULL ELSE ln(CAST({x} AS DOUBLE)) END")
+        }
+        ("log", [b, x]) if scalar => format!(
+            "CASE WHEN {b} <= 0 OR {x} <= 0 THEN NULL ELSE ln(CAST({x} AS DOUBLE)) / ln(CAST({b} AS DOUBLE)) END"
+        ),
+        ("log10" | "log2", [x]) if scalar => {
+            format!("CASE WHEN {x} <= 0 THEN NULL ELSE {name}(CAST({x} AS DOUBLE)) END")
+        }
+        ("log1p", [x]) if scalar => format!(
+            "CASE WHEN {x} <= -1 THEN NULL ELSE {}(CAST({x} AS DOUBLE)) END",
+            super::functions::LOG1P
+        ),
+        // The square root of a negative number is NaN (DataFusion's is an error).
+        ("sqrt", [x]) if scalar => format!(
+            "sqrt(CASE WHEN {x} < 0 THEN CAST('NaN' AS DOUBLE) ELSE CAST({x} AS DOUBLE) END)"
+        ),
+        // NULL outside 0..20 (and for a number no INT holds).
+        ("factorial", [x]) if scalar => {
+            format!("CASE WHEN {x} BETWEEN 0 AND 20 THEN factorial(TRY_CAST({x} AS INT)) END")
+        }
+        ("grouping_id", _) if scalar && !args.is_empty() => {
+            format!("CAST(grouping({}) AS BIGINT)", args.join(", "))
+        }
         // Every match (DataFusion's replaces the first unless told 'g').
         ("regexp_replace", [s, p, r]) if scalar => {
             let r = match exprs[2] {
@@ -794,6 +959,19 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             }));
         }
         ("every", [p]) if aggregate => return with_clauses(f, &format!("bool_and({p})"), None),
+        // The x of the n rows with the largest (smallest) y, largest (smallest) first.
+        ("max_by" | "min_by", [x, y, n]) if aggregate && f.over.is_none() => {
+            let order = if name == "max_by" { "DESC" } else { "ASC" };
+            let agg = with_clauses(
+                f,
+                &format!("array_agg({x} ORDER BY {y} {order})"),
+                Some(&format!("{y} IS NOT NULL")),
+            )?;
+            let Some(agg) = agg else { return Ok(None) };
+            return Ok(Some(Expr::Nested(Box::new(parse_expr(&format!(
+                "array_slice({agg}, 1, {n})"
+            ))?))));
+        }
         // Spark's first/last, with ignoreNulls as a second argument (a literal).
         ("first" | "last", [x]) if aggregate => {
             return with_clauses(f, &format!("{name}_value({x})"), None);

@@ -249,7 +249,69 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
                 e.location.column as usize,
             )
         })?;
-    spark_strings(tokens)
+    spark_strings(tokens).map(spark_call_clauses)
+}
+
+/// Spark's clauses inside a call's parentheses that sqlparser does not read: `first(x IGNORE
+/// NULLS)` / `RESPECT NULLS` (the ignoreNulls argument: `first(x, true)`), and `trim(BOTH
+/// FROM s)` (spaces trimmed; the FROM dropped reads the same).
+fn spark_call_clauses(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect();
+    let word = |tokens: &[TokenWithSpan], k: usize, w: &str| {
+        significant
+            .get(k)
+            .is_some_and(|&i| is_word(&tokens[i].token, w))
+    };
+    // The function called at each open parenthesis.
+    let mut calls: Vec<String> = vec![];
+    for k in 0..significant.len() {
+        let i = significant[k];
+        match &tokens[i].token {
+            Token::LParen => {
+                let name = k
+                    .checked_sub(1)
+                    .map(|p| &tokens[significant[p]].token)
+                    .and_then(|t| match t {
+                        Token::Word(w) if w.quote_style.is_none() => Some(w.value.to_lowercase()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                if name == "trim"
+                    && ["BOTH", "LEADING", "TRAILING"]
+                        .iter()
+                        .any(|w| word(&tokens, k + 1, w))
+                    && word(&tokens, k + 2, "FROM")
+                {
+                    let from = significant[k + 2];
+                    tokens[from].token =
+                        Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
+                }
+                calls.push(name);
+            }
+            Token::RParen => {
+                calls.pop();
+            }
+            Token::Word(_)
+                if (word(&tokens, k, "IGNORE") || word(&tokens, k, "RESPECT"))
+                    && word(&tokens, k + 1, "NULLS")
+                    && significant
+                        .get(k + 2)
+                        .is_some_and(|&j| tokens[j].token == Token::RParen)
+                    && calls.last().is_some_and(|c| {
+                        matches!(c.as_str(), "first" | "last" | "first_value" | "last_value")
+                    }) =>
+            {
+                let ignore = word(&tokens, k, "IGNORE");
+                tokens[i].token = Token::Comma;
+                tokens[significant[k + 1]].token =
+                    Token::make_word(if ignore { "true" } else { "false" }, None);
+            }
+            _ => {}
+        }
+    }
+    tokens
 }
 
 /// String literals of a statement as Databricks reads them: backslash escapes unescaped

@@ -366,7 +366,23 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     let mut fields = Vec::new();
     let mut typed = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for col in &create.columns {
+    // `PARTITIONED BY (age INT)`: a typed partition column that is not in the column list is
+    // a column of its own, after the others (Hive's form, as Databricks reads it).
+    let mut columns = create.columns.clone();
+    if let HiveDistributionStyle::PARTITIONED {
+        columns: partitions,
+    } = &create.hive_distribution
+    {
+        for c in partitions {
+            let listed = columns
+                .iter()
+                .any(|d| d.name.value.eq_ignore_ascii_case(&c.name.value));
+            if !listed && c.data_type != datafusion::sql::sqlparser::ast::DataType::Unspecified {
+                columns.push(c.clone());
+            }
+        }
+    }
+    for col in &columns {
         let (field, meta) = column_field(col)?;
         typed.push((field.name().clone(), field.data_type().clone()));
         if !seen.insert(field.name().clone()) {

@@ -182,6 +182,54 @@ fn normalize(s: &String) -> String {
     out
 }
 
+/// The rows as expected, where a DOUBLE printed to its last bit may differ from the
+/// documented one in its last digits (12 significant digits agree): the order an engine adds values in changes
+/// the last bits of a DOUBLE, and Databricks' own answers vary so between runs.
+fn close_enough(
+    normalizer: sqllogictest::Normalizer,
+    actual: &[Vec<String>],
+    expected: &[String],
+) -> bool {
+    if sqllogictest::default_validator(normalizer, actual, expected) {
+        return true;
+    }
+    let actual: Vec<String> = actual
+        .iter()
+        .map(|row| normalizer(&row.join(" ")))
+        .collect();
+    let expected: Vec<String> = expected.iter().map(normalizer).collect();
+    if actual.len() != expected.len() {
+        return false;
+    }
+    let number = regex::Regex::new(r"-?\d+\.\d+(E-?\d+)?").unwrap();
+    actual.iter().zip(&expected).all(|(a, e)| {
+        let (na, ne): (Vec<&str>, Vec<&str>) = (
+            number.find_iter(a).map(|m| m.as_str()).collect(),
+            number.find_iter(e).map(|m| m.as_str()).collect(),
+        );
+        number.replace_all(a, "#") == number.replace_all(e, "#")
+            && na.len() == ne.len()
+            && na.iter().zip(&ne).all(|(x, y)| {
+                // Only DOUBLEs printed to their last bit (15 digits or more): a DECIMAL
+                // shown as 2.350 where 2.35 is documented is a different answer.
+                let digits = |s: &str| {
+                    s.split('E').next().map_or(0, |m| {
+                        m.trim_start_matches(['-', '0', '.'])
+                            .chars()
+                            .filter(char::is_ascii_digit)
+                            .count()
+                    })
+                };
+                match (x.parse::<f64>(), y.parse::<f64>()) {
+                    (Ok(a), Ok(b)) if digits(x) >= 15 && digits(y) >= 15 => {
+                        (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+                    }
+                    _ => x == y,
+                }
+            })
+    })
+}
+
 fn key(file: &str, sql: &str) -> String {
     format!(
         "{file}: {}",
@@ -215,6 +263,7 @@ async fn databricks_reference_examples() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut runner = sqllogictest::Runner::new(|| async { Ok(Db::fresh(Some(databricks))) });
         runner.with_normalizer(normalize);
+        runner.with_validator(close_enough);
         let (mut file_total, mut file_passed) = (0, 0);
         for record in records {
             let sql = match &record {

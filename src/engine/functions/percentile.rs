@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, ListArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, ListArray};
 use datafusion::arrow::compute::{SortOptions, concat, filter, sort_to_indices, take};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{ScalarValue, exec_err, plan_err};
@@ -14,24 +14,37 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 use datafusion::physical_expr::expressions::Literal;
 
+/// `percentile_approx`, or with `exact` Spark's `percentile(col, p [, frequency])`: the
+/// exact percentile of a numeric column, interpolated between the two values around the
+/// position `p * (n - 1)`, as a DOUBLE.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct PercentileApprox {
+    exact: bool,
     signature: Signature,
     aliases: Vec<String>,
 }
 
 impl PercentileApprox {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(exact: bool) -> Self {
         PercentileApprox {
+            exact,
             signature: Signature::user_defined(Volatility::Immutable),
-            aliases: vec!["approx_percentile".into()],
+            aliases: if exact {
+                vec![]
+            } else {
+                vec!["approx_percentile".into()]
+            },
         }
     }
 }
 
 impl AggregateUDFImpl for PercentileApprox {
     fn name(&self) -> &str {
-        "percentile_approx"
+        if self.exact {
+            "percentile"
+        } else {
+            "percentile_approx"
+        }
     }
     fn aliases(&self) -> &[String] {
         &self.aliases
@@ -42,11 +55,24 @@ impl AggregateUDFImpl for PercentileApprox {
     fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
         let (value, p) = match args {
             [v, p] | [v, p, _] => (v, p),
+            _ if self.exact => {
+                return plan_err!("percentile takes (col, percentage [, frequency])");
+            }
             _ => return plan_err!("percentile_approx takes (col, percentage [, accuracy])"),
         };
-        if !(value.is_numeric() || matches!(value, DataType::Date32 | DataType::Timestamp(_, _))) {
+        if self.exact && !(value.is_numeric() || value.is_null()) {
+            return plan_err!("percentile: the column is a number, not {value}");
+        }
+        let ordered =
+            value.is_numeric() || matches!(value, DataType::Date32 | DataType::Timestamp(_, _));
+        if !self.exact && !ordered {
             return plan_err!("percentile_approx: the column is a number, DATE or TIMESTAMP");
         }
+        let value = if self.exact {
+            &DataType::Float64
+        } else {
+            value
+        };
         let p = match p {
             DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) => {
                 DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
@@ -79,9 +105,10 @@ impl AggregateUDFImpl for PercentileApprox {
         &self,
         args: AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn Accumulator>> {
+        let name = self.name();
         if args.is_distinct {
             return plan_err!(
-                "percentile_approx(DISTINCT ...) is not supported: DISTINCT the values in a subquery first"
+                "{name}(DISTINCT ...) is not supported: DISTINCT the values in a subquery first"
             );
         }
         let Some(p) = args.exprs[1].downcast_ref::<Literal>() else {
@@ -99,16 +126,16 @@ impl AggregateUDFImpl for PercentileApprox {
             }
             ScalarValue::Float64(v) => (v.map(|v| vec![v]), false),
             other => {
-                return plan_err!("percentile_approx: the percentage is a number, found {other}");
+                return plan_err!("{name}: the percentage is a number, found {other}");
             }
         };
         let Some(percentages) = percentages else {
-            return plan_err!("percentile_approx: the percentage is NULL");
+            return plan_err!("{name}: the percentage is NULL");
         };
         if let Some(p) = percentages.iter().find(|p| !(0.0..=1.0).contains(*p)) {
-            return plan_err!("percentile_approx: the percentage {p} is not between 0.0 and 1.0");
+            return plan_err!("{name}: the percentage {p} is not between 0.0 and 1.0");
         }
-        if let Some(a) = args.exprs.get(2) {
+        if let Some(a) = args.exprs.get(2).filter(|_| !self.exact) {
             match a.downcast_ref::<Literal>().map(|l| l.value()) {
                 Some(ScalarValue::Int64(Some(a))) if *a > 0 => {}
                 _ => {
@@ -123,6 +150,8 @@ impl AggregateUDFImpl for PercentileApprox {
             values: vec![],
             percentages,
             list,
+            exact: self.exact,
+            frequency: self.exact && args.exprs.len() == 3,
         }))
     }
 }
@@ -133,6 +162,10 @@ struct Values {
     values: Vec<ArrayRef>,
     percentages: Vec<f64>,
     list: bool,
+    /// Interpolated (`percentile`), else one of the values (`percentile_approx`).
+    exact: bool,
+    /// A second column says how many times each value counts.
+    frequency: bool,
 }
 
 impl Values {
@@ -148,6 +181,24 @@ impl Values {
 impl Accumulator for Values {
     fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
         let v = &values[0];
+        if self.frequency {
+            let freq = datafusion::arrow::compute::cast(&values[2], &DataType::Int64)?;
+            let freq = freq.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+            let mut repeated: Vec<u32> = vec![];
+            for i in 0..v.len() {
+                if v.is_null(i) || freq.is_null(i) {
+                    continue;
+                }
+                let f = freq.value(i);
+                if f < 0 {
+                    return exec_err!("percentile: the frequency {f} is negative");
+                }
+                repeated.extend(std::iter::repeat_n(i as u32, f as usize));
+            }
+            let indices = datafusion::arrow::array::UInt32Array::from(repeated);
+            self.values.push(take(v, &indices, None)?);
+            return Ok(());
+        }
         let kept = datafusion::arrow::compute::is_not_null(v)?;
         self.values.push(filter(v, &kept)?);
         Ok(())
@@ -192,13 +243,32 @@ impl Accumulator for Values {
         let picked: Vec<ScalarValue> = {
             let order = sort_to_indices(&all, Some(SortOptions::default()), None)?;
             let sorted = take(&all, &order, None)?;
-            self.percentages
-                .iter()
-                .map(|p| {
-                    let rank = (p * n as f64).ceil() as usize;
-                    ScalarValue::try_from_array(&sorted, rank.clamp(1, n) - 1)
-                })
-                .collect::<datafusion::error::Result<_>>()?
+            if self.exact {
+                let sorted = datafusion::arrow::compute::cast(&sorted, &DataType::Float64)?;
+                let v = sorted.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+                self.percentages
+                    .iter()
+                    .map(|p| {
+                        let position = (n - 1) as f64 * p;
+                        let (lower, higher) = (position.floor(), position.ceil());
+                        let (lo, hi) = (v.value(lower as usize), v.value(higher as usize));
+                        let x = if lower == higher {
+                            lo
+                        } else {
+                            (higher - position) * lo + (position - lower) * hi
+                        };
+                        ScalarValue::Float64(Some(x))
+                    })
+                    .collect()
+            } else {
+                self.percentages
+                    .iter()
+                    .map(|p| {
+                        let rank = (p * n as f64).ceil() as usize;
+                        ScalarValue::try_from_array(&sorted, rank.clamp(1, n) - 1)
+                    })
+                    .collect::<datafusion::error::Result<_>>()?
+            }
         };
         if !self.list {
             return match picked.into_iter().next() {

@@ -73,9 +73,8 @@ impl Source {
         if !session.warehouse().table_exists(name) {
             if root.exists() {
                 return Err(Error::Invalid(format!(
-                    "{name} is not a Delta table (no {} at {})",
-                    crate::catalog::log::DIR,
-                    root.display()
+                    "{name} is not a Delta table (no commit in {}; a table whose creation was interrupted is created again by its first write)",
+                    crate::catalog::log::dir(&root).display()
                 )));
             }
             return Err(session.warehouse().missing_table_error(name));

@@ -49,9 +49,17 @@ impl Written {
                         SelectItem::UnnamedExpr(Expr::JsonAccess { .. }) => Item::Named,
                         // Generators of several columns, each named by the generator.
                         SelectItem::UnnamedExpr(Expr::Function(f))
-                            if ["posexplode", "posexplode_outer", "explode_outer"]
-                                .iter()
-                                .any(|g| f.name.to_string().eq_ignore_ascii_case(g)) =>
+                            if [
+                                "posexplode",
+                                "posexplode_outer",
+                                "explode_outer",
+                                "json_tuple",
+                                "inline",
+                                "inline_outer",
+                                "stack",
+                            ]
+                            .iter()
+                            .any(|g| f.name.to_string().eq_ignore_ascii_case(g)) =>
                         {
                             Item::Wildcard
                         }

@@ -19,10 +19,83 @@ use crate::error::{Error, Result};
 #[derive(Default)]
 pub struct Generators {
     pub error: Option<Error>,
+    /// Generators in FROM named so far.
+    unnamed: usize,
 }
 
 impl VisitorMut for Generators {
     type Break = ();
+
+    /// A generator in FROM (`FROM explode(a) AS t(x)`, `LATERAL posexplode(...) AS p`): the
+    /// subquery that selects it, under the same alias.
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let (lateral, name, args, alias) = match factor {
+            TableFactor::Table {
+                name,
+                args: Some(args),
+                alias,
+                ..
+            } => (false, name, args.args.clone(), alias),
+            TableFactor::Function {
+                lateral,
+                name,
+                args,
+                alias,
+                with_ordinality: false,
+            } => (*lateral, name, args.clone(), alias),
+            _ => return ControlFlow::Continue(()),
+        };
+        let call = Expr::Function(datafusion::sql::sqlparser::ast::Function {
+            name: name.clone(),
+            uses_odbc_syntax: false,
+            parameters: FunctionArguments::None,
+            args: FunctionArguments::List(datafusion::sql::sqlparser::ast::FunctionArgumentList {
+                duplicate_treatment: None,
+                args,
+                clauses: vec![],
+            }),
+            filter: None,
+            null_treatment: None,
+            over: None,
+            within_group: vec![],
+        });
+        if name.0.len() != 1 || generator(&call).is_none() {
+            return ControlFlow::Continue(());
+        }
+        // `explode(map) AS t(k, v)`: the map's keys and values.
+        let names = match alias {
+            Some(a) if a.columns.len() == 2 => {
+                format!(" AS ({}, {})", a.columns[0].name, a.columns[1].name)
+            }
+            _ => String::new(),
+        };
+        // Each unnamed generator gets a name of its own, so two of them side by side
+        // (`FROM explode(a), explode(b)`) keep their columns apart.
+        self.unnamed += 1;
+        let alias = alias.clone().or_else(|| {
+            Some(TableAlias {
+                explicit: true,
+                name: Ident::new(format!("__generator_{}", self.unnamed)),
+                columns: vec![],
+                at: None,
+            })
+        });
+        match crate::parser::query_text(&format!("SELECT {call}{names}")) {
+            Ok(subquery) => {
+                *factor = TableFactor::Derived {
+                    lateral,
+                    subquery: Box::new(subquery),
+                    alias,
+                    sample: None,
+                };
+                ControlFlow::Continue(())
+            }
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         let mut result = Ok(());
@@ -44,8 +117,9 @@ impl VisitorMut for Generators {
     }
 }
 
-/// A generator call: its name (lower case) and its argument (None unless it has exactly one).
-fn generator(e: &Expr) -> Option<(String, Option<Expr>)> {
+/// A generator call: its name (lower case) and its arguments (a named one, as Spark's
+/// `explode(collection => a)`, by its value).
+fn generator(e: &Expr) -> Option<(String, Vec<Expr>)> {
     let Expr::Function(f) = e else {
         return None;
     };
@@ -66,19 +140,59 @@ fn generator(e: &Expr) -> Option<(String, Option<Expr>)> {
     let FunctionArguments::List(list) = &f.args else {
         return None;
     };
-    match list.args.as_slice() {
-        [FunctionArg::Unnamed(FunctionArgExpr::Expr(a))] => Some((name, Some(a.clone()))),
-        _ => Some((name, None)),
-    }
+    let args = list
+        .args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(a))
+            | FunctionArg::Named {
+                arg: FunctionArgExpr::Expr(a),
+                ..
+            }
+            | FunctionArg::ExprNamed {
+                arg: FunctionArgExpr::Expr(a),
+                ..
+            } => Some(a.clone()),
+            _ => None,
+        })
+        .collect::<Option<Vec<Expr>>>()?;
+    Some((name, args))
 }
 
 /// The columns a generator makes, as (expression, default name).
-fn columns(
-    name: &str,
-    arg: Option<&Expr>,
-    outer: bool,
-    names: usize,
-) -> Result<Vec<(String, String)>> {
+fn columns(name: &str, args: &[Expr], outer: bool, names: usize) -> Result<Vec<(String, String)>> {
+    // json_tuple(json, 'a', 'b'): one row, the top-level fields a and b as strings (NULL when
+    // absent), columns c0, c1, ...
+    if name == "json_tuple" {
+        let [json, fields @ ..] = args else {
+            return Err(Error::class(
+                "WRONG_NUM_ARGS",
+                "json_tuple() takes a JSON string and the names of its fields",
+            ));
+        };
+        if fields.is_empty() {
+            return Err(Error::class(
+                "WRONG_NUM_ARGS",
+                "json_tuple() takes a JSON string and at least one field name",
+            ));
+        }
+        return Ok(fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                (
+                    format!(
+                        "get_json_object(({json}), concat('$[\"', replace(({f}), '\"', '\\\"'), '\"]'))"
+                    ),
+                    format!("c{i}"),
+                )
+            })
+            .collect());
+    }
+    let arg = match args {
+        [arg] => Some(arg),
+        _ => None,
+    };
     let outer = outer || name.ends_with("_outer");
     let supported = matches!(name.trim_end_matches("_outer"), "explode" | "posexplode");
     let arg = match arg {
@@ -147,14 +261,18 @@ fn select_list(items: &mut Vec<SelectItem>) -> Result<()> {
         let (e, aliases) = match &item {
             SelectItem::UnnamedExpr(e) => (e, vec![]),
             SelectItem::ExprWithAlias { expr, alias } => (expr, vec![alias.clone()]),
+            // `explode(map) AS (k, v)`.
+            SelectItem::ExprWithAliases { expr, aliases } if generator(expr).is_some() => {
+                (expr, aliases.clone())
+            }
             _ => {
                 out.push(item);
                 continue;
             }
         };
         match generator(e) {
-            Some((name, arg)) if name != "explode" => {
-                let cols = columns(&name, arg.as_ref(), false, 1)?;
+            Some((name, args)) if name != "explode" || aliases.len() == 2 || args.len() != 1 => {
+                let cols = columns(&name, &args, false, aliases.len().max(1))?;
                 if !aliases.is_empty() && aliases.len() != cols.len() {
                     return Err(Error::Invalid(format!(
                         "{name}() makes {} columns: name them with AS (a, b) in a LATERAL VIEW, or leave them named",
@@ -236,11 +354,11 @@ fn lateral_views(query: &mut Query) -> Result<()> {
                 view.lateral_view
             )));
         };
-        let mut arg = arg;
-        if let Some(arg) = arg.as_mut() {
+        let mut args = arg;
+        for arg in args.iter_mut() {
             requalify(arg, &views_named, &name);
         }
-        let cols = columns(&g, arg.as_ref(), view.outer, view.lateral_col_alias.len())?;
+        let cols = columns(&g, &args, view.outer, view.lateral_col_alias.len())?;
         let aliases = &view.lateral_col_alias;
         if !aliases.is_empty() && aliases.len() != cols.len() {
             return Err(Error::Invalid(format!(

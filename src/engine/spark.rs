@@ -139,8 +139,12 @@ impl VisitorMut for SparkSpellings<'_> {
                     && e.to_string() != before
                 {
                     // Databricks names explode's column `col` (the item is explode's call itself).
+                    let call = match e {
+                        Expr::Nested(inner) => inner.as_ref(),
+                        other => other,
+                    };
                     let exploded = before.to_lowercase().starts_with("explode(")
-                        && matches!(e, Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("unnest"));
+                        && matches!(call, Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("unnest"));
                     let name = if exploded { "col".to_string() } else { before };
                     *item = SelectItem::ExprWithAlias {
                         expr: e.clone(),

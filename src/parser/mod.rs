@@ -7,11 +7,11 @@ pub mod splitter;
 pub mod syntax;
 
 use datafusion::sql::sqlparser::ast::Expr;
-use datafusion::sql::sqlparser::dialect::DatabricksDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Word};
 
+mod dialect;
 mod grammar;
 use grammar::*;
 
@@ -22,7 +22,7 @@ use crate::catalog::split_qualified;
 use crate::error::{Error, Result};
 
 /// The SQL dialect tidemark speaks (Databricks: back-quoted names, `VERSION AS OF`, ...).
-pub const DIALECT: DatabricksDialect = DatabricksDialect {};
+pub const DIALECT: dialect::Tidemark = dialect::Tidemark;
 
 /// Turns the argument of `IDENTIFIER(...)` into the name it spells.
 pub trait IdentifierResolver {

@@ -53,7 +53,6 @@ pub(super) fn describe(
 /// statement with that operator. With none or several, nothing is pointed at.
 fn mismatched_operator(sql: &str, message: &str) -> Option<(usize, usize)> {
     use datafusion::sql::sqlparser::ast::{Expr, Spanned, visit_expressions};
-    use datafusion::sql::sqlparser::dialect::DatabricksDialect;
     use datafusion::sql::sqlparser::parser::Parser;
     use std::ops::ControlFlow;
     let rest = [
@@ -65,7 +64,7 @@ fn mismatched_operator(sql: &str, message: &str) -> Option<(usize, usize)> {
     .find_map(|lead| message.find(lead).map(|i| &message[i + lead.len()..]))?;
     // "<type> <op> <type>": the operator is the second word.
     let op = rest.split_whitespace().nth(1)?;
-    let statements = Parser::parse_sql(&DatabricksDialect {}, sql).ok()?;
+    let statements = Parser::parse_sql(&crate::parser::DIALECT, sql).ok()?;
     let mut found = vec![];
     let _ = visit_expressions(&statements, |e| {
         if let Expr::BinaryOp { op: o, .. } = e

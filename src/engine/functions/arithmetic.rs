@@ -725,10 +725,16 @@ impl Default for AnsiArithmetic {
 impl AnsiArithmetic {
     pub fn new() -> Self {
         AnsiArithmetic {
-            checked: [Op::Add, Op::Subtract, Op::Multiply, Op::Divide]
-                .into_iter()
-                .map(|op| (op, Arc::new(ScalarUDF::from(Checked::new(op, false)))))
-                .collect(),
+            checked: [
+                Op::Add,
+                Op::Subtract,
+                Op::Multiply,
+                Op::Divide,
+                Op::IntDivide,
+            ]
+            .into_iter()
+            .map(|op| (op, Arc::new(ScalarUDF::from(Checked::new(op, false)))))
+            .collect(),
         }
     }
 }
@@ -750,12 +756,77 @@ fn literal_decimal(e: Expr) -> Expr {
     Expr::Literal(ScalarValue::Decimal128(Some(v), digits, 0), None)
 }
 
+impl AnsiArithmetic {
+    fn call(&self, op: Op, l: Expr, r: Expr) -> Expr {
+        Expr::ScalarFunction(ScalarFunction::new_udf(
+            self.checked[&op].clone(),
+            vec![l, r],
+        ))
+    }
+
+    /// Spark's `a div b`: the quotient truncated toward zero, a BIGINT. Integers divide as
+    /// integers; DECIMALs exactly, as `(a - a % b) / b` (a whole number, so no rounding
+    /// can move it); floats as the truncated DOUBLE quotient. A zero divisor and a quotient
+    /// past BIGINT are errors.
+    fn plan_div(
+        &self,
+        expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> Result<PlannerResult<RawBinaryExpr>> {
+        let (Ok(lt), Ok(rt)) = (expr.left.get_type(schema), expr.right.get_type(schema)) else {
+            return Ok(PlannerResult::Original(expr));
+        };
+        let whole = |t: &DataType| integer(t) || t.is_null();
+        let exact = |t: &DataType| whole(t) || decimal(t);
+        let number = |t: &DataType| exact(t) || float(t);
+        let planned = if whole(&lt) && whole(&rt) {
+            self.call(Op::IntDivide, expr.left, expr.right)
+        } else if exact(&lt) && exact(&rt) {
+            let (a, b) = (literal_decimal(expr.left), literal_decimal(expr.right));
+            let rest = Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(
+                Box::new(a.clone()),
+                Operator::Modulo,
+                Box::new(b.clone()),
+            ));
+            let multiple = self.call(Op::Subtract, a.clone(), rest);
+            let quotient = Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(self.call(Op::Divide, multiple, b.clone())),
+                DataType::Int64,
+            ));
+            // A zero divisor fails as `/` fails ([DIVIDE_BY_ZERO]), not in the remainder.
+            let zero = b
+                .clone()
+                .eq(Expr::Literal(ScalarValue::Int64(Some(0)), None));
+            datafusion::logical_expr::when(
+                zero,
+                Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(self.call(Op::Divide, a, b)),
+                    DataType::Int64,
+                )),
+            )
+            .otherwise(quotient)?
+        } else if number(&lt) && number(&rt) {
+            let quotient = self.call(Op::Divide, expr.left, expr.right);
+            Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(datafusion::functions::math::trunc().call(vec![quotient])),
+                DataType::Int64,
+            ))
+        } else {
+            return Ok(PlannerResult::Original(expr));
+        };
+        Ok(PlannerResult::Planned(planned))
+    }
+}
+
 impl ExprPlanner for AnsiArithmetic {
     fn plan_binary_op(
         &self,
         expr: RawBinaryExpr,
         schema: &DFSchema,
     ) -> Result<PlannerResult<RawBinaryExpr>> {
+        if expr.op == BinaryOperator::MyIntegerDivide {
+            return self.plan_div(expr, schema);
+        }
         let op = match expr.op {
             BinaryOperator::Plus => Op::Add,
             BinaryOperator::Minus => Op::Subtract,

@@ -55,6 +55,11 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
         percentile::PercentileApprox::new(true),
     ));
     ctx.register_udf(log1p());
+    for name in ["to_timestamp_micros"] {
+        if let Ok(inner) = datafusion::execution::FunctionRegistry::udf(ctx, name) {
+            ctx.register_udf(ScalarUDF::from(TryOf::new(inner)));
+        }
+    }
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
     ctx.register_udf(ScalarUDF::from(ElementAt::new(false)));
     ctx.register_udf(ScalarUDF::from(ElementAt::try_element_at()));
@@ -127,6 +132,85 @@ fn log1p() -> ScalarUDF {
             })
         }),
     )
+}
+
+/// `__try_<f>(...)`: f, with NULL for the rows where f fails (Spark's `try_` functions, such as
+/// `try_to_timestamp(s, pattern)`). The batch is computed whole; only when that fails is it
+/// computed row by row.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct TryOf {
+    name: String,
+    inner: Arc<ScalarUDF>,
+}
+
+pub const TRY_PREFIX: &str = "__try_";
+
+impl TryOf {
+    fn new(inner: Arc<ScalarUDF>) -> Self {
+        TryOf {
+            name: format!("{TRY_PREFIX}{}", inner.name()),
+            inner,
+        }
+    }
+}
+
+impl ScalarUDFImpl for TryOf {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn coerce_types(&self, types: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        self.inner.inner().coerce_types(types)
+    }
+    fn return_type(&self, types: &[DataType]) -> datafusion::error::Result<DataType> {
+        self.inner.return_type(types)
+    }
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> datafusion::error::Result<datafusion::arrow::datatypes::FieldRef> {
+        let field = self.inner.return_field_from_args(args)?;
+        Ok(Arc::new(field.as_ref().clone().with_nullable(true)))
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        if let Ok(v) = self.inner.invoke_with_args(args.clone()) {
+            return Ok(v);
+        }
+        let columns = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let out_type = args.return_field.data_type().clone();
+        let mut rows: Vec<ScalarValue> = Vec::with_capacity(n);
+        for i in 0..n {
+            let one = ScalarFunctionArgs {
+                args: columns
+                    .iter()
+                    .map(|c| ScalarValue::try_from_array(c, i).map(ColumnarValue::Scalar))
+                    .collect::<datafusion::error::Result<Vec<_>>>()?,
+                number_rows: 1,
+                ..args.clone()
+            };
+            rows.push(match self.inner.invoke_with_args(one) {
+                Ok(ColumnarValue::Scalar(s)) => s,
+                Ok(ColumnarValue::Array(a)) => ScalarValue::try_from_array(&a, 0)?,
+                Err(_) => ScalarValue::try_from(&out_type)?,
+            });
+        }
+        if rows.is_empty() {
+            return Ok(ColumnarValue::Array(
+                datafusion::arrow::array::new_empty_array(&out_type),
+            ));
+        }
+        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(rows)?))
+    }
 }
 
 /// `sum()` that fails on overflow, as Databricks does (ARITHMETIC_OVERFLOW). DataFusion's
@@ -252,9 +336,16 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
         self.inner.signature()
     }
     fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        if matches!(args, [DataType::Null]) {
+            return Ok(DataType::Int64);
+        }
         self.inner.return_type(args)
     }
     fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        // A column of NULLs sums to NULL, as a BIGINT.
+        if matches!(args, [DataType::Null]) {
+            return Ok(vec![DataType::Int64]);
+        }
         self.inner.coerce_types(args)
     }
     fn accumulator(
@@ -371,13 +462,22 @@ impl DecimalSum {
     }
 }
 
+/// A column of NULLs (the NULL type) as a column of the sum's type.
+fn typed(values: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    Ok(if values.data_type().is_null() {
+        datafusion::arrow::array::new_null_array(&DataType::Int64, values.len())
+    } else {
+        values.clone()
+    })
+}
+
 impl datafusion::logical_expr::Accumulator for DecimalSum {
     fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
-        self.add(&values[0], 1);
+        self.add(&typed(&values[0])?, 1);
         Ok(())
     }
     fn retract_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
-        self.add(&values[0], -1);
+        self.add(&typed(&values[0])?, -1);
         Ok(())
     }
     fn supports_retract_batch(&self) -> bool {
@@ -388,12 +488,15 @@ impl datafusion::logical_expr::Accumulator for DecimalSum {
         Ok(())
     }
     fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
+        // No values: a NULL partial sum, which the merge does not count (a 0 would make
+        // the sum of NULLs 0).
+        let sum = if self.count > 0 { self.sum } else { None };
         Ok(vec![match self.total {
             Total::Decimal(precision, scale) if self.overflowed => {
                 ScalarValue::Decimal128(Some(i128::MAX), precision, scale)
             }
-            Total::Decimal(precision, scale) => ScalarValue::Decimal128(self.sum, precision, scale),
-            Total::BigInt => checked_total(self.sum, self.overflowed, self.total)?,
+            Total::Decimal(precision, scale) => ScalarValue::Decimal128(sum, precision, scale),
+            Total::BigInt => checked_total(sum, self.overflowed, self.total)?,
         }])
     }
     fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
@@ -416,7 +519,7 @@ struct DistinctDecimalSum {
 
 impl datafusion::logical_expr::Accumulator for DistinctDecimalSum {
     fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
-        self.values.extend(self.total.values(&values[0]));
+        self.values.extend(self.total.values(&typed(&values[0])?));
         Ok(())
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::error::Result<()> {
@@ -496,7 +599,12 @@ impl datafusion::logical_expr::GroupsAccumulator for BigIntGroupSums {
         opt_filter: Option<&datafusion::arrow::array::BooleanArray>,
         total_num_groups: usize,
     ) -> datafusion::error::Result<()> {
-        self.add(&values[0], group_indices, opt_filter, total_num_groups)
+        self.add(
+            &typed(&values[0])?,
+            group_indices,
+            opt_filter,
+            total_num_groups,
+        )
     }
     fn merge_batch(
         &mut self,

@@ -642,6 +642,40 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             _ => {}
         }
     }
+    // count(DISTINCT a, b): the distinct rows in which no argument is NULL.
+    if name == "count"
+        && let FunctionArguments::List(l) = &f.args
+        && matches!(
+            l.duplicate_treatment,
+            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
+        )
+        && l.args.len() > 1
+        && l.clauses.is_empty()
+        && let Some(items) = l
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(format!("({e})")),
+                _ => None,
+            })
+            .collect::<Option<Vec<String>>>()
+    {
+        let present: Vec<String> = items.iter().map(|i| format!("{i} IS NOT NULL")).collect();
+        let fields: Vec<String> = items
+            .iter()
+            .enumerate()
+            .map(|(i, e)| format!("'c{i}', {e}"))
+            .collect();
+        return with_clauses(
+            f,
+            &format!(
+                "count(DISTINCT CASE WHEN {} THEN named_struct({}) END)",
+                present.join(" AND "),
+                fields.join(", ")
+            ),
+            None,
+        );
+    }
     // Window ranking functions take no arguments; Spark accepts and ignores them (the
     // window's ORDER BY ranks).
     if f.over.is_some()
@@ -698,6 +732,108 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
+        // NULL for a day that does not exist (DataFusion's is an error).
+        ("make_date", [y, m, d]) if scalar => safe_date(y, m, d),
+        ("make_timestamp", [y, mo, d, h, mi, sec]) if scalar => {
+            make_timestamp(&safe_date(y, mo, d), h, mi, sec)
+        }
+        ("make_timestamp", [y, mo, d, h, mi, sec, _]) if scalar => format!(
+            "to_utc_timestamp({}, {})",
+            make_timestamp(&safe_date(y, mo, d), h, mi, sec),
+            zone_arg(exprs[6])
+        ),
+        ("from_utc_timestamp" | "to_utc_timestamp", [t, _]) if scalar => {
+            format!("{name}({t}, {})", zone_arg(exprs[1]))
+        }
+        ("months_between", [a, b]) if scalar => months_between(a, b, true),
+        ("months_between", [a, b, round]) if scalar => match exprs[2] {
+            Expr::Value(v) if matches!(v.value, Value::Boolean(false)) => {
+                months_between(a, b, false)
+            }
+            Expr::Value(v) if matches!(v.value, Value::Boolean(true)) => months_between(a, b, true),
+            _ => format!(
+                "CASE WHEN {round} THEN {} ELSE {} END",
+                months_between(a, b, true),
+                months_between(a, b, false)
+            ),
+        },
+        ("try_to_timestamp", [x]) if scalar => {
+            format!("{}({x})", super::functions::TRY_TO_TIMESTAMP)
+        }
+        ("try_to_timestamp", [x, _]) if scalar => format!(
+            "{}to_timestamp_micros({x}, {})",
+            super::functions::TRY_PREFIX,
+            chrono_pattern("try_to_timestamp", exprs[1])?
+        ),
+        // 0 = Monday ... 6 = Sunday.
+        ("weekday", [d]) if scalar => {
+            format!("CAST(date_part('isodow', CAST({d} AS DATE)) - 1 AS INT)")
+        }
+        // A TIME literal: its hour, minute, second and text as those of a timestamp that day.
+        ("hour" | "minute" | "second", [_]) if scalar && time_literal(exprs[0]).is_some() => {
+            format!(
+                "{name}(CAST('1970-01-01 {}' AS TIMESTAMP))",
+                time_literal(exprs[0]).unwrap_or_default()
+            )
+        }
+        ("date_format", [_, f]) if scalar && time_literal(exprs[0]).is_some() => format!(
+            "date_format(CAST('1970-01-01 {}' AS TIMESTAMP), {f})",
+            time_literal(exprs[0]).unwrap_or_default()
+        ),
+        // Spark's unit names; an unknown one is NULL (DataFusion's is an error).
+        ("date_trunc", [_, x]) if scalar && string_literal(exprs[0]).is_some() => {
+            let unit = string_literal(exprs[0]).unwrap_or_default().to_uppercase();
+            match unit.as_str() {
+                "YEAR" | "YYYY" | "YY" => format!("date_trunc('year', {x})"),
+                "QUARTER" => format!("date_trunc('quarter', {x})"),
+                "MONTH" | "MM" | "MON" => format!("date_trunc('month', {x})"),
+                "WEEK" => format!("date_trunc('week', {x})"),
+                "DAY" | "DD" => format!("date_trunc('day', {x})"),
+                "HOUR" => format!("date_trunc('hour', {x})"),
+                "MINUTE" => format!("date_trunc('minute', {x})"),
+                "SECOND" => format!("date_trunc('second', {x})"),
+                "MILLISECOND" => format!("date_trunc('millisecond', {x})"),
+                "MICROSECOND" => format!("date_trunc('microsecond', {x})"),
+                _ => "CAST(NULL AS TIMESTAMP)".to_string(),
+            }
+        }
+        ("trunc", [_, _])
+            if scalar
+                && string_literal(exprs[1]).is_some_and(|u| {
+                    !matches!(
+                        u.to_uppercase().as_str(),
+                        "YEAR" | "YYYY" | "YY" | "QUARTER" | "MONTH" | "MM" | "MON" | "WEEK"
+                    )
+                }) =>
+        {
+            "CAST(NULL AS DATE)".to_string()
+        }
+        // Spark names the fields after the arrays' columns, else "0", "1", ...
+        ("arrays_zip", _) if scalar && !args.is_empty() => {
+            let fields: Vec<String> = exprs
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let name = match e {
+                        Expr::Identifier(id) => id.value.clone(),
+                        Expr::CompoundIdentifier(parts) => {
+                            parts.last().map(|p| p.value.clone()).unwrap_or_default()
+                        }
+                        _ => i.to_string(),
+                    };
+                    format!("{}, get_field(__z, '{}')", quoted(&name), i + 1)
+                })
+                .collect();
+            format!(
+                "transform(arrays_zip({}), __z -> named_struct({}))",
+                args.join(", "),
+                fields.join(", ")
+            )
+        }
+        ("sentences", [text, ..]) if scalar && args.len() <= 3 => format!(
+            "transform(filter(split({text}, '[.!?]+'), __s -> regexp_like(__s, '[\\p{{L}}\\p{{N}}]')), \
+             __s -> regexp_extract_all(__s, '[\\p{{L}}\\p{{N}}]+(?:''[\\p{{L}}\\p{{N}}]+)*', 0))"
+        ),
         // Spark's log(x) is the natural logarithm (DataFusion's is base 10), log(b, x) is
         // ln(x) / ln(b), and every logarithm of a number out of its domain is NULL.
         ("ln" | "log", [x]) if scalar => {
@@ -1014,6 +1150,166 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         _ => return Ok(None),
     };
     Ok(Some(Expr::Nested(Box::new(parse_expr(&sql)?))))
+}
+
+/// A string literal's text.
+fn string_literal(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The text of a `TIME '...'` literal.
+fn time_literal(e: &Expr) -> Option<String> {
+    match e {
+        Expr::TypedString(t)
+            if matches!(
+                t.data_type,
+                datafusion::sql::sqlparser::ast::DataType::Time(..)
+            ) =>
+        {
+            match &t.value.value {
+                Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s.clone()),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A zone argument as the engine reads it: Java's spellings (`GMT+1`, `UTC-05:30`, and the
+/// short ids `PST`, `EST`, ... Spark accepts) as offsets or region names; anything else as
+/// written.
+fn zone_arg(e: &Expr) -> String {
+    let Some(zone) = string_literal(e) else {
+        return format!("({e})");
+    };
+    quoted(&java_zone(&zone).unwrap_or(zone))
+}
+
+fn java_zone(zone: &str) -> Option<String> {
+    let upper = zone.trim().to_uppercase();
+    for prefix in ["GMT", "UTC", "UT"] {
+        if let Some(rest) = upper.strip_prefix(prefix) {
+            if rest.is_empty() {
+                return Some("+00:00".into());
+            }
+            let (sign, rest) = rest.split_at_checked(1)?;
+            if sign != "+" && sign != "-" {
+                return None;
+            }
+            let (h, m) = match rest.split_once(':') {
+                Some((h, m)) => (h.parse::<u32>().ok()?, m.parse::<u32>().ok()?),
+                None if rest.len() <= 2 => (rest.parse::<u32>().ok()?, 0),
+                None if rest.len() == 4 => (rest[..2].parse().ok()?, rest[2..].parse().ok()?),
+                None => return None,
+            };
+            return (h <= 18 && m < 60).then(|| format!("{sign}{h:02}:{m:02}"));
+        }
+    }
+    // java.time.ZoneId.SHORT_IDS.
+    let id = match upper.as_str() {
+        "EST" => "-05:00",
+        "MST" => "-07:00",
+        "HST" => "-10:00",
+        "ACT" => "Australia/Darwin",
+        "AET" => "Australia/Sydney",
+        "AGT" => "America/Argentina/Buenos_Aires",
+        "ART" => "Africa/Cairo",
+        "AST" => "America/Anchorage",
+        "BET" => "America/Sao_Paulo",
+        "BST" => "Asia/Dhaka",
+        "CAT" => "Africa/Harare",
+        "CNT" => "America/St_Johns",
+        "CST" => "America/Chicago",
+        "CTT" => "Asia/Shanghai",
+        "EAT" => "Africa/Addis_Ababa",
+        "ECT" => "Europe/Paris",
+        "IET" => "America/Indiana/Indianapolis",
+        "IST" => "Asia/Kolkata",
+        "JST" => "Asia/Tokyo",
+        "MIT" => "Pacific/Apia",
+        "NET" => "Asia/Yerevan",
+        "NST" => "Pacific/Auckland",
+        "PLT" => "Asia/Karachi",
+        "PNT" => "America/Phoenix",
+        "PRT" => "America/Puerto_Rico",
+        "PST" => "America/Los_Angeles",
+        "SST" => "Pacific/Guadalcanal",
+        "VST" => "Asia/Ho_Chi_Minh",
+        _ => return None,
+    };
+    Some(id.to_string())
+}
+
+/// make_date(y, m, d), NULL for a day that does not exist.
+fn safe_date(y: &str, m: &str, d: &str) -> String {
+    let part = |x: &str, n: usize| format!("lpad(CAST(CAST({x} AS INT) AS STRING), {n}, '0')");
+    format!(
+        "CASE WHEN {y} >= 1 AND {m} >= 1 AND {d} >= 1 THEN TRY_CAST(concat({}, '-', {}, '-', {}) AS DATE) \
+         ELSE CAST(NULL AS DATE) END",
+        part(y, 4),
+        part(m, 2),
+        part(d, 2)
+    )
+}
+
+/// make_timestamp's time of day on `date`: NULL out of range; second 60 is the next minute.
+fn make_timestamp(date: &str, h: &str, mi: &str, sec: &str) -> String {
+    format!(
+        "CASE WHEN {h} BETWEEN 0 AND 23 AND {mi} BETWEEN 0 AND 59 AND {sec} >= 0 AND {sec} <= 60 \
+         THEN {}(CAST(CAST({date} AS INT) AS DECIMAL(20, 6)) * 86400 + {h} * 3600 + {mi} * 60 + CAST({sec} AS DECIMAL(8, 6))) END",
+        super::functions::TO_TIMESTAMP
+    )
+}
+
+/// Spark's months_between(a, b): whole months when the days of month are the same (or both
+/// the last), else with the difference in seconds over a 31-day month; rounded to 8 digits
+/// (half up) unless `round` is false.
+fn months_between(a: &str, b: &str, round: bool) -> String {
+    let (ta, tb) = (
+        format!("CAST({a} AS TIMESTAMP)"),
+        format!("CAST({b} AS TIMESTAMP)"),
+    );
+    let part = |p: &str, t: &str| format!("CAST(date_part('{p}', {t}) AS BIGINT)");
+    let months = format!(
+        "(({} - {}) * 12 + {} - {})",
+        part("year", &ta),
+        part("year", &tb),
+        part("month", &ta),
+        part("month", &tb)
+    );
+    let last = |t: &str| format!("(CAST({t} AS DATE) = last_day(CAST({t} AS DATE)))");
+    let in_day = |t: &str| {
+        format!(
+            "{}(unix_micros({t}) - unix_micros(CAST(CAST({t} AS DATE) AS TIMESTAMP)) - pmod(unix_micros({t}), 1000000), 1000000)",
+            super::functions::INT_DIVIDE
+        )
+    };
+    let seconds = format!(
+        "(({} - {}) * 86400 + {} - {})",
+        part("day", &ta),
+        part("day", &tb),
+        in_day(&ta),
+        in_day(&tb)
+    );
+    let diff = format!(
+        "CASE WHEN {} = {} OR ({} AND {}) THEN CAST({months} AS DOUBLE) \
+         ELSE CAST({months} AS DOUBLE) + CAST({seconds} AS DOUBLE) / CAST(2678400 AS DOUBLE) END",
+        part("day", &ta),
+        part("day", &tb),
+        last(&ta),
+        last(&tb)
+    );
+    if round {
+        format!("floor(({diff}) * CAST(1e8 AS DOUBLE) + CAST(0.5 AS DOUBLE)) / CAST(1e8 AS DOUBLE)")
+    } else {
+        diff
+    }
 }
 
 /// A call's arguments when all are plain expressions (no names, no `*`, no clauses).

@@ -288,6 +288,10 @@ fn spark_call_clauses(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
                     tokens[from].token =
                         Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space);
                 }
+                // extract(DAYOFWEEK_ISO FROM d): Monday 1 ... Sunday 7, the engine's ISODOW.
+                if name == "extract" && word(&tokens, k + 1, "DAYOFWEEK_ISO") {
+                    tokens[significant[k + 1]].token = Token::make_word("ISODOW", None);
+                }
                 calls.push(name);
             }
             Token::RParen => {

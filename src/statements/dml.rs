@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod merge;
+mod subqueries;
 pub use merge::*;
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, new_null_array};
@@ -486,10 +487,25 @@ fn single_table(
     }
 }
 
+/// The names a statement's one table goes by: its alias, then its own name.
+fn names_of(t: &datafusion::sql::sqlparser::ast::TableWithJoins, table: &TableName) -> Vec<String> {
+    let mut names = vec![];
+    if let TableFactor::Table { alias: Some(a), .. } = &t.relation {
+        names.push(a.name.value.clone());
+    }
+    names.push(table.table.clone());
+    names
+}
+
 /// `UPDATE t SET c = e, ... [WHERE p]`.
-pub async fn update(session: &Session, update: Update) -> Result<Output> {
+pub async fn update(session: &Session, mut update: Update) -> Result<Output> {
     super::clauses::update(&update)?;
     let table = session.table_name(single_table(&update.table)?)?;
+    if let Some(w) = update.selection.as_mut() {
+        subqueries::inline(session, w, &names_of(&update.table, &table))
+            .await
+            .map_err(|e| e.context(format!("cannot update {table}")))?;
+    }
     let n = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let update = update.clone();
         let table = table.clone();
@@ -577,7 +593,13 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
         ));
     }
     let table = session.table_name(single_table(target)?)?;
-    let n = delete_where(session, &table, delete.selection).await?;
+    let mut selection = delete.selection;
+    if let Some(w) = selection.as_mut() {
+        subqueries::inline(session, w, &names_of(target, &table))
+            .await
+            .map_err(|e| e.context(format!("cannot delete from {table}")))?;
+    }
+    let n = delete_where(session, &table, selection).await?;
     Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))
 }
 

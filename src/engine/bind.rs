@@ -602,7 +602,7 @@ impl Session {
         if let Some(e) = spellings.error {
             return Err(e);
         }
-        Ok(())
+        super::collation::check_none_left(node)
     }
 
     /// The column names a query's tables and aliases bring into scope (lower-cased): a name

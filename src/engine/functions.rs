@@ -17,6 +17,7 @@ mod arithmetic;
 pub use arithmetic::{AnsiArithmetic, INT_DIVIDE, checked_calls};
 mod lambda;
 pub use lambda::SORT_BY;
+mod format;
 mod percentile;
 mod statistics;
 pub use statistics::{DISTINCT_OF, DISTINCT_PREFIX};
@@ -55,6 +56,7 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
         percentile::PercentileApprox::new(true),
     ));
     ctx.register_udf(log1p());
+    ctx.register_udf(format::udf());
     for name in ["to_timestamp_micros"] {
         if let Ok(inner) = datafusion::execution::FunctionRegistry::udf(ctx, name) {
             ctx.register_udf(ScalarUDF::from(TryOf::new(inner)));

@@ -3,6 +3,7 @@
 //! knows nothing of terminals.
 
 pub mod bind;
+mod collation;
 pub(crate) mod files;
 pub mod functions;
 pub mod headers;

@@ -387,6 +387,9 @@ fn group_by_modifiers(body: &mut SetExpr) -> Result<()> {
 
 /// The rewrite of one function call, if it is one of the spellings handled here.
 fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
+    if let Some(new) = super::collation::rewrite(expr)? {
+        return Ok(Some(new));
+    }
     // ceil(x, d) / floor(x, d): to d digits (sqlparser reads the scale into the expression).
     if let Expr::Ceil { expr: x, field } | Expr::Floor { expr: x, field } = expr
         && let datafusion::sql::sqlparser::ast::CeilFloorKind::Scale(d) = field
@@ -497,6 +500,10 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         && collation.to_string().eq_ignore_ascii_case("UTF8_BINARY")
     {
         return Ok(Some(Expr::Nested(x.clone())));
+    }
+    // UTF8_LCASE and the RTRIM forms: rewritten with the comparison or call they are in.
+    if super::collation::kept(expr) {
+        return Ok(None);
     }
     if let Expr::Collate { collation, .. } = expr {
         return Err(Error::class(
@@ -1053,6 +1060,22 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             format!("add_months(CAST({d} AS DATE), CAST({n} AS INT))")
         }
         ("last_day", [d]) if scalar => format!("last_day(CAST({d} AS DATE))"),
+        // decode(bytes, 'UTF-8') / encode(text, 'UTF-8'): text from and to its UTF-8 bytes
+        // (bytes that are not UTF-8 are an error, not replaced).
+        ("decode", [b, _])
+            if scalar
+                && string_literal(exprs[1])
+                    .is_some_and(|c| matches!(c.to_uppercase().as_str(), "UTF-8" | "UTF8")) =>
+        {
+            format!("CAST({b} AS STRING)")
+        }
+        ("encode", [t, _])
+            if scalar
+                && string_literal(exprs[1])
+                    .is_some_and(|c| matches!(c.to_uppercase().as_str(), "UTF-8" | "UTF8")) =>
+        {
+            format!("CAST({t} AS BYTEA)")
+        }
         ("decode", [e, rest @ ..]) if scalar && rest.len() >= 2 => decode(e, rest),
         ("to_date", [s]) if scalar => format!("CAST({s} AS DATE)"),
         ("to_date", [s, _]) if scalar => format!(

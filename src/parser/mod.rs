@@ -196,6 +196,9 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     if first_is(0, "MERGE") {
         tokens = expand_merge_stars(tokens);
     }
+    if first_is(0, "VALUES") {
+        tokens = bare_values(tokens);
+    }
     let mut table_comment = None;
     if first_is(0, "CREATE") {
         tokens = create_table_using(tokens)?;
@@ -250,6 +253,47 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
             )
         })?;
     spark_strings(tokens).map(spark_call_clauses)
+}
+
+/// `VALUES 1, 2, 3`: Spark's rows of one column each, without parentheses, as `VALUES (1),
+/// (2), (3)`.
+fn bare_values(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_) | Token::SemiColon))
+        .collect();
+    let (Some(&values), Some(&next)) = (significant.first(), significant.get(1)) else {
+        return tokens;
+    };
+    if tokens[next].token == Token::LParen {
+        return tokens;
+    }
+    let last = *significant.last().unwrap_or(&next);
+    let at = |t: &TokenWithSpan, token: Token| TokenWithSpan::new(token, t.span);
+    let mut out = Vec::with_capacity(tokens.len() + 8);
+    let mut depth = 0i32;
+    for (i, t) in tokens.into_iter().enumerate() {
+        match &t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        if i > values && i <= last && depth == 0 && t.token == Token::Comma {
+            out.push(at(&t, Token::RParen));
+            out.push(t.clone());
+            out.push(at(&t, Token::LParen));
+            continue;
+        }
+        let is_next = i == next;
+        let is_last = i == last;
+        if is_next {
+            out.push(at(&t, Token::LParen));
+        }
+        out.push(t.clone());
+        if is_last {
+            out.push(at(&t, Token::RParen));
+        }
+    }
+    out
 }
 
 /// Spark's clauses inside a call's parentheses that sqlparser does not read: `first(x IGNORE

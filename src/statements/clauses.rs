@@ -242,8 +242,8 @@ pub fn insert(i: &Insert) -> Result<()> {
         overwrite: _,
         source: _,
         assignments,
-        partitioned,
-        after_columns,
+        partitioned: _, // static partition values: INSERT fills them in
+        after_columns: _,
         has_table_keyword: _,
         on,
         returning,
@@ -265,11 +265,6 @@ pub fn insert(i: &Insert) -> Result<()> {
             (*ignore, "IGNORE"),
             (table_alias.is_some(), "a table alias"),
             (!assignments.is_empty(), "SET column = value"),
-            (
-                partitioned.is_some(),
-                "PARTITION (...) (list the partition column's value in the row instead)",
-            ),
-            (!after_columns.is_empty(), "columns after PARTITION"),
             (
                 on.is_some(),
                 "ON CONFLICT / ON DUPLICATE KEY (use MERGE INTO)",

@@ -70,19 +70,82 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
             "INSERT INTO a table function is not supported".into(),
         ));
     };
-    let Some(source) = insert.source else {
+    let Some(mut source) = insert.source else {
         return Err(Error::Invalid("INSERT needs VALUES or a query".into()));
     };
-    let columns: Vec<String> = insert
+    let mut columns: Vec<String> = insert
         .columns
         .iter()
         .map(|c| c.to_string().trim_matches('`').to_lowercase())
+        .chain(insert.after_columns.iter().map(|c| c.value.to_lowercase()))
         .collect();
+    if let Some(partitions) = &insert.partitioned {
+        static_partitions(session, name, partitions, &mut columns, &mut source).await?;
+    }
     let how = match insert.overwrite {
         true => How::Overwrite,
         false => How::Append,
     };
     insert_rows(session, name, Columns::Listed(columns), *source, how).await
+}
+
+/// `INSERT INTO t PARTITION (p = v, ...) [(cols)] query`: the query's columns fill the listed
+/// columns (else every column but the partition's, in the table's order), and each `p` is
+/// `v`, as Spark reads it. A partition column without a value (a dynamic partition) is
+/// refused by name.
+async fn static_partitions(
+    session: &Session,
+    name: &ObjectName,
+    partitions: &[Expr],
+    columns: &mut Vec<String>,
+    source: &mut Box<Query>,
+) -> Result<()> {
+    let table = session.table_name(name)?;
+    let mut values = vec![];
+    for p in partitions {
+        match p {
+            Expr::BinaryOp {
+                left,
+                op: datafusion::sql::sqlparser::ast::BinaryOperator::Eq,
+                right,
+            } => {
+                let column = match left.as_ref() {
+                    Expr::Identifier(i) => i.value.to_lowercase(),
+                    other => {
+                        return Err(Error::Invalid(format!(
+                            "INSERT INTO {table} PARTITION (...): '{other}' is not a column name"
+                        )));
+                    }
+                };
+                values.push((column, right.to_string()));
+            }
+            other => {
+                return Err(Error::class(
+                    "UNSUPPORTED_FEATURE",
+                    format!(
+                        "INSERT INTO {table} PARTITION ({other}): a partition column without a value (a dynamic partition) is not supported; give it a value (PARTITION ({other} = ...)) or list it as a column of the query"
+                    ),
+                ));
+            }
+        }
+    }
+    if columns.is_empty() {
+        let t = open_writable(session, &table).await?;
+        let schema = super::table::arrow_schema(&t)?;
+        *columns = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().to_lowercase())
+            .filter(|c| !values.iter().any(|(p, _)| p == c))
+            .collect();
+    }
+    let constants: Vec<String> = values.iter().map(|(_, v)| format!("({v})")).collect();
+    columns.extend(values.into_iter().map(|(c, _)| c));
+    **source = crate::parser::query_text(&format!(
+        "SELECT __rows.*, {} FROM ({source}) AS __rows",
+        constants.join(", ")
+    ))?;
+    Ok(())
 }
 
 /// `INSERT INTO|OVERWRITE t BY NAME query`, `INSERT INTO t REPLACE WHERE predicate query`.

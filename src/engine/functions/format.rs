@@ -1,0 +1,288 @@
+//! Spark's `format_number(x, d)` and `format_number(x, pattern)`: a number as text the way
+//! Java's `DecimalFormat` writes it (what Spark calls): grouped by thousands and rounded half
+//! to even to `d` places, or by a pattern of `#`, `0`, `,` and `.` with literal text before
+//! and after (`'EUR ,###.-'`). Exact on DECIMALs and integers; a DOUBLE is written from its
+//! shortest decimal form.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, StringBuilder};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+pub(super) fn udf() -> ScalarUDF {
+    ScalarUDF::from(FormatNumber {
+        signature: Signature::any(2, Volatility::Immutable),
+    })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FormatNumber {
+    signature: Signature,
+}
+
+/// How a number is written: literal text around it, grouping size, the fraction's minimum and
+/// maximum digits, the integer's minimum digits, and whether the point always shows.
+#[derive(Debug, Clone, PartialEq)]
+struct Pattern {
+    prefix: String,
+    suffix: String,
+    grouping: Option<usize>,
+    min_int: usize,
+    min_frac: usize,
+    max_frac: usize,
+    point_always: bool,
+}
+
+impl Pattern {
+    fn places(d: i64) -> Pattern {
+        Pattern {
+            prefix: String::new(),
+            suffix: String::new(),
+            grouping: Some(3),
+            min_int: 1,
+            min_frac: d as usize,
+            max_frac: d as usize,
+            point_always: false,
+        }
+    }
+
+    fn parse(p: &str) -> Result<Pattern> {
+        let is_number = |c: char| matches!(c, '#' | '0' | ',' | '.');
+        let start = p.find(is_number);
+        let Some(start) = start else {
+            return exec_err!("format_number: the pattern '{p}' has no digits (#, 0)");
+        };
+        let end = p[start..]
+            .find(|c: char| !is_number(c))
+            .map_or(p.len(), |e| start + e);
+        let number = &p[start..end];
+        let (int, frac) = match number.split_once('.') {
+            Some((i, f)) => (i, Some(f)),
+            None => (number, None),
+        };
+        if frac.is_some_and(|f| f.contains(['.', ','])) {
+            return exec_err!("format_number: the pattern '{p}' is not one Spark reads");
+        }
+        let grouping = int.rfind(',').map(|i| int.len() - i - 1).filter(|g| *g > 0);
+        let frac = frac.unwrap_or("");
+        Ok(Pattern {
+            prefix: p[..start].to_string(),
+            suffix: p[end..].to_string(),
+            grouping,
+            min_int: int.chars().filter(|c| *c == '0').count(),
+            min_frac: frac.chars().filter(|c| *c == '0').count(),
+            max_frac: frac.chars().filter(|c| matches!(c, '0' | '#')).count(),
+            point_always: number.contains('.') && frac.is_empty(),
+        })
+    }
+
+    /// `digits` (an optional `-`, digits, an optional `.` and digits) written by the pattern.
+    fn write(&self, digits: &str) -> String {
+        let (negative, digits) = match digits.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, digits),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let (int, frac) = round_half_even(int, frac, self.max_frac);
+        let frac = frac.trim_end_matches('0');
+        let frac = if frac.len() < self.min_frac {
+            format!("{frac:0<width$}", width = self.min_frac)
+        } else {
+            frac.to_string()
+        };
+        let int = int.trim_start_matches('0');
+        let int = if int.len() < self.min_int {
+            format!("{int:0>width$}", width = self.min_int)
+        } else {
+            int.to_string()
+        };
+        let grouped = match self.grouping {
+            Some(g) => {
+                let chars: Vec<char> = int.chars().collect();
+                let mut out = String::new();
+                for (i, c) in chars.iter().enumerate() {
+                    if i > 0 && (chars.len() - i).is_multiple_of(g) {
+                        out.push(',');
+                    }
+                    out.push(*c);
+                }
+                out
+            }
+            None => int,
+        };
+        // Java writes a negative number that rounds to zero as -0.00.
+        let mut out = String::new();
+        if negative {
+            out.push('-');
+        }
+        out.push_str(&self.prefix);
+        out.push_str(&grouped);
+        if !frac.is_empty() || self.point_always {
+            out.push('.');
+        }
+        out.push_str(&frac);
+        out.push_str(&self.suffix);
+        out
+    }
+}
+
+/// Digits rounded to `places` after the point, half to even (Java's DecimalFormat).
+fn round_half_even(int: &str, frac: &str, places: usize) -> (String, String) {
+    if frac.len() <= places {
+        return (int.to_string(), frac.to_string());
+    }
+    let (kept, dropped) = frac.split_at(places);
+    let first = dropped.as_bytes()[0] - b'0';
+    let rest_nonzero = dropped[1..].bytes().any(|b| b != b'0');
+    let last_odd = kept
+        .bytes()
+        .last()
+        .or_else(|| int.bytes().last())
+        .is_some_and(|b| (b - b'0') % 2 == 1);
+    let up = first > 5 || (first == 5 && (rest_nonzero || last_odd));
+    let mut all: Vec<u8> = format!("{int}{kept}").into_bytes();
+    if up {
+        let mut i = all.len();
+        loop {
+            if i == 0 {
+                all.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if all[i] == b'9' {
+                all[i] = b'0';
+            } else {
+                all[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = all.len() - kept.len();
+    let text = String::from_utf8(all).unwrap_or_default();
+    (text[..split].to_string(), text[split..].to_string())
+}
+
+/// The exact decimal digits of a number value, None for NULL (and for NaN / infinity, which
+/// Java writes as symbols).
+fn digits(v: &ScalarValue) -> Option<String> {
+    if v.is_null() {
+        return None;
+    }
+    Some(match v {
+        ScalarValue::Float64(Some(f)) => format_float(*f)?,
+        ScalarValue::Float32(Some(f)) => format_float(*f as f64)?,
+        other => other.to_string(),
+    })
+}
+
+fn format_float(f: f64) -> Option<String> {
+    if !f.is_finite() {
+        return None;
+    }
+    Some(format!("{f}"))
+}
+
+impl ScalarUDFImpl for FormatNumber {
+    fn name(&self) -> &str {
+        "format_number"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        if !(args[0].is_numeric() || args[0].is_null()) {
+            return plan_err!("format_number() takes a number, not {}", args[0]);
+        }
+        if !(args[1].is_integer()
+            || args[1].is_null()
+            || matches!(
+                args[1],
+                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+            ))
+        {
+            return plan_err!(
+                "format_number(x, d): d is a number of decimal places or a pattern, not {}",
+                args[1]
+            );
+        }
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let x: ArrayRef = args.args[0].to_array(n)?;
+        let d: ArrayRef = args.args[1].to_array(n)?;
+        let mut out = StringBuilder::new();
+        let mut last: Option<(ScalarValue, Pattern)> = None;
+        for i in 0..n {
+            let dv = ScalarValue::try_from_array(&d, i)?;
+            let pattern = match &last {
+                Some((v, p)) if *v == dv => Some(p.clone()),
+                _ => {
+                    let p = match &dv {
+                        v if v.is_null() => None,
+                        ScalarValue::Utf8(Some(s))
+                        | ScalarValue::Utf8View(Some(s))
+                        | ScalarValue::LargeUtf8(Some(s)) => {
+                            if s.is_empty() {
+                                // Spark: an empty pattern is the plain grouped number.
+                                Some(Pattern::parse("#,###,###,###,###,###,##0.###")?)
+                            } else {
+                                Some(Pattern::parse(s)?)
+                            }
+                        }
+                        v => match v.cast_to(&DataType::Int64)? {
+                            ScalarValue::Int64(Some(d)) if d >= 0 => Some(Pattern::places(d)),
+                            _ => None,
+                        },
+                    };
+                    if let Some(p) = &p {
+                        last = Some((dv.clone(), p.clone()));
+                    }
+                    p
+                }
+            };
+            let value = ScalarValue::try_from_array(&x, i)?;
+            match (pattern, digits(&value)) {
+                (Some(p), Some(digits)) => out.append_value(p.write(&digits)),
+                _ => out.append_null(),
+            }
+        }
+        let array: ArrayRef = Arc::new(out.finish());
+        Ok(
+            if args
+                .args
+                .iter()
+                .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+            {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+            } else {
+                ColumnarValue::Array(array)
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_as_java_writes_them() {
+        let places = |d| Pattern::places(d);
+        assert_eq!(places(4).write("12332.123456"), "12,332.1235");
+        assert_eq!(places(0).write("12332.5"), "12,332");
+        assert_eq!(places(0).write("12333.5"), "12,334");
+        assert_eq!(places(2).write("-0.001"), "-0.00");
+        assert_eq!(places(2).write("999.995"), "1,000.00");
+        assert_eq!(places(1).write("5"), "5.0");
+        let p = |s| Pattern::parse(s).unwrap();
+        assert_eq!(p("#.###").write("12332.123456"), "12332.123");
+        assert_eq!(p("EUR ,###.-").write("12332.123456"), "EUR 12,332.-");
+        assert_eq!(p("00000.00").write("12.5"), "00012.50");
+        assert_eq!(p("#,##0.00").write("-1234.5"), "-1,234.50");
+    }
+}

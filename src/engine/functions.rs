@@ -299,6 +299,13 @@ impl Total {
 fn checked_sum(
     args: &datafusion::logical_expr::function::AccumulatorArgs,
 ) -> Option<Box<dyn datafusion::logical_expr::Accumulator>> {
+    if matches!(
+        args.return_field.data_type(),
+        DataType::Interval(datafusion::arrow::datatypes::IntervalUnit::MonthDayNano)
+    ) && !args.is_distinct
+    {
+        return Some(Box::new(IntervalSum::default()));
+    }
     let total = Total::of(args)?;
     Some(if args.is_distinct {
         Box::new(DistinctDecimalSum {
@@ -313,6 +320,79 @@ fn checked_sum(
             total,
         })
     })
+}
+
+/// A sum of INTERVALs whose months, days or nanoseconds leave their range fails
+/// (ARITHMETIC_OVERFLOW), as in Databricks; DataFusion's wrapped around (two intervals of
+/// 100,000,000 years summed to -1894967296 months).
+#[derive(Debug, Default)]
+struct IntervalSum {
+    months: i128,
+    days: i128,
+    nanos: i128,
+    count: i64,
+}
+
+impl IntervalSum {
+    fn add(&mut self, values: &ArrayRef, sign: i128) {
+        let values =
+            values.as_primitive::<datafusion::arrow::datatypes::IntervalMonthDayNanoType>();
+        for v in values.iter().flatten() {
+            self.months += sign * i128::from(v.months);
+            self.days += sign * i128::from(v.days);
+            self.nanos += sign * i128::from(v.nanoseconds);
+            self.count += if sign < 0 { -1 } else { 1 };
+        }
+    }
+
+    fn total(&self) -> datafusion::error::Result<ScalarValue> {
+        if self.count == 0 {
+            return Ok(ScalarValue::IntervalMonthDayNano(None));
+        }
+        match (
+            i32::try_from(self.months),
+            i32::try_from(self.days),
+            i64::try_from(self.nanos),
+        ) {
+            (Ok(months), Ok(days), Ok(nanoseconds)) => Ok(ScalarValue::IntervalMonthDayNano(Some(
+                datafusion::arrow::datatypes::IntervalMonthDayNano {
+                    months,
+                    days,
+                    nanoseconds,
+                },
+            ))),
+            _ => Err(DataFusionError::Execution(
+                "[ARITHMETIC_OVERFLOW] sum() of intervals overflowed the INTERVAL range".into(),
+            )),
+        }
+    }
+}
+
+impl datafusion::logical_expr::Accumulator for IntervalSum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
+        self.add(&values[0], 1);
+        Ok(())
+    }
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
+        self.add(&values[0], -1);
+        Ok(())
+    }
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> datafusion::error::Result<()> {
+        self.add(&states[0], 1);
+        Ok(())
+    }
+    fn state(&mut self) -> datafusion::error::Result<Vec<ScalarValue>> {
+        Ok(vec![self.total()?])
+    }
+    fn evaluate(&mut self) -> datafusion::error::Result<ScalarValue> {
+        self.total()
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
 }
 
 /// A checked total, or the overflow error.
@@ -354,6 +434,11 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> datafusion::error::Result<Box<dyn datafusion::logical_expr::Accumulator>> {
+        if args.is_distinct && matches!(args.return_field.data_type(), DataType::Interval(_)) {
+            return Err(DataFusionError::Plan(
+                "[UNSUPPORTED_FEATURE] sum(DISTINCT ...) of intervals is not supported: sum the DISTINCT values in a subquery".into(),
+            ));
+        }
         match checked_sum(&args) {
             Some(acc) => Ok(acc),
             None => self.inner.accumulator(args),
@@ -369,6 +454,9 @@ impl datafusion::logical_expr::AggregateUDFImpl for CheckedSum {
         &self,
         args: datafusion::logical_expr::function::AccumulatorArgs,
     ) -> bool {
+        if matches!(args.return_field.data_type(), DataType::Interval(_)) {
+            return false;
+        }
         match Total::of(&args) {
             Some(Total::BigInt) => !args.is_distinct,
             Some(Total::Decimal(..)) => false,

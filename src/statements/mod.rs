@@ -180,10 +180,18 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
             let d = clauses::drop(&s)?;
             ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade)
         }
-        Sql::Set(ref set) if sets_time_zone(set) => Err(Error::class(
-            "UNSUPPORTED_FEATURE",
-            "SET TIME ZONE is not supported yet: tidemark's session time zone is UTC",
-        )),
+        // The session's zone is UTC: setting it to UTC changes nothing; another zone is
+        // refused (timestamps would read and print in UTC all the same).
+        Sql::Set(ref set) if sets_time_zone(set) => match time_zone_value(set) {
+            Some(zone) if is_utc(&zone) => Ok(Output::empty()),
+            zone => Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "SET TIME ZONE {} is not supported yet: tidemark's session time zone is UTC (SET TIME ZONE 'UTC' is accepted; convert with from_utc_timestamp(ts, zone) to read a time in another zone)",
+                    zone.unwrap_or_else(|| "LOCAL".into())
+                ),
+            )),
+        },
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
         Sql::StartTransaction { .. } | Sql::Commit { .. } | Sql::Rollback { .. } => {
             Err(Error::Invalid(
@@ -205,6 +213,51 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
 /// `SET TIMEZONE = ..`, Spark's `spark.sql.session.timeZone`); DataFusion's own
 /// `datafusion.execution.time_zone` stays an engine setting (date_format refuses to run under
 /// another zone).
+/// The zone a SET TIME ZONE names (None for LOCAL), unquoted.
+fn time_zone_value(set: &datafusion::sql::sqlparser::ast::Set) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::{Expr, Set, Value};
+    let value = match set {
+        Set::SetTimeZone {
+            local: false,
+            value,
+        } => value,
+        Set::SingleAssignment { values, .. } if values.len() == 1 => &values[0],
+        _ => return None,
+    };
+    Some(match value {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        Expr::Identifier(i) if i.value.eq_ignore_ascii_case("LOCAL") => return None,
+        other => other.to_string(),
+    })
+}
+
+/// Whether a zone name is UTC (or an offset of zero).
+fn is_utc(zone: &str) -> bool {
+    matches!(
+        zone.trim().to_lowercase().as_str(),
+        "utc"
+            | "etc/utc"
+            | "gmt"
+            | "etc/gmt"
+            | "z"
+            | "zulu"
+            | "universal"
+            | "etc/universal"
+            | "uct"
+            | "etc/uct"
+            | "+00:00"
+            | "-00:00"
+            | "+00"
+            | "utc+0"
+            | "gmt+0"
+            | "utc+00:00"
+            | "gmt+00:00"
+    )
+}
+
 fn sets_time_zone(set: &datafusion::sql::sqlparser::ast::Set) -> bool {
     use datafusion::sql::sqlparser::ast::Set;
     match set {

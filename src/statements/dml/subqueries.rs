@@ -43,9 +43,16 @@ pub(super) async fn inline(
                 ),
             ));
         }
-        let (df, _bound) =
-            crate::statements::query::query_dataframe(session, query.clone()).await?;
-        let batches = df.collect().await?;
+        let run = async {
+            let (df, _bound) =
+                crate::statements::query::query_dataframe(session, query.clone()).await?;
+            Ok::<_, Error>(df.collect().await?)
+        };
+        let batches = run.await.map_err(|e| {
+            e.context(format!(
+                "the subquery ({query}) runs on its own before the change (a column of the changed table cannot be named in it: use MERGE INTO for that)"
+            ))
+        })?;
         let mut rows = vec![];
         for b in &batches {
             if b.num_columns() != 1 {

@@ -462,6 +462,7 @@ impl Session {
         stack: &[String],
     ) -> Result<(Bound, HashSet<String>)> {
         self.rewrite_syntax(node)?;
+        self.rewrite_pivots(node).await?;
         let mut sampler = SampleRewriter::default();
         let _ = node.visit(&mut sampler);
         if let Some(e) = sampler.error {
@@ -575,6 +576,48 @@ impl Session {
             bound.tables.push(table);
         }
         Ok((bound, columns))
+    }
+
+    /// `PIVOT` over a table, rewritten with the table's columns (see [`super::pivot`]). A name
+    /// that a CTE of the statement takes is not the table's: left unknown (and refused).
+    async fn rewrite_pivots<T: VisitMut>(&self, node: &mut T) -> Result<()> {
+        let Some(sources) = super::pivot::sources(node) else {
+            return Ok(());
+        };
+        struct Ctes(HashSet<String>);
+        impl VisitorMut for Ctes {
+            type Break = ();
+            fn pre_visit_query(
+                &mut self,
+                q: &mut datafusion::sql::sqlparser::ast::Query,
+            ) -> ControlFlow<()> {
+                if let Some(with) = &q.with {
+                    for cte in &with.cte_tables {
+                        self.0.insert(cte.alias.name.value.to_lowercase());
+                    }
+                }
+                ControlFlow::Continue(())
+            }
+        }
+        let mut ctes = Ctes(HashSet::new());
+        let _ = node.visit(&mut ctes);
+        let mut columns = std::collections::HashMap::new();
+        for name in sources {
+            let written = name.to_string();
+            if name.0.len() == 1 && ctes.0.contains(&written.trim_matches('`').to_lowercase()) {
+                continue;
+            }
+            let Ok(table) = self.table_name(&name) else {
+                continue;
+            };
+            if !self.warehouse.table_exists(&table) {
+                continue;
+            }
+            if let Ok(c) = self.table_columns(&table).await {
+                columns.insert(written, c);
+            }
+        }
+        super::pivot::rewrite(node, &columns)
     }
 
     /// The rewrites of syntax every statement and function body gets before it is bound:

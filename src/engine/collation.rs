@@ -1,5 +1,5 @@
 //! Databricks' collations where tidemark can honour them exactly: `UTF8_BINARY` (how strings
-//! compare anyway) is dropped by the Spark rewrites; `UTF8_LCASE` (case-insensitive) in
+//! compare anyway) is dropped once no other collation meets it; `UTF8_LCASE` (case-insensitive) in
 //! comparisons and in the string functions that match text (`instr`, `locate`, `position`,
 //! `replace`, `split`, `split_part`, `str_to_map`, `translate`, the trims, `contains`,
 //! `startswith`, `endswith`), rewritten to compare lower-cased or case-insensitive patterns;
@@ -19,6 +19,8 @@ use crate::parser::expr_text as parse_expr;
 /// The collations this module rewrites.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Collation {
+    /// How strings compare anyway: dropped at the end, unless beside another collation.
+    Binary,
     Lcase,
     BinaryRtrim,
     LcaseRtrim,
@@ -29,6 +31,7 @@ fn collation(e: &Expr) -> Option<(Collation, &Expr)> {
         return None;
     };
     let c = match collation.to_string().to_uppercase().as_str() {
+        "UTF8_BINARY" => Collation::Binary,
         "UTF8_LCASE" => Collation::Lcase,
         "UTF8_BINARY_RTRIM" => Collation::BinaryRtrim,
         "UTF8_LCASE_RTRIM" => Collation::LcaseRtrim,
@@ -65,11 +68,24 @@ fn literal(e: &Expr) -> Option<String> {
     }
 }
 
+/// The characters that are `c` in lower case: `c`, and its upper-case forms whose lower case
+/// is `c`'s (not `S` for `ß`, nor `I` for `ı`).
+fn case_variants(c: char) -> Vec<char> {
+    let lower: String = c.to_lowercase().collect();
+    let mut out = vec![c];
+    for v in c.to_lowercase().chain(c.to_uppercase()) {
+        if !out.contains(&v) && v.to_lowercase().collect::<String>() == lower {
+            out.push(v);
+        }
+    }
+    out
+}
+
 /// The characters of `s` in both cases, each once.
 fn both_cases(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
-        for v in c.to_lowercase().chain(c.to_uppercase()).chain([c]) {
+        for v in case_variants(c) {
             if !out.contains(v) {
                 out.push(v);
             }
@@ -84,6 +100,13 @@ fn normalized(s: &str, what: &str) -> String {
         "regexp_replace({s}, {}, {}, 'g')",
         quoted(&format!("(?i){}", regex::escape(what))),
         quoted(&what.replace('$', "$$"))
+    )
+}
+
+fn mismatch(e: &Expr) -> Error {
+    Error::class(
+        "COLLATION_MISMATCH",
+        format!("{e}: the operands have different explicit collations"),
     )
 }
 
@@ -115,12 +138,10 @@ pub(crate) fn rewrite(e: &Expr) -> Result<Option<Expr>> {
                 return Ok(None);
             };
             if cl.is_some() && cr.is_some() && cl != cr {
-                return Err(Error::class(
-                    "COLLATION_MISMATCH",
-                    format!("{e}: the two sides have different collations"),
-                ));
+                return Err(mismatch(e));
             }
             let side = |x: &str| match c {
+                Collation::Binary => x.to_string(),
                 Collation::Lcase => format!("lower({x})"),
                 Collation::BinaryRtrim => format!("rtrim({x})"),
                 Collation::LcaseRtrim => format!("lower(rtrim({x}))"),
@@ -137,9 +158,17 @@ pub(crate) fn rewrite(e: &Expr) -> Result<Option<Expr>> {
             trim_what: Some(what),
             trim_characters: None,
         } if collation(expr).is_some() || collation(what).is_some() => {
-            let lcase = [expr.as_ref(), what.as_ref()]
+            let kinds: Vec<Collation> = [expr.as_ref(), what.as_ref()]
                 .iter()
-                .all(|x| collation(x).is_none_or(|(c, _)| c == Collation::Lcase));
+                .filter_map(|x| collation(x).map(|(c, _)| c))
+                .collect();
+            if kinds.windows(2).any(|w| w[0] != w[1]) {
+                return Err(mismatch(e));
+            }
+            if kinds.iter().all(|c| *c == Collation::Binary) {
+                return Ok(None);
+            }
+            let lcase = kinds.iter().all(|c| *c == Collation::Lcase);
             let Some(chars) = literal(what).filter(|_| lcase) else {
                 return Err(refused("TRIM with characters that are not a literal"));
             };
@@ -175,6 +204,12 @@ pub(crate) fn rewrite(e: &Expr) -> Result<Option<Expr>> {
                 return Ok(None);
             }
             let name = f.name.to_string().to_lowercase();
+            if collations.windows(2).any(|w| w[0] != w[1]) {
+                return Err(mismatch(e));
+            }
+            if collations.iter().all(|c| *c == Collation::Binary) {
+                return Ok(None);
+            }
             if collations.iter().any(|c| *c != Collation::Lcase) {
                 return Err(Error::class(
                     "UNSUPPORTED_FEATURE",
@@ -229,7 +264,7 @@ pub(crate) fn rewrite(e: &Expr) -> Result<Option<Expr>> {
                         let (mut mapped, mut targets, mut dropped) =
                             (String::new(), String::new(), String::new());
                         for (i, c) in from.chars().enumerate() {
-                            for v in c.to_lowercase().chain(c.to_uppercase()).chain([c]) {
+                            for v in case_variants(c) {
                                 if mapped.contains(v) || dropped.contains(v) {
                                     continue;
                                 }
@@ -270,12 +305,17 @@ pub(crate) fn rewrite(e: &Expr) -> Result<Option<Expr>> {
     }
 }
 
-/// A COLLATE left after the rewrites: refused by name.
+/// After the rewrites: a `COLLATE UTF8_BINARY` left is dropped (strings compare so anyway);
+/// any other COLLATE left is refused by name.
 pub(crate) fn check_none_left<T: VisitMut>(node: &mut T) -> Result<()> {
     struct Find(Option<String>);
     impl VisitorMut for Find {
         type Break = ();
-        fn pre_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+        fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            if let Some((Collation::Binary, inner)) = collation(e) {
+                *e = Expr::Nested(Box::new(inner.clone()));
+                return ControlFlow::Continue(());
+            }
             if let Expr::Collate { collation, .. } = e {
                 self.0 = Some(collation.to_string());
                 return ControlFlow::Break(());

@@ -283,19 +283,6 @@ fn spark_query_shapes(query: &mut Query) {
                     }
                 }
             }
-            // `TABLE t`: every row of t.
-            SetExpr::Table(table) => {
-                if let Some(name) = &table.table_name {
-                    let q = |s: &str| format!("`{}`", s.replace('`', "``"));
-                    let qualified = match &table.schema_name {
-                        Some(schema) => format!("{}.{}", q(schema), q(name)),
-                        None => q(name),
-                    };
-                    if let Ok(q) = parse_query(&format!("SELECT * FROM {qualified}")) {
-                        *set = *q.body;
-                    }
-                }
-            }
             SetExpr::Select(select) => {
                 for from in &mut select.from {
                     for join in &mut from.joins {
@@ -495,13 +482,8 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             named.join(", ")
         ))?))));
     }
-    // UTF8_BINARY is how tidemark compares strings anyway: the clause changes nothing.
-    if let Expr::Collate { collation, expr: x } = expr
-        && collation.to_string().eq_ignore_ascii_case("UTF8_BINARY")
-    {
-        return Ok(Some(Expr::Nested(x.clone())));
-    }
-    // UTF8_LCASE and the RTRIM forms: rewritten with the comparison or call they are in.
+    // UTF8_BINARY, UTF8_LCASE and the RTRIM forms: rewritten with the comparison or call
+    // they are in (UTF8_BINARY, how strings compare anyway, is dropped at the end).
     if super::collation::kept(expr) {
         return Ok(None);
     }
@@ -846,8 +828,11 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("ln" | "log", [x]) if scalar => {
             format!("CASE WHEN {x} <= 0 THEN NULL ELSE ln(CAST({x} AS DOUBLE)) END")
         }
+        // log(1, x) divides by ln(1) = 0, which Spark computes as Java does: ±Infinity, NaN.
         ("log", [b, x]) if scalar => format!(
-            "CASE WHEN {b} <= 0 OR {x} <= 0 THEN NULL ELSE ln(CAST({x} AS DOUBLE)) / ln(CAST({b} AS DOUBLE)) END"
+            "CASE WHEN {b} <= 0 OR {x} <= 0 THEN NULL \
+             WHEN {b} = 1 THEN CASE WHEN {x} = 1 THEN CAST('NaN' AS DOUBLE) WHEN {x} > 1 THEN CAST('Infinity' AS DOUBLE) ELSE CAST('-Infinity' AS DOUBLE) END \
+             ELSE ln(CAST({x} AS DOUBLE)) / ln(CAST({b} AS DOUBLE)) END"
         ),
         ("log10" | "log2", [x]) if scalar => {
             format!("CASE WHEN {x} <= 0 THEN NULL ELSE {name}(CAST({x} AS DOUBLE)) END")
@@ -1273,8 +1258,8 @@ fn java_zone(zone: &str) -> Option<String> {
 fn safe_date(y: &str, m: &str, d: &str) -> String {
     let part = |x: &str, n: usize| format!("lpad(CAST(CAST({x} AS INT) AS STRING), {n}, '0')");
     format!(
-        "CASE WHEN {y} >= 1 AND {m} >= 1 AND {d} >= 1 THEN TRY_CAST(concat({}, '-', {}, '-', {}) AS DATE) \
-         ELSE CAST(NULL AS DATE) END",
+        "CASE WHEN {y} BETWEEN 1 AND 9999 AND {m} BETWEEN 1 AND 12 AND {d} BETWEEN 1 AND 31 \
+         THEN TRY_CAST(concat({}, '-', {}, '-', {}) AS DATE) ELSE CAST(NULL AS DATE) END",
         part(y, 4),
         part(m, 2),
         part(d, 2)

@@ -1,13 +1,15 @@
 //! tidemark's SQL dialect: sqlparser's Databricks dialect (which the parser also recognises as
 //! Databricks where it asks), plus the Spark operators it leaves out: `a div b` (integer
-//! division) and the shifts `a << n`, `a >> n`.
+//! division) and the shifts `a << n`, `a >> n` (at Spark's precedence), and `IS [NOT]
+//! DISTINCT FROM` at the precedence of a comparison.
 
 use std::any::TypeId;
 
 use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr};
-use datafusion::sql::sqlparser::dialect::{DatabricksDialect, Dialect};
+use datafusion::sql::sqlparser::dialect::{DatabricksDialect, Dialect, Precedence};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
 
 #[derive(Debug, Default)]
 pub struct Tidemark;
@@ -76,6 +78,16 @@ impl Dialect for Tidemark {
     fn supports_bitwise_shift_operators(&self) -> bool {
         true
     }
+    /// Spark ranks the shifts below `+`/`-` and above `&`, `^` and `|` (sqlparser put them
+    /// with `^`: `1 << 2 & 3` read as `1 << (2 & 3)`).
+    fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
+        match parser.peek_token_ref().token {
+            Token::ShiftLeft | Token::ShiftRight => {
+                Some(Ok(self.prec_value(Precedence::PlusMinus) - 1))
+            }
+            _ => None,
+        }
+    }
     /// `a div b`, at the precedence of `*` and `/` (the parser ranks DIV there).
     fn parse_infix(
         &self,
@@ -83,6 +95,27 @@ impl Dialect for Tidemark {
         expr: &Expr,
         precedence: u8,
     ) -> Option<Result<Expr, ParserError>> {
+        // `a IS [NOT] DISTINCT FROM b AND c` is `(a IS [NOT] DISTINCT FROM b) AND c`: a
+        // comparison, as `=` (sqlparser read all of `b AND c` as the right side).
+        for (words, negated) in [
+            (&[Keyword::IS, Keyword::DISTINCT, Keyword::FROM][..], false),
+            (
+                &[Keyword::IS, Keyword::NOT, Keyword::DISTINCT, Keyword::FROM][..],
+                true,
+            ),
+        ] {
+            if parser.parse_keywords(words) {
+                let right = parser.parse_subexpr(self.prec_value(Precedence::Eq));
+                return Some(right.map(|right| {
+                    let (l, r) = (Box::new(expr.clone()), Box::new(right));
+                    if negated {
+                        Expr::IsNotDistinctFrom(l, r)
+                    } else {
+                        Expr::IsDistinctFrom(l, r)
+                    }
+                }));
+            }
+        }
         if !parser.parse_keyword(Keyword::DIV) {
             return None;
         }

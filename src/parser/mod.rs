@@ -199,6 +199,7 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     if first_is(0, "VALUES") {
         tokens = bare_values(tokens);
     }
+    tokens = table_queries(tokens);
     let mut table_comment = None;
     if first_is(0, "CREATE") {
         tokens = create_table_using(tokens)?;
@@ -253,6 +254,84 @@ fn tokenize(sql: &str) -> Result<Vec<TokenWithSpan>> {
             )
         })?;
     spark_strings(tokens).map(spark_call_clauses)
+}
+
+/// `TABLE t` as a query (`TABLE t`, `INSERT INTO x TABLE t`, `CREATE TABLE x AS TABLE t`, `(TABLE
+/// t)`, `... UNION TABLE t`): `SELECT * FROM t`, written before parsing because sqlparser
+/// reads the words after a one-part name as part of it (`TABLE t LIMIT 5` lost its LIMIT).
+fn table_queries(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect();
+    let word = |t: &Token, w: &str| is_word(t, w);
+    let mut replace = vec![];
+    for (k, &i) in significant.iter().enumerate() {
+        if !word(&tokens[i].token, "TABLE") {
+            continue;
+        }
+        let before = k.checked_sub(1).map(|p| &tokens[significant[p]].token);
+        let query_start = match before {
+            None => true,
+            Some(Token::LParen) => true,
+            Some(t) => [
+                "AS",
+                "UNION",
+                "EXCEPT",
+                "INTERSECT",
+                "MINUS",
+                "ALL",
+                "DISTINCT",
+            ]
+            .iter()
+            .any(|w| word(t, w)),
+        };
+        // INSERT INTO|OVERWRITE [TABLE] name [.name ...] TABLE t
+        let after_insert = {
+            let mut p = k;
+            let mut name = false;
+            while p >= 2
+                && matches!(&tokens[significant[p - 1]].token, Token::Word(_))
+                && !["INTO", "OVERWRITE", "TABLE"]
+                    .iter()
+                    .any(|w| word(&tokens[significant[p - 1]].token, w))
+            {
+                name = true;
+                p -= 1;
+                if p >= 2 && tokens[significant[p - 1]].token == Token::Period {
+                    p -= 1;
+                } else {
+                    break;
+                }
+            }
+            let mut q = p;
+            if q >= 1 && word(&tokens[significant[q - 1]].token, "TABLE") {
+                q -= 1;
+            }
+            name && q >= 2
+                && ["INTO", "OVERWRITE"]
+                    .iter()
+                    .any(|w| word(&tokens[significant[q - 1]].token, w))
+                && word(&tokens[significant[q - 2]].token, "INSERT")
+        };
+        let next_is_name = significant
+            .get(k + 1)
+            .is_some_and(|&j| matches!(tokens[j].token, Token::Word(_)));
+        if (query_start || after_insert) && next_is_name {
+            replace.push(i);
+        }
+    }
+    for i in replace.into_iter().rev() {
+        let span = tokens[i].span;
+        let new = [
+            Token::make_keyword("SELECT"),
+            Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space),
+            Token::Mul,
+            Token::Whitespace(datafusion::sql::sqlparser::tokenizer::Whitespace::Space),
+            Token::make_keyword("FROM"),
+        ];
+        tokens.splice(i..=i, new.into_iter().map(|t| TokenWithSpan::new(t, span)));
+    }
+    tokens
 }
 
 /// `VALUES 1, 2, 3`: Spark's rows of one column each, without parentheses, as `VALUES (1),

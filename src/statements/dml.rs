@@ -79,12 +79,16 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         .map(|c| c.to_string().trim_matches('`').to_lowercase())
         .chain(insert.after_columns.iter().map(|c| c.value.to_lowercase()))
         .collect();
+    let mut partition = None;
     if let Some(partitions) = &insert.partitioned {
-        static_partitions(session, name, partitions, &mut columns, &mut source).await?;
+        partition =
+            Some(static_partitions(session, name, partitions, &mut columns, &mut source).await?);
     }
-    let how = match insert.overwrite {
-        true => How::Overwrite,
-        false => How::Append,
+    let how = match (insert.overwrite, partition) {
+        // INSERT OVERWRITE t PARTITION (p = v): only that partition's rows are replaced.
+        (true, Some(p)) => How::ReplaceWhere(Box::new(crate::parser::expr_text(&p)?)),
+        (true, None) => How::Overwrite,
+        (false, _) => How::Append,
     };
     insert_rows(session, name, Columns::Listed(columns), *source, how).await
 }
@@ -92,14 +96,15 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
 /// `INSERT INTO t PARTITION (p = v, ...) [(cols)] query`: the query's columns fill the listed
 /// columns (else every column but the partition's, in the table's order), and each `p` is
 /// `v`, as Spark reads it. A partition column without a value (a dynamic partition) is
-/// refused by name.
+/// refused by name. Returns the predicate that selects the partition's rows (what INSERT
+/// OVERWRITE replaces).
 async fn static_partitions(
     session: &Session,
     name: &ObjectName,
     partitions: &[Expr],
     columns: &mut Vec<String>,
     source: &mut Box<Query>,
-) -> Result<()> {
+) -> Result<String> {
     let table = session.table_name(name)?;
     let mut values = vec![];
     for p in partitions {
@@ -140,12 +145,21 @@ async fn static_partitions(
             .collect();
     }
     let constants: Vec<String> = values.iter().map(|(_, v)| format!("({v})")).collect();
+    let predicate: Vec<String> = values
+        .iter()
+        .map(|(c, v)| {
+            format!(
+                "({} IS NOT DISTINCT FROM ({v}))",
+                crate::catalog::quote_ident(c)
+            )
+        })
+        .collect();
     columns.extend(values.into_iter().map(|(c, _)| c));
     **source = crate::parser::query_text(&format!(
         "SELECT __rows.*, {} FROM ({source}) AS __rows",
         constants.join(", ")
     ))?;
-    Ok(())
+    Ok(predicate.join(" AND "))
 }
 
 /// `INSERT INTO|OVERWRITE t BY NAME query`, `INSERT INTO t REPLACE WHERE predicate query`.
@@ -561,18 +575,20 @@ fn names_of(t: &datafusion::sql::sqlparser::ast::TableWithJoins, table: &TableNa
 }
 
 /// `UPDATE t SET c = e, ... [WHERE p]`.
-pub async fn update(session: &Session, mut update: Update) -> Result<Output> {
+pub async fn update(session: &Session, update: Update) -> Result<Output> {
     super::clauses::update(&update)?;
     let table = session.table_name(single_table(&update.table)?)?;
-    if let Some(w) = update.selection.as_mut() {
-        subqueries::inline(session, w, &names_of(&update.table, &table))
-            .await
-            .map_err(|e| e.context(format!("cannot update {table}")))?;
-    }
+    let names = names_of(&update.table, &table);
     let n = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let update = update.clone();
         let table = table.clone();
+        let names = names.clone();
         async move {
+            // Subqueries run on each attempt: a retry after a conflict reads them again.
+            let mut update = update;
+            if let Some(w) = update.selection.as_mut() {
+                subqueries::inline(session, w, &names).await?;
+            }
             let t = open_writable(session, &table).await?;
             let schema = super::table::arrow_schema(&t)?;
             let columns = super::column_names(schema.fields());
@@ -656,27 +672,28 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
         ));
     }
     let table = session.table_name(single_table(target)?)?;
-    let mut selection = delete.selection;
-    if let Some(w) = selection.as_mut() {
-        subqueries::inline(session, w, &names_of(target, &table))
-            .await
-            .map_err(|e| e.context(format!("cannot delete from {table}")))?;
-    }
-    let n = delete_where(session, &table, selection).await?;
+    let names = names_of(target, &table);
+    let n = delete_where(session, &table, delete.selection, &names).await?;
     Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))
 }
 
 /// Delete the rows of `table` where `selection` holds (all of them without one), in one
 /// commit on the state read (a conflict runs it again). Returns the rows deleted.
+/// `names` are the names the table goes by in the statement (for subqueries in `selection`,
+/// which run on each attempt).
 pub(crate) async fn delete_where(
     session: &Session,
     table: &TableName,
     selection: Option<Expr>,
+    names: &[String],
 ) -> Result<i64> {
     super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
-        let selection = selection.clone();
+        let mut selection = selection.clone();
         let table = table.clone();
         async move {
+            if let Some(w) = selection.as_mut() {
+                subqueries::inline(session, w, names).await?;
+            }
             let t = open_writable(session, &table).await?;
             let schema = super::table::arrow_schema(&t)?;
             let columns = super::column_names(schema.fields());

@@ -233,7 +233,104 @@ pub fn udfs() -> Vec<ScalarUDF> {
         .flat_map(|op| [Checked::new(op, true), Checked::new(op, false)])
         .chain([Checked::new(Op::IntDivide, false)])
         .map(ScalarUDF::from)
+        .chain([ScalarUDF::from(DecimalDiv::new())])
         .collect()
+}
+
+/// `__decimal_div(a, b)`: Spark's `a div b` of DECIMALs (an integer beside one is the DECIMAL
+/// of its type), exact: both brought to one scale in 256 bits and divided, truncating toward
+/// zero. A zero divisor is `[DIVIDE_BY_ZERO]`, a quotient past BIGINT `[ARITHMETIC_OVERFLOW]`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DecimalDiv {
+    signature: Signature,
+}
+
+const DECIMAL_DIV: &str = "__decimal_div";
+
+impl DecimalDiv {
+    fn new() -> Self {
+        DecimalDiv {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+/// An exact operand of `div` as a DECIMAL128 (integers as the DECIMAL of their type).
+fn as_decimal(t: &DataType) -> Result<DataType> {
+    Ok(match t {
+        DataType::Decimal128(..) => t.clone(),
+        DataType::Int8 | DataType::UInt8 => DataType::Decimal128(3, 0),
+        DataType::Int16 | DataType::UInt16 => DataType::Decimal128(5, 0),
+        DataType::Int32 | DataType::UInt32 => DataType::Decimal128(10, 0),
+        DataType::Int64 | DataType::UInt64 | DataType::Null => DataType::Decimal128(20, 0),
+        other => {
+            return Err(DataFusionError::Plan(format!(
+                "[DATATYPE_MISMATCH] div takes numbers, not {other}"
+            )));
+        }
+    })
+}
+
+impl ScalarUDFImpl for DecimalDiv {
+    fn name(&self) -> &str {
+        DECIMAL_DIV
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        let args: Vec<String> = args.iter().map(|a| a.schema_name().to_string()).collect();
+        Ok(args.join(" div "))
+    }
+    fn coerce_types(&self, types: &[DataType]) -> Result<Vec<DataType>> {
+        types.iter().map(as_decimal).collect()
+    }
+    fn return_type(&self, _types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let (a, b) = (args.args[0].to_array(n)?, args.args[1].to_array(n)?);
+        let (DataType::Decimal128(_, sa), DataType::Decimal128(_, sb)) =
+            (a.data_type().clone(), b.data_type().clone())
+        else {
+            return Err(DataFusionError::Internal(format!(
+                "{DECIMAL_DIV} of {} and {}",
+                a.data_type(),
+                b.data_type()
+            )));
+        };
+        let (a, b) = (
+            a.as_primitive::<Decimal128Type>(),
+            b.as_primitive::<Decimal128Type>(),
+        );
+        let scale = sa.max(sb) as i32;
+        let (fa, fb) = (ten(scale - sa as i32), ten(scale - sb as i32));
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            if a.is_null(i) || b.is_null(i) {
+                out.push(None);
+                continue;
+            }
+            let x = i256::from_i128(a.value(i)).wrapping_mul(fa);
+            let y = i256::from_i128(b.value(i)).wrapping_mul(fb);
+            if y == i256::ZERO {
+                return Err(DataFusionError::Execution(
+                    "[DIVIDE_BY_ZERO] Division by zero. Use try_divide to get NULL instead".into(),
+                ));
+            }
+            let q = x.wrapping_div(y);
+            let Some(q) = q.to_i128().and_then(|q| i64::try_from(q).ok()) else {
+                return Err(DataFusionError::Execution(
+                    "[ARITHMETIC_OVERFLOW] div: the quotient is out of the BIGINT range".into(),
+                ));
+            };
+            out.push(Some(q));
+        }
+        Ok(ColumnarValue::Array(Arc::new(
+            datafusion::arrow::array::Int64Array::from(out),
+        )))
+    }
 }
 
 /// `a + b`, `a - b`, `a * b` and `a / b` in `e` as calls of the checked operators by name
@@ -765,8 +862,7 @@ impl AnsiArithmetic {
     }
 
     /// Spark's `a div b`: the quotient truncated toward zero, a BIGINT. Integers divide as
-    /// integers; DECIMALs exactly, as `(a - a % b) / b` (a whole number, so no rounding
-    /// can move it); floats as the truncated DOUBLE quotient. A zero divisor and a quotient
+    /// integers; DECIMALs exactly ([`DecimalDiv`]); floats as the truncated DOUBLE quotient. A zero divisor and a quotient
     /// past BIGINT are errors.
     fn plan_div(
         &self,
@@ -783,28 +879,10 @@ impl AnsiArithmetic {
             self.call(Op::IntDivide, expr.left, expr.right)
         } else if exact(&lt) && exact(&rt) {
             let (a, b) = (literal_decimal(expr.left), literal_decimal(expr.right));
-            let rest = Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(
-                Box::new(a.clone()),
-                Operator::Modulo,
-                Box::new(b.clone()),
-            ));
-            let multiple = self.call(Op::Subtract, a.clone(), rest);
-            let quotient = Expr::Cast(datafusion::logical_expr::Cast::new(
-                Box::new(self.call(Op::Divide, multiple, b.clone())),
-                DataType::Int64,
-            ));
-            // A zero divisor fails as `/` fails ([DIVIDE_BY_ZERO]), not in the remainder.
-            let zero = b
-                .clone()
-                .eq(Expr::Literal(ScalarValue::Int64(Some(0)), None));
-            datafusion::logical_expr::when(
-                zero,
-                Expr::Cast(datafusion::logical_expr::Cast::new(
-                    Box::new(self.call(Op::Divide, a, b)),
-                    DataType::Int64,
-                )),
-            )
-            .otherwise(quotient)?
+            Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::new(ScalarUDF::from(DecimalDiv::new())),
+                vec![a, b],
+            ))
         } else if number(&lt) && number(&rt) {
             let quotient = self.call(Op::Divide, expr.left, expr.right);
             Expr::Cast(datafusion::logical_expr::Cast::new(
@@ -826,6 +904,29 @@ impl ExprPlanner for AnsiArithmetic {
     ) -> Result<PlannerResult<RawBinaryExpr>> {
         if expr.op == BinaryOperator::MyIntegerDivide {
             return self.plan_div(expr, schema);
+        }
+        // Spark's shifts keep the left operand's type (INT stays INT: `1 << 31` is
+        // -2147483648, an integer literal being an INT there) and take the distance modulo
+        // its width: datafusion-spark's shiftleft/shiftright.
+        let shift = match expr.op {
+            BinaryOperator::PGBitwiseShiftLeft => {
+                Some(datafusion_spark::function::bitwise::shiftleft())
+            }
+            BinaryOperator::PGBitwiseShiftRight => {
+                Some(datafusion_spark::function::bitwise::shiftright())
+            }
+            _ => None,
+        };
+        if let Some(udf) = shift {
+            let left = match expr.left {
+                Expr::Literal(ScalarValue::Int64(Some(v)), m) if i32::try_from(v).is_ok() => {
+                    Expr::Literal(ScalarValue::Int32(Some(v as i32)), m)
+                }
+                other => other,
+            };
+            return Ok(PlannerResult::Planned(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, vec![left, expr.right]),
+            )));
         }
         let op = match expr.op {
             BinaryOperator::Plus => Op::Add,

@@ -51,6 +51,16 @@ impl Pattern {
     }
 
     fn parse(p: &str) -> Result<Pattern> {
+        // Percent, per mille, currency signs, quoted text, a negative subpattern and an
+        // exponent after the digits change what is written: refused rather than copied.
+        if let Some(c) = p
+            .chars()
+            .find(|c| matches!(c, '%' | '‰' | '\'' | ';' | '¤'))
+        {
+            return exec_err!(
+                "format_number: the pattern '{p}' uses '{c}', which tidemark does not write yet (patterns of # 0 , . with plain text around them are)"
+            );
+        }
         let is_number = |c: char| matches!(c, '#' | '0' | ',' | '.');
         let start = p.find(is_number);
         let Some(start) = start else {
@@ -60,6 +70,11 @@ impl Pattern {
             .find(|c: char| !is_number(c))
             .map_or(p.len(), |e| start + e);
         let number = &p[start..end];
+        if p[end..].starts_with('E') {
+            return exec_err!(
+                "format_number: the pattern '{p}' has an exponent (E), which tidemark does not write yet"
+            );
+        }
         let (int, frac) = match number.split_once('.') {
             Some((i, f)) => (i, Some(f)),
             None => (number, None),
@@ -99,6 +114,12 @@ impl Pattern {
             format!("{int:0>width$}", width = self.min_int)
         } else {
             int.to_string()
+        };
+        // Java writes at least one digit.
+        let int = if int.is_empty() && frac.is_empty() {
+            "0".to_string()
+        } else {
+            int
         };
         let grouped = match self.grouping {
             Some(g) => {
@@ -179,11 +200,19 @@ fn digits(v: &ScalarValue) -> Option<String> {
     })
 }
 
+/// A double's decimal digits, exact far enough to round it as Java does (by its binary
+/// value: 2.675 is 2.67499999999999982236431605997495353221893310546875, so it rounds to 2.67).
 fn format_float(f: f64) -> Option<String> {
     if !f.is_finite() {
         return None;
     }
-    Some(format!("{f}"))
+    let exact = format!("{f:.60}");
+    Some(
+        exact
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string(),
+    )
 }
 
 impl ScalarUDFImpl for FormatNumber {
@@ -284,5 +313,10 @@ mod tests {
         assert_eq!(p("EUR ,###.-").write("12332.123456"), "EUR 12,332.-");
         assert_eq!(p("00000.00").write("12.5"), "00012.50");
         assert_eq!(p("#,##0.00").write("-1234.5"), "-1,234.50");
+        assert_eq!(p("#.##").write("0"), "0");
+        assert_eq!(p("#.##").write("0.001"), "0");
+        assert!(Pattern::parse("0.00%").is_err());
+        assert_eq!(places(2).write(&format_float(2.675).unwrap()), "2.67");
+        assert_eq!(places(1).write(&format_float(0.25).unwrap()), "0.2");
     }
 }

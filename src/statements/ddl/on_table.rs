@@ -325,7 +325,13 @@ async fn truncate(
             });
         }
     }
-    super::super::dml::delete_where(session, table, predicate).await?;
+    super::super::dml::delete_where(
+        session,
+        table,
+        predicate,
+        std::slice::from_ref(&table.table),
+    )
+    .await?;
     Ok(Output::empty())
 }
 

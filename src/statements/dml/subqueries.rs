@@ -257,9 +257,8 @@ fn literal(v: &ScalarValue) -> Result<String> {
         | ScalarValue::UInt16(Some(_))
         | ScalarValue::UInt32(Some(_))
         | ScalarValue::UInt64(Some(_)) => v.to_string(),
-        ScalarValue::Float32(Some(_)) | ScalarValue::Float64(Some(_)) => {
-            format!("CAST({} AS DOUBLE)", quoted(&v.to_string()))
-        }
+        ScalarValue::Float32(Some(_)) => format!("CAST({} AS FLOAT)", quoted(&v.to_string())),
+        ScalarValue::Float64(Some(_)) => format!("CAST({} AS DOUBLE)", quoted(&v.to_string())),
         ScalarValue::Decimal128(Some(_), p, s) => {
             format!("CAST({} AS DECIMAL({p}, {s}))", quoted(&v.to_string()))
         }

@@ -80,19 +80,32 @@ fn refused(what: &str) -> Error {
     )
 }
 
-/// The column names an expression reads (lower case; the last part of a qualified name).
-fn read(e: &Expr, into: &mut HashSet<String>) {
+/// The source's column names an expression reads (lower case): a name's first part, or its
+/// second when the first is the source's name (`t.info.amount` and `info.amount` read `info`).
+/// A lambda's parameters are not columns.
+fn read(e: &Expr, qualifiers: &[String], into: &mut HashSet<String>) {
+    let mut params = HashSet::new();
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x| {
-        match x {
-            Expr::Identifier(i) => {
-                into.insert(i.value.to_lowercase());
-            }
+        if let Expr::Lambda(l) = x {
+            params.extend(l.params.iter().map(|p| p.name.value.to_lowercase()));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x| {
+        let name = match x {
+            Expr::Identifier(i) => Some(i.value.to_lowercase()),
             Expr::CompoundIdentifier(parts) => {
-                if let Some(last) = parts.last() {
-                    into.insert(last.value.to_lowercase());
+                let first = parts[0].value.to_lowercase();
+                if parts.len() > 1 && qualifiers.contains(&first) {
+                    Some(parts[1].value.to_lowercase())
+                } else {
+                    Some(first)
                 }
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(n) = name.filter(|n| !params.contains(n)) {
+            into.insert(n);
         }
         ControlFlow::<()>::Continue(())
     });
@@ -100,6 +113,26 @@ fn read(e: &Expr, into: &mut HashSet<String>) {
 
 fn quote(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
+}
+
+/// A pivot value as Spark names its column: the value as a string.
+fn value_text(e: &Expr) -> String {
+    use datafusion::sql::sqlparser::ast::Value;
+    match e {
+        Expr::Value(x) => match &x.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+            Value::Null => "null".into(),
+            other => other.to_string(),
+        },
+        Expr::TypedString(t) => match &t.value.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        // A typed literal (`1L`) as the number it was written as.
+        Expr::Cast { expr, .. } if matches!(expr.as_ref(), Expr::Value(_)) => value_text(expr),
+        Expr::Nested(inner) => value_text(inner),
+        other => other.to_string(),
+    }
 }
 
 fn pivot(f: &TableFactor, columns: &HashMap<String, Vec<String>>) -> Result<TableFactor> {
@@ -152,12 +185,23 @@ fn pivot(f: &TableFactor, columns: &HashMap<String, Vec<String>>) -> Result<Tabl
         other => other.to_vec(),
     };
     let value_column = &value_column;
+    // The names the source goes by: its alias, else its table name.
+    let source_name = match source_alias {
+        Some(a) => a.name.value.clone(),
+        None => name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(|i| i.value.clone())
+            .unwrap_or_default(),
+    };
+    let qualifiers = vec![source_name.to_lowercase()];
     let mut used = HashSet::new();
     for a in aggregate_functions {
-        read(&a.expr, &mut used);
+        read(&a.expr, &qualifiers, &mut used);
     }
     for v in value_column {
-        read(v, &mut used);
+        read(v, &qualifiers, &mut used);
     }
     let groups: Vec<&String> = all.iter().filter(|c| !used.contains(*c)).collect();
     let mut items: Vec<String> = groups.iter().map(|g| quote(g)).collect();
@@ -179,14 +223,7 @@ fn pivot(f: &TableFactor, columns: &HashMap<String, Vec<String>>) -> Result<Tabl
         let condition = condition.join(" AND ");
         let value_name = match &v.alias {
             Some(a) => a.value.clone(),
-            None => match &v.expr {
-                Expr::Value(x) => match &x.value {
-                    datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s)
-                    | datafusion::sql::sqlparser::ast::Value::DoubleQuotedString(s) => s.clone(),
-                    other => other.to_string(),
-                },
-                other => other.to_string(),
-            },
+            None => value_text(&v.expr),
         };
         for a in aggregate_functions {
             let Expr::Function(func) = &a.expr else {
@@ -234,10 +271,11 @@ fn pivot(f: &TableFactor, columns: &HashMap<String, Vec<String>>) -> Result<Tabl
     Ok(TableFactor::Derived {
         lateral: false,
         subquery: Box::new(crate::parser::query_text(&sql)?),
+        // Unaliased, the result keeps the source's name (`sales.year`, as in Spark).
         alias: alias.clone().or_else(|| {
             Some(datafusion::sql::sqlparser::ast::TableAlias {
                 explicit: true,
-                name: datafusion::sql::sqlparser::ast::Ident::new("__pivot"),
+                name: datafusion::sql::sqlparser::ast::Ident::new(source_name.clone()),
                 columns: vec![],
                 at: None,
             })

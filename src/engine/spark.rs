@@ -74,27 +74,33 @@ pub const SPELLED: &[&str] = &[
     "variance",
 ];
 
-/// Aggregates whose DataFusion implementation takes DISTINCT and ignores it.
+/// Aggregates whose DataFusion implementation takes DISTINCT and ignores it, besides those
+/// with a DISTINCT form of tidemark's own ([`super::functions::DISTINCT_OF`]): refused with
+/// DISTINCT, as those are over a window.
 const IGNORE_DISTINCT: &[&str] = &[
-    "try_sum",
-    "corr",
     "covar",
-    "covar_pop",
-    "covar_samp",
-    "regr_avgx",
-    "regr_avgy",
-    "regr_count",
-    "regr_intercept",
-    "regr_r2",
-    "regr_slope",
-    "regr_sxx",
-    "regr_sxy",
-    "regr_syy",
     "approx_percentile_cont",
     "first_value",
     "last_value",
     "nth_value",
 ];
+
+/// A call's argument list when it says DISTINCT (and has no other clause inside).
+fn distinct_list(
+    f: &datafusion::sql::sqlparser::ast::Function,
+) -> Option<&datafusion::sql::sqlparser::ast::FunctionArgumentList> {
+    match &f.args {
+        FunctionArguments::List(l)
+            if matches!(
+                l.duplicate_treatment,
+                Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
+            ) && l.clauses.is_empty() =>
+        {
+            Some(l)
+        }
+        _ => None,
+    }
+}
 
 /// The rewriter; `catalog` and `schema` answer `current_catalog()` / `current_schema()`.
 pub struct SparkSpellings<'a> {
@@ -531,15 +537,7 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
     let name = f.name.to_string().to_lowercase();
     // `corr(DISTINCT a, b)`, `skewness(DISTINCT x)`, ...: the aggregate over the distinct rows
     // of its arguments (DataFusion's take DISTINCT and ignore it, or refuse it).
-    if let FunctionArguments::List(l) = &f.args
-        && matches!(
-            l.duplicate_treatment,
-            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
-        )
-        && l.clauses.is_empty()
-        && f.over.is_none()
-        && f.within_group.is_empty()
-    {
+    if distinct_list(f).is_some() && f.over.is_none() && f.within_group.is_empty() {
         let canonical = match name.as_str() {
             "variance" => "var_samp",
             "var" => "var_samp",
@@ -586,7 +584,8 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             l.duplicate_treatment,
             Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
         )
-        && IGNORE_DISTINCT.contains(&name.as_str())
+        && (IGNORE_DISTINCT.contains(&name.as_str())
+            || super::functions::DISTINCT_OF.contains(&name.as_str()))
     {
         return Err(Error::class(
             "UNSUPPORTED_FEATURE",
@@ -595,30 +594,17 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             ),
         ));
     }
-    // Spark's array_agg is collect_list, and with DISTINCT collect_set (datafusion-spark's:
-    // NULLs skipped, `[]` for a group without values); collect_list(DISTINCT) too.
-    if let FunctionArguments::List(l) = &f.args
-        && matches!(name.as_str(), "array_agg" | "collect_list")
-        && matches!(
-            l.duplicate_treatment,
-            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
-        )
-        && l.clauses.is_empty()
-        && f.within_group.is_empty()
-        && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice()
-    {
-        return with_clauses(f, &format!("collect_set(({x}))"), None);
-    }
-    if let FunctionArguments::List(l) = &f.args
-        && matches!(
-            l.duplicate_treatment,
-            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
-        )
-        && l.clauses.is_empty()
+    // DISTINCT forms spelled with the engine's aggregates: Spark's array_agg is collect_list,
+    // and with DISTINCT collect_set (datafusion-spark's: NULLs skipped, `[]` for a group
+    // without values), collect_list(DISTINCT) too; count_if and try_avg.
+    if let Some(l) = distinct_list(f)
         && f.within_group.is_empty()
         && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_slice()
     {
         match name.as_str() {
+            "array_agg" | "collect_list" => {
+                return with_clauses(f, &format!("collect_set(({x}))"), None);
+            }
             // The distinct values of the condition that are true: 1 when any row is.
             "count_if" => {
                 return with_clauses(
@@ -633,13 +619,8 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
     }
     // count(DISTINCT a, b): the distinct rows in which no argument is NULL.
     if name == "count"
-        && let FunctionArguments::List(l) = &f.args
-        && matches!(
-            l.duplicate_treatment,
-            Some(datafusion::sql::sqlparser::ast::DuplicateTreatment::Distinct)
-        )
+        && let Some(l) = distinct_list(f)
         && l.args.len() > 1
-        && l.clauses.is_empty()
         && let Some(items) = l
             .args
             .iter()

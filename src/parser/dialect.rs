@@ -95,8 +95,9 @@ impl Dialect for Tidemark {
         expr: &Expr,
         precedence: u8,
     ) -> Option<Result<Expr, ParserError>> {
-        // `a IS [NOT] DISTINCT FROM b AND c` is `(a IS [NOT] DISTINCT FROM b) AND c`: a
-        // comparison, as `=` (sqlparser read all of `b AND c` as the right side).
+        // `a IS [NOT] DISTINCT FROM b AND c` is `(a IS [NOT] DISTINCT FROM b) AND c`; the
+        // right side is a value expression, comparisons included (Spark's grammar), but not
+        // AND, OR, NOT or LIKE (sqlparser read all of `b AND c` as the right side).
         for (words, negated) in [
             (&[Keyword::IS, Keyword::DISTINCT, Keyword::FROM][..], false),
             (
@@ -105,7 +106,7 @@ impl Dialect for Tidemark {
             ),
         ] {
             if parser.parse_keywords(words) {
-                let right = parser.parse_subexpr(self.prec_value(Precedence::Eq));
+                let right = parser.parse_subexpr(self.prec_value(Precedence::Like));
                 return Some(right.map(|right| {
                     let (l, r) = (Box::new(expr.clone()), Box::new(right));
                     if negated {

@@ -269,21 +269,40 @@ fn table_queries(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         if !word(&tokens[i].token, "TABLE") {
             continue;
         }
-        let before = k.checked_sub(1).map(|p| &tokens[significant[p]].token);
+        let at = |p: usize| significant.get(p).map(|&i| &tokens[i].token);
+        let before = k.checked_sub(1).and_then(at);
+        let set_operator = |t: Option<&Token>| {
+            t.is_some_and(|t| {
+                ["UNION", "EXCEPT", "INTERSECT", "MINUS"]
+                    .iter()
+                    .any(|w| word(t, w))
+            })
+        };
+        // The name after TABLE, and the token after it.
+        let mut end = k + 1;
+        while at(end + 1) == Some(&Token::Period) {
+            end += 2;
+        }
+        let after = at(end + 1);
         let query_start = match before {
             None => true,
-            Some(Token::LParen) => true,
-            Some(t) => [
-                "AS",
-                "UNION",
-                "EXCEPT",
-                "INTERSECT",
-                "MINUS",
-                "ALL",
-                "DISTINCT",
-            ]
-            .iter()
-            .any(|w| word(t, w)),
+            // `FROM (TABLE t)`, `IN (TABLE t)`, not `CREATE TABLE x (table STRING)`.
+            Some(Token::LParen) => {
+                after == Some(&Token::RParen)
+                    && k.checked_sub(2).and_then(at).is_none_or(|t| {
+                        *t == Token::LParen
+                            || set_operator(Some(t))
+                            || ["FROM", "JOIN", "IN", "EXISTS", "AS"]
+                                .iter()
+                                .any(|w| word(t, w))
+                    })
+            }
+            // `CREATE ... AS TABLE t`, not `SELECT a AS table FROM t`.
+            Some(t) if word(t, "AS") => at(0).is_some_and(|f| word(f, "CREATE")),
+            Some(t) if word(t, "ALL") || word(t, "DISTINCT") => {
+                set_operator(k.checked_sub(2).and_then(at))
+            }
+            Some(t) => set_operator(Some(t)),
         };
         // INSERT INTO|OVERWRITE [TABLE] name [.name ...] TABLE t
         let after_insert = {

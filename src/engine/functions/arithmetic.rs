@@ -905,9 +905,9 @@ impl ExprPlanner for AnsiArithmetic {
         if expr.op == BinaryOperator::MyIntegerDivide {
             return self.plan_div(expr, schema);
         }
-        // Spark's shifts keep the left operand's type (INT stays INT: `1 << 31` is
-        // -2147483648, an integer literal being an INT there) and take the distance modulo
-        // its width: datafusion-spark's shiftleft/shiftright.
+        // Spark's shifts keep the left operand's type (an INT column stays INT) and take the
+        // distance modulo its width: datafusion-spark's shiftleft/shiftright. An integer
+        // literal is a BIGINT here (an INT in Databricks), so `1 << 31` is 2147483648.
         let shift = match expr.op {
             BinaryOperator::PGBitwiseShiftLeft => {
                 Some(datafusion_spark::function::bitwise::shiftleft())
@@ -918,14 +918,8 @@ impl ExprPlanner for AnsiArithmetic {
             _ => None,
         };
         if let Some(udf) = shift {
-            let left = match expr.left {
-                Expr::Literal(ScalarValue::Int64(Some(v)), m) if i32::try_from(v).is_ok() => {
-                    Expr::Literal(ScalarValue::Int32(Some(v as i32)), m)
-                }
-                other => other,
-            };
             return Ok(PlannerResult::Planned(Expr::ScalarFunction(
-                ScalarFunction::new_udf(udf, vec![left, expr.right]),
+                ScalarFunction::new_udf(udf, vec![expr.left, expr.right]),
             )));
         }
         let op = match expr.op {

@@ -189,30 +189,41 @@ fn round_half_even(int: &str, frac: &str, places: usize) -> (String, String) {
 
 /// The exact decimal digits of a number value, None for NULL (and for NaN / infinity, which
 /// Java writes as symbols).
-fn digits(v: &ScalarValue) -> Option<String> {
+fn digits(v: &ScalarValue, places: usize) -> Option<String> {
     if v.is_null() {
         return None;
     }
     Some(match v {
-        ScalarValue::Float64(Some(f)) => format_float(*f)?,
-        ScalarValue::Float32(Some(f)) => format_float(*f as f64)?,
+        ScalarValue::Float64(Some(f)) => float_digits(*f, places)?,
+        ScalarValue::Float32(Some(f)) => float_digits(f64::from(*f), places)?,
         other => other.to_string(),
     })
 }
 
-/// A double's decimal digits, exact far enough to round it as Java does (by its binary
-/// value: 2.675 is 2.67499999999999982236431605997495353221893310546875, so it rounds to 2.67).
+/// A double's shortest decimal digits, as Java writes them.
 fn format_float(f: f64) -> Option<String> {
     if !f.is_finite() {
         return None;
     }
-    let exact = format!("{f:.60}");
-    Some(
-        exact
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string(),
-    )
+    Some(format!("{f}"))
+}
+
+/// The digits to round a double by to `places`: its shortest digits, unless they end exactly
+/// halfway at that place; then its binary value decides, as in Java's DecimalFormat (2.675 is
+/// 2.67499999999999982236431605997495353221893310546875: 2.67).
+fn float_digits(f: f64, places: usize) -> Option<String> {
+    let shortest = format_float(f)?;
+    let frac = shortest.split_once('.').map_or("", |(_, f)| f);
+    if frac.len() == places + 1 && frac.ends_with('5') {
+        let exact = format!("{f:.80}");
+        return Some(
+            exact
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string(),
+        );
+    }
+    Some(shortest)
 }
 
 impl ScalarUDFImpl for FormatNumber {
@@ -275,9 +286,12 @@ impl ScalarUDFImpl for FormatNumber {
                 }
             };
             let value = ScalarValue::try_from_array(&x, i)?;
-            match (pattern, digits(&value)) {
-                (Some(p), Some(digits)) => out.append_value(p.write(&digits)),
-                _ => out.append_null(),
+            match pattern {
+                Some(p) => match digits(&value, p.max_frac) {
+                    Some(digits) => out.append_value(p.write(&digits)),
+                    None => out.append_null(),
+                },
+                None => out.append_null(),
             }
         }
         let array: ArrayRef = Arc::new(out.finish());
@@ -316,7 +330,11 @@ mod tests {
         assert_eq!(p("#.##").write("0"), "0");
         assert_eq!(p("#.##").write("0.001"), "0");
         assert!(Pattern::parse("0.00%").is_err());
-        assert_eq!(places(2).write(&format_float(2.675).unwrap()), "2.67");
-        assert_eq!(places(1).write(&format_float(0.25).unwrap()), "0.2");
+        assert_eq!(
+            places(2).write(&float_digits(1e23, 2).unwrap()),
+            "100,000,000,000,000,000,000,000.00"
+        );
+        assert_eq!(places(2).write(&float_digits(2.675, 2).unwrap()), "2.67");
+        assert_eq!(places(1).write(&float_digits(0.25, 1).unwrap()), "0.2");
     }
 }

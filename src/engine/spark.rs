@@ -702,6 +702,29 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
+        // Map lambdas `(k, v) -> ...` over the map's entries (a key made twice by
+        // transform_keys is [DUPLICATED_MAP_KEY], as in Databricks).
+        ("transform_values" | "transform_keys" | "map_filter", [m, _])
+            if scalar && matches!(exprs[1], Expr::Lambda(_)) =>
+        {
+            let body = entry_lambda_body(&name, exprs[1])?;
+            let e = ENTRY;
+            let entries = format!("map_entries({m})");
+            match name.as_str() {
+                "transform_values" => {
+                    format!("map_from_arrays(map_keys({m}), transform({entries}, {e} -> {body}))")
+                }
+                "transform_keys" => {
+                    format!("map_from_arrays(transform({entries}, {e} -> {body}), map_values({m}))")
+                }
+                _ => {
+                    let kept = format!("filter({entries}, {e} -> {body})");
+                    format!(
+                        "map_from_arrays(transform({kept}, {e} -> get_field({e}, 'key')), transform({kept}, {e} -> get_field({e}, 'value')))"
+                    )
+                }
+            }
+        }
         // NULL for a day that does not exist (DataFusion's is an error).
         ("make_date", [y, m, d]) if scalar => safe_date(y, m, d),
         ("make_timestamp", [y, mo, d, h, mi, sec]) if scalar => {
@@ -1139,6 +1162,69 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         _ => return Ok(None),
     };
     Ok(Some(Expr::Nested(Box::new(parse_expr(&sql)?))))
+}
+
+/// The lambda parameter a map lambda's rewrite runs over: one entry `{key, value}`.
+const ENTRY: &str = "__tidemark_entry";
+
+/// The body of a map lambda `(k, v) -> body` with `k` and `v` read from the entry
+/// ([`ENTRY`]); a nested lambda that names a parameter `k` or `v` again is refused.
+fn entry_lambda_body(function: &str, lambda: &Expr) -> Result<String> {
+    let Expr::Lambda(l) = lambda else {
+        return Err(Error::Other(format!("{function}: not a lambda")));
+    };
+    let params: Vec<String> = l
+        .params
+        .iter()
+        .map(|p| p.name.value.to_lowercase())
+        .collect();
+    let [k, v] = params.as_slice() else {
+        return Err(Error::class(
+            "WRONG_NUM_ARGS",
+            format!(
+                "{function}() takes a lambda of two parameters, the key and the value: (k, v) -> ..."
+            ),
+        ));
+    };
+    let mut body = (*l.body).clone();
+    let mut shadowed = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut body, |e| {
+        match e {
+            Expr::Lambda(inner)
+                if inner
+                    .params
+                    .iter()
+                    .any(|p| [k, v].contains(&&p.name.value.to_lowercase())) =>
+            {
+                shadowed = true;
+                return ControlFlow::Break(());
+            }
+            Expr::Identifier(id) if id.quote_style.is_none() || id.quote_style == Some('`') => {
+                let name = id.value.to_lowercase();
+                let field = if &name == k {
+                    "key"
+                } else if &name == v {
+                    "value"
+                } else {
+                    return ControlFlow::Continue(());
+                };
+                if let Ok(new) = parse_expr(&format!("get_field({ENTRY}, '{field}')")) {
+                    *e = new;
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    });
+    if shadowed {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "{function}(): a lambda inside it that names its parameters again is not supported"
+            ),
+        ));
+    }
+    Ok(body.to_string())
 }
 
 /// A string literal's text.

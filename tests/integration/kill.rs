@@ -114,7 +114,30 @@ fn value(wh: &Path, q: &str) -> String {
     ok(wh, q).lines().nth(1).unwrap_or_default().to_string()
 }
 
+/// With `TIDEMARK_KEEP_FAILED=dir`, a warehouse that fails its check is copied there first,
+/// for a post-mortem.
+fn keep_for_post_mortem(wh: &Path, seed: u64) {
+    let Ok(dir) = std::env::var("TIDEMARK_KEEP_FAILED") else {
+        return;
+    };
+    let to = Path::new(&dir).join(format!("seed-{seed}-{}", std::process::id()));
+    let _ = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(wh)
+        .arg(&to)
+        .status();
+    eprintln!("kept the warehouse at {}", to.display());
+}
+
 fn check(wh: &Path, seed: u64) {
+    let result = std::panic::catch_unwind(|| check_invariants(wh, seed));
+    if let Err(e) = result {
+        keep_for_post_mortem(wh, seed);
+        std::panic::resume_unwind(e);
+    }
+}
+
+fn check_invariants(wh: &Path, seed: u64) {
     for i in 0..SOURCES {
         let cols = "id, v, ts, seq";
         let diff = value(

@@ -9,7 +9,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TrimWhereField, Value,
+    BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, TrimWhereField,
     VisitMut, VisitorMut,
 };
 
@@ -53,19 +53,11 @@ fn strip(e: &Expr) -> (Option<Collation>, String) {
     }
 }
 
-fn quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
+use super::spark::quoted;
 
+/// A string literal's text, with or without a COLLATE.
 fn literal(e: &Expr) -> Option<String> {
-    let e = collation(e).map(|(_, inner)| inner).unwrap_or(e);
-    match e {
-        Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s.clone()),
-            _ => None,
-        },
-        _ => None,
-    }
+    super::spark::string_literal(collation(e).map(|(_, inner)| inner).unwrap_or(e))
 }
 
 /// The characters that are `c` in lower case: `c`, and its upper-case forms whose lower case

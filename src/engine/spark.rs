@@ -243,7 +243,7 @@ impl VisitorMut for SparkSpellings<'_> {
 use crate::parser::{expr_text as parse_expr, query_text as parse_query};
 
 /// A string literal in SQL.
-fn quoted(s: &str) -> String {
+pub(super) fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
@@ -1228,7 +1228,7 @@ fn entry_lambda_body(function: &str, lambda: &Expr) -> Result<String> {
 }
 
 /// A string literal's text.
-fn string_literal(e: &Expr) -> Option<String> {
+pub(super) fn string_literal(e: &Expr) -> Option<String> {
     match e {
         Expr::Value(v) => match &v.value {
             Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s.clone()),

@@ -241,49 +241,38 @@ fn value_of(e: &Expr, rows: Vec<ScalarValue>) -> Result<Expr> {
     Ok(Expr::Nested(Box::new(crate::parser::expr_text(&sql)?)))
 }
 
-/// A value as SQL that reads back as exactly that value.
+/// A value as SQL that reads back as exactly that value (as session variables are written),
+/// for the types a subquery may stand as here.
 fn literal(v: &ScalarValue) -> Result<String> {
     if v.is_null() {
         return Ok("NULL".into());
     }
-    let quoted = |s: &str| format!("'{}'", s.replace('\'', "''"));
-    Ok(match v {
-        ScalarValue::Boolean(Some(b)) => b.to_string(),
-        ScalarValue::Int8(Some(_))
-        | ScalarValue::Int16(Some(_))
-        | ScalarValue::Int32(Some(_))
-        | ScalarValue::Int64(Some(_))
-        | ScalarValue::UInt8(Some(_))
-        | ScalarValue::UInt16(Some(_))
-        | ScalarValue::UInt32(Some(_))
-        | ScalarValue::UInt64(Some(_)) => v.to_string(),
-        ScalarValue::Float32(Some(_)) => format!("CAST({} AS FLOAT)", quoted(&v.to_string())),
-        ScalarValue::Float64(Some(_)) => format!("CAST({} AS DOUBLE)", quoted(&v.to_string())),
-        ScalarValue::Decimal128(Some(_), p, s) => {
-            format!("CAST({} AS DECIMAL({p}, {s}))", quoted(&v.to_string()))
+    match v {
+        ScalarValue::UInt64(Some(u)) => Ok(u.to_string()),
+        ScalarValue::Boolean(_)
+        | ScalarValue::Int8(_)
+        | ScalarValue::Int16(_)
+        | ScalarValue::Int32(_)
+        | ScalarValue::Int64(_)
+        | ScalarValue::UInt8(_)
+        | ScalarValue::UInt16(_)
+        | ScalarValue::UInt32(_)
+        | ScalarValue::Float32(_)
+        | ScalarValue::Float64(_)
+        | ScalarValue::Decimal128(..)
+        | ScalarValue::Utf8(_)
+        | ScalarValue::LargeUtf8(_)
+        | ScalarValue::Utf8View(_)
+        | ScalarValue::Date32(_)
+        | ScalarValue::TimestampMicrosecond(_, Some(_)) => {
+            Ok(crate::engine::types::scalar_to_sql(v).to_string())
         }
-        ScalarValue::Utf8(Some(s))
-        | ScalarValue::LargeUtf8(Some(s))
-        | ScalarValue::Utf8View(Some(s)) => quoted(s),
-        ScalarValue::Date32(Some(_)) => format!("DATE {}", quoted(&v.to_string())),
-        ScalarValue::TimestampMicrosecond(Some(us), Some(_)) => {
-            let sign = if *us < 0 { "-" } else { "" };
-            let abs = us.unsigned_abs();
+        other => Err(Error::class(
+            "UNSUPPORTED_FEATURE",
             format!(
-                "{}(CAST('{sign}{}.{:06}' AS DECIMAL(20, 6)))",
-                crate::engine::functions::TO_TIMESTAMP,
-                abs / 1_000_000,
-                abs % 1_000_000
-            )
-        }
-        other => {
-            return Err(Error::class(
-                "UNSUPPORTED_FEATURE",
-                format!(
-                    "a subquery value of type {} in an UPDATE or DELETE predicate is not supported yet: use MERGE INTO ... USING (subquery) ON ...",
-                    crate::engine::types::type_name(&other.data_type())
-                ),
-            ));
-        }
-    })
+                "a subquery value of type {} in an UPDATE or DELETE predicate is not supported yet: use MERGE INTO ... USING (subquery) ON ...",
+                crate::engine::types::type_name(&other.data_type())
+            ),
+        )),
+    }
 }

@@ -216,3 +216,41 @@ fn a_cancelled_copy_leaves_no_files_and_is_recorded() {
         "n,d\n20000,20000\n"
     );
 }
+
+/// A job's copy that read its control row when the job began, then waited while two other
+/// runs of the same pair committed and advanced the row: the value it holds is older than
+/// the target's last run, not a backfill, and nothing is copied twice.
+#[test]
+fn a_copy_holding_an_old_control_row_copies_nothing_twice() {
+    const JOB: &str = "COPY INCREMENTAL USING CONTROL TABLE ctl";
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE s (id BIGINT)");
+    ok(
+        &wh,
+        "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark STRING)",
+    );
+    ok(&wh, "INSERT INTO ctl VALUES ('s', 't', 'id', NULL)");
+    ok(&wh, "INSERT INTO s VALUES (1), (2)");
+    ok(&wh, JOB);
+    // Reads the row (mark 2), then holds its copy for 6 s.
+    let held = spawn_held(&wh, JOB, "copy::before_resolve=return(6000)");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    ok(&wh, "INSERT INTO s VALUES (3)");
+    ok(&wh, JOB);
+    ok(&wh, "INSERT INTO s VALUES (4)");
+    ok(&wh, JOB);
+    let out = held.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ok(&wh, "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t"),
+        "n,d\n4,4\n"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT last_watermark FROM ctl"),
+        "last_watermark\n4\n"
+    );
+}

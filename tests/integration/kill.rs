@@ -150,11 +150,27 @@ fn check_invariants(wh: &Path, seed: u64) {
             value(wh, &format!("SELECT count(*) FROM s{i}")),
             value(wh, &format!("SELECT count(*) FROM t{i}")),
         );
-        assert!(
-            diff == "0" && ns == nt,
-            "seed {seed}: t{i} ({}) differs from s{i}: {diff} rows missing, {ns} vs {nt}",
-            mode(i)
-        );
+        if diff != "0" || ns != nt {
+            // What a post-mortem needs first: the pair's control row, its runs and the
+            // target's commits as the runs recorded them.
+            let show = |q: &str| {
+                let out = tidemark(wh).args(["-c", q]).output().unwrap();
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            };
+            let ctl = show(&format!("SELECT * FROM ctl WHERE source_table = 's{i}'"));
+            let runs = show(&format!(
+                "SELECT run_id, status, previous_mark, new_mark, rows_copied, source_version, target_version, error FROM system.tidemark.copy_runs WHERE source = 'main.default.s{i}' ORDER BY started_at"
+            ));
+            let history = show(&format!("DESCRIBE HISTORY t{i}"));
+            panic!(
+                "seed {seed}: t{i} ({}) differs from s{i}: {diff} rows missing, {ns} vs {nt}\ncontrol row:\n{ctl}\nruns:\n{runs}\ntarget history:\n{history}",
+                mode(i)
+            );
+        }
         let mark = value(
             wh,
             &format!("SELECT last_watermark FROM ctl WHERE source_table = 's{i}'"),
@@ -301,6 +317,13 @@ fn racing_jobs_and_maintenance_keep_the_invariants() {
             e.contains("can be run again"),
             "seed {seed}: a job failed without a clear, retryable error: {e}"
         );
+        // Each failed iteration on its own (one retryable failure must not hide another).
+        for line in e.lines().filter(|l| l.contains(",failed,")) {
+            assert!(
+                line.contains("can be run again"),
+                "seed {seed}: an iteration failed without a clear, retryable error: {line}"
+            );
+        }
     }
     let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
     assert!(

@@ -138,6 +138,14 @@ async fn attempt(
     known_row: Option<ControlRow>,
     record: &mut RunRecord,
 ) -> Result<()> {
+    // Tests hold a job's copy here, its control row read when the job began (`return(ms)`).
+    let hold = (|| -> Option<u64> {
+        fail::fail_point!("copy::before_resolve", |ms| ms.and_then(|m| m.parse().ok()));
+        None
+    })();
+    if let Some(ms) = hold {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     let names = resolve::Names::of(session, c)?;
     record.source = names.source.to_string();
     record.target = names.target.to_string();

@@ -138,17 +138,31 @@ pub(super) async fn resolve(
         None => (0, None),
     };
     // Under SINCE the control row plays no part in where the run starts.
-    let control_mark = control_row
+    let mark_of = |row: &ControlRow| {
+        control::convert(
+            &row.mark,
+            &wm_type,
+            &format!("last_watermark of {}", row.table),
+        )
+    };
+    let mut control_row = control_row;
+    let mut control_mark = control_row
         .as_ref()
         .filter(|_| c.since.is_none())
-        .map(|row| {
-            control::convert(
-                &row.mark,
-                &wm_type,
-                &format!("last_watermark of {}", row.table),
-            )
-        })
+        .map(mark_of)
         .transpose()?;
+    // A control value the target's last run neither reached nor started from is honoured as
+    // a backfill; but it may only be older than that run (read before the target was, or by
+    // the job before this copy began): it is read again, now that the target is open, so that
+    // a run that raced this one is not copied a second time.
+    if let (Some(ctl), Some(mark), Some(l)) = (&c.control, &control_mark, &last)
+        && super::start::reads_as_backfill(mark, l)
+    {
+        let ctl = session.table_name(ctl)?;
+        let row = control::find(session, &ctl, &names.source, &names.target).await?;
+        control_mark = Some(mark_of(&row)?);
+        control_row = Some(row);
+    }
     let since = match &c.since {
         Some(since) => Some(control::convert_since(
             &session.eval_scalar(since).await?,

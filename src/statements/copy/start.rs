@@ -63,6 +63,16 @@ pub(super) fn start_point(
     }
 }
 
+/// Whether `control` would be honoured as a value set on purpose (a backfill): it is not the
+/// mark `last` committed, and no repair recognises it.
+pub(super) fn reads_as_backfill(control: &ScalarValue, last: &LastRun) -> bool {
+    let repaired = matches!(
+        start_point(None, Some(control), Some(last)),
+        StartPoint::Repaired(_)
+    );
+    !repaired && last.mark.as_ref() != Some(control)
+}
+
 /// Whether the control row still holds what the last committed run saw or started from, below
 /// that run's mark: the run died (or lost a race) before advancing it, so the target's mark is
 /// the truth. Any other value was set on purpose (a backfill) and is honoured.
@@ -93,6 +103,19 @@ mod tests {
     }
 
     const NULL: ScalarValue = ScalarValue::Int64(None);
+
+    #[test]
+    fn only_a_value_no_run_explains_reads_as_a_backfill() {
+        // The last run saw 5, started at 5, reached 9.
+        let last = run(Some(5), Some(5), Some(9));
+        assert!(!reads_as_backfill(&int(9), &last), "its own mark");
+        assert!(!reads_as_backfill(&int(5), &last), "a repair");
+        assert!(
+            reads_as_backfill(&int(2), &last),
+            "a backfill, or a stale read"
+        );
+        assert!(reads_as_backfill(&NULL, &last), "a reset, or a stale read");
+    }
 
     #[test]
     fn since_wins_over_the_control_row_and_the_target() {

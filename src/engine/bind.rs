@@ -645,6 +645,8 @@ impl Session {
         if let Some(e) = spellings.error {
             return Err(e);
         }
+        // The spellings write casts to TIMESTAMP of their own: Databricks' TIMESTAMP too.
+        let _ = node.visit(&mut DatabricksTimestamps);
         super::collation::check_none_left(node)
     }
 

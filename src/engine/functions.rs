@@ -43,10 +43,12 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     for f in lambda::functions() {
         ctx.register_higher_order_function(f);
     }
-    ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new()));
-    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(false)));
-    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(true)));
-    ctx.register_udf(ScalarUDF::from(spark_time::TimestampDiff::new()));
+    let config = ctx.copied_config();
+    let config = config.options();
+    ctx.register_udf(ScalarUDF::from(spark_time::TimestampAdd::new(config)));
+    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(false, config)));
+    ctx.register_udf(ScalarUDF::from(spark_time::ToTimestamp::new(true, config)));
+    ctx.register_udf(ScalarUDF::from(spark_time::TimestampDiff::new(config)));
     ctx.register_udf(ScalarUDF::from(regex::RegexList::split()));
     ctx.register_udf(ScalarUDF::from(regex::RegexList::extract_all()));
     ctx.register_udaf(datafusion::logical_expr::AggregateUDF::from(
@@ -63,6 +65,9 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
         }
     }
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
+    ctx.register_udf(ScalarUDF::from(CurrentTimezone {
+        signature: Signature::nullary(Volatility::Stable),
+    }));
     ctx.register_udf(ScalarUDF::from(ElementAt::new(false)));
     ctx.register_udf(ScalarUDF::from(ElementAt::try_element_at()));
     // Spark's `concat` and `reverse` take arrays too (the string functions read an array as
@@ -824,12 +829,15 @@ pub fn spark_to_chrono(pattern: &str) -> Result<String, String> {
             ('E', 1..=3) => "%a",
             ('E', 4) => "%A",
             ('z', 1..=3) => "%Z",
-            // Always UTC here: Spark prints `+0000` for Z and `Z` for X at a zero offset.
-            ('Z', 1..=3) => "+0000",
-            ('X', 1..=3) => "Z",
-            ('x', 1) => "+00",
-            ('x', 2) => "+0000",
-            ('x', 3) => "+00:00",
+            // Offsets, which chrono has no letter for (X prints `Z` at a zero offset): marks
+            // that `format_at` replaces with the value's own offset.
+            ('Z', 1..=3) => OFFSET_MARKS[0],
+            ('X', 1) => OFFSET_MARKS[1],
+            ('X', 2) => OFFSET_MARKS[2],
+            ('X', 3) => OFFSET_MARKS[3],
+            ('x', 1) => OFFSET_MARKS[4],
+            ('x', 2) => OFFSET_MARKS[5],
+            ('x', 3) => OFFSET_MARKS[6],
             _ => {
                 return Err(format!(
                     "pattern letter '{}' ({n} time{}) in '{pattern}' is not supported by date_format",
@@ -844,8 +852,70 @@ pub fn spark_to_chrono(pattern: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// Stand-ins for Spark's offset letters in a translated pattern (Unicode private-use
+/// characters, which chrono copies as text): `Z`, `X`, `XX`, `XXX`, `x`, `xx`, `xxx`.
+const OFFSET_MARKS: [&str; 7] = [
+    "\u{E000}", "\u{E001}", "\u{E002}", "\u{E003}", "\u{E004}", "\u{E005}", "\u{E006}",
+];
+
+/// A translated pattern for parsing: its offset letters read an offset (`+08`, `+0800`,
+/// `+08:00`) as chrono parses them.
+pub(crate) fn parsing_offsets(chrono: &str) -> String {
+    let reads = ["%z", "%#z", "%z", "%:z", "%#z", "%z", "%:z"];
+    let mut out = chrono.to_string();
+    for (mark, read) in OFFSET_MARKS.iter().zip(reads) {
+        out = out.replace(mark, read);
+    }
+    out
+}
+
+/// `t` formatted with a translated pattern, its offset letters filled in as Spark prints
+/// them: `Z` +0800; `X` +08 (+0530 with minutes), `XX` +0800, `XXX` +08:00, each `Z` at a
+/// zero offset; `x`, `xx`, `xxx` the same without the `Z`.
+fn format_at<Z: chrono::TimeZone>(t: &chrono::DateTime<Z>, fmt: &str) -> String
+where
+    Z::Offset: std::fmt::Display,
+{
+    use chrono::Offset;
+    let text = t.format(fmt).to_string();
+    if !OFFSET_MARKS.iter().any(|m| text.contains(m)) {
+        return text;
+    }
+    let secs = t.offset().fix().local_minus_utc();
+    let sign = if secs < 0 { '-' } else { '+' };
+    let (h, m) = (secs.abs() / 3600, secs.abs() % 3600 / 60);
+    let short = if m == 0 {
+        format!("{sign}{h:02}")
+    } else {
+        format!("{sign}{h:02}{m:02}")
+    };
+    let long = format!("{sign}{h:02}{m:02}");
+    let colon = format!("{sign}{h:02}:{m:02}");
+    let zulu = |s: &str| {
+        if secs == 0 {
+            "Z".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let fills = [
+        long.clone(),
+        zulu(&short),
+        zulu(&long),
+        zulu(&colon),
+        short,
+        long,
+        colon,
+    ];
+    let mut out = text;
+    for (mark, fill) in OFFSET_MARKS.iter().zip(fills) {
+        out = out.replace(mark, &fill);
+    }
+    out
+}
+
 /// `date_format(ts, pattern)`: a timestamp, date or timestamp string formatted with a Spark
-/// datetime pattern, in UTC (tidemark's session time zone).
+/// datetime pattern, in the session's time zone.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct DateFormat {
     signature: Signature,
@@ -874,19 +944,22 @@ impl ScalarUDFImpl for DateFormat {
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
         let n = args.number_rows;
-        // Formats in UTC (pattern letters such as X print UTC's `Z`): a session set to another
-        // zone would see one time in a column and another from date_format.
-        if let Some(tz) = &args.config_options.execution.time_zone
-            && !["utc", "+00:00", "z", "etc/utc", "gmt"].contains(&tz.to_lowercase().as_str())
-        {
-            return exec_err!(
-                "date_format formats in UTC only, and the session time zone is '{tz}': set datafusion.execution.time_zone = 'UTC'"
-            );
-        }
         let [value, pattern] = args.args.as_slice() else {
             return exec_err!("date_format takes (timestamp, pattern)");
         };
-        let ts_type = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        // In the session's zone: a date is its midnight there, a time shows as it reads there.
+        let zone = args
+            .config_options
+            .execution
+            .time_zone
+            .clone()
+            .unwrap_or_else(|| "UTC".into());
+        let tz: datafusion::arrow::array::timezone::Tz =
+            zone.parse()
+                .map_err(|e: datafusion::arrow::error::ArrowError| {
+                    DataFusionError::Execution(e.to_string())
+                })?;
+        let ts_type = DataType::Timestamp(TimeUnit::Microsecond, Some(zone.as_str().into()));
         let values: ArrayRef = match value {
             ColumnarValue::Array(a) => a.clone(),
             ColumnarValue::Scalar(s) => s.to_array_of_size(n.max(1))?,
@@ -935,7 +1008,7 @@ impl ScalarUDFImpl for DateFormat {
                         out.append_null();
                         continue;
                     };
-                    out.append_value(t.format(fmt).to_string());
+                    out.append_value(format_at(&t.with_timezone(&tz), fmt));
                 }
                 _ => out.append_null(),
             }
@@ -947,6 +1020,36 @@ impl ScalarUDFImpl for DateFormat {
             }
             _ => ColumnarValue::Array(result),
         })
+    }
+}
+
+/// `current_timezone()`: the session's time zone (`SET TIME ZONE`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CurrentTimezone {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for CurrentTimezone {
+    fn name(&self) -> &str {
+        "current_timezone"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let zone = args
+            .config_options
+            .execution
+            .time_zone
+            .clone()
+            .unwrap_or_else(|| "UTC".into());
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(zone))))
     }
 }
 
@@ -1051,12 +1154,12 @@ impl ScalarUDFImpl for Watch {
 
 #[cfg(test)]
 mod tests {
-    use super::spark_to_chrono;
+    use super::{format_at, spark_to_chrono};
 
     #[test]
     fn spark_patterns_become_chrono_formats() {
         let at = chrono::DateTime::from_timestamp_micros(1_735_787_045_123_456).unwrap();
-        let f = |p: &str| at.format(&spark_to_chrono(p).unwrap()).to_string();
+        let f = |p: &str| format_at(&at, &spark_to_chrono(p).unwrap());
         assert_eq!(f("yyyy-MM-dd"), "2025-01-02");
         assert_eq!(f("yyyy-MM-dd HH:mm:ss.SSS"), "2025-01-02 03:04:05.123");
         assert_eq!(f("yyyyMMdd'T'HHmmss"), "20250102T030405");
@@ -1067,6 +1170,15 @@ mod tests {
         assert_eq!(f("SSSSSS"), "123456");
         assert_eq!(f("HH:mmXXX"), "03:04Z");
         assert_eq!(f("HHmm Z"), "0304 +0000");
+        let tz: datafusion::arrow::array::timezone::Tz = "Asia/Kolkata".parse().unwrap();
+        let g = |p: &str| format_at(&at.with_timezone(&tz), &spark_to_chrono(p).unwrap());
+        assert_eq!(
+            g("HH:mm X|XX|XXX|x|Z"),
+            "08:34 +0530|+0530|+05:30|+0530|+0530"
+        );
+        let tz: datafusion::arrow::array::timezone::Tz = "-08:00".parse().unwrap();
+        let g = |p: &str| format_at(&at.with_timezone(&tz), &spark_to_chrono(p).unwrap());
+        assert_eq!(g("X XX XXX xxx"), "-08 -0800 -08:00 -08:00");
     }
 
     #[test]

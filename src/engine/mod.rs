@@ -16,6 +16,7 @@ mod sample;
 pub mod spark;
 pub mod types;
 pub mod variables;
+pub mod zone;
 
 use std::sync::Arc;
 
@@ -150,6 +151,10 @@ impl Session {
             // `+ - * /` between numbers as Databricks computes them (checked, `3 / 2` = 1.5).
             planners.insert(0, Arc::new(functions::AnsiArithmetic::new()));
         }
+        // TIMESTAMP columns read in the session's zone, before types are coerced.
+        let mut analyzer = datafusion::optimizer::Analyzer::new().rules;
+        analyzer.insert(0, Arc::new(zone::SessionZone));
+        builder = builder.with_analyzer_rules(analyzer);
         let state = builder.build();
         let ctx = SessionContext::new_with_state(state);
         functions::register(&ctx);

@@ -54,6 +54,7 @@ pub const SPELLED: &[&str] = &[
     "to_date",
     "to_timestamp",
     "unix_timestamp",
+    "to_unix_timestamp",
     "weekofyear",
     "year",
     "timestampadd",
@@ -158,6 +159,7 @@ impl VisitorMut for SparkSpellings<'_> {
                     };
                 }
             }
+            name_clashing_casts(&mut select.projection);
         }
         ControlFlow::Continue(())
     }
@@ -242,6 +244,45 @@ impl VisitorMut for SparkSpellings<'_> {
 
 use crate::parser::{expr_text as parse_expr, query_text as parse_query};
 
+/// `SELECT id, CAST(id AS BIGINT)`: the engine names a cast after the column it casts, so
+/// the two items would clash ("unique expression names"). Databricks names a cast by its
+/// text; such a cast gets that text as its alias.
+fn name_clashing_casts(items: &mut [SelectItem]) {
+    fn engine_name(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Identifier(i) => Some(i.value.to_lowercase()),
+            Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.to_lowercase()),
+            Expr::Cast { expr, .. } | Expr::Nested(expr) => engine_name(expr),
+            _ => None,
+        }
+    }
+    let names: Vec<Option<String>> = items
+        .iter()
+        .map(|item| match item {
+            SelectItem::UnnamedExpr(e) => engine_name(e),
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+            _ => None,
+        })
+        .collect();
+    for (i, item) in items.iter_mut().enumerate() {
+        let SelectItem::UnnamedExpr(e @ Expr::Cast { .. }) = &*item else {
+            continue;
+        };
+        let clashes = names[i].as_ref().is_some_and(|n| {
+            names
+                .iter()
+                .enumerate()
+                .any(|(j, m)| j != i && m.as_ref() == Some(n))
+        });
+        if clashes {
+            *item = SelectItem::ExprWithAlias {
+                expr: e.clone(),
+                alias: datafusion::sql::sqlparser::ast::Ident::with_quote('`', e.to_string()),
+            };
+        }
+    }
+}
+
 /// A string literal in SQL.
 pub(super) fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -261,7 +302,7 @@ fn chrono_pattern(function: &str, e: &Expr) -> Result<String> {
     };
     let chrono = super::functions::spark_to_chrono(p)
         .map_err(|e| Error::Invalid(format!("{function}: {e}")))?;
-    Ok(quoted(&chrono))
+    Ok(quoted(&super::functions::parsing_offsets(&chrono)))
 }
 
 /// Spark's spellings of query clauses DataFusion knows by other names: `MINUS` is `EXCEPT`,
@@ -728,7 +769,11 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         // NULL for a day that does not exist (DataFusion's is an error).
         ("make_date", [y, m, d]) if scalar => safe_date(y, m, d),
         ("make_timestamp", [y, mo, d, h, mi, sec]) if scalar => {
-            make_timestamp(&safe_date(y, mo, d), h, mi, sec)
+            // The fields read in the session's zone: as a wall-clock time, then an instant.
+            format!(
+                "CAST(arrow_cast(arrow_cast({}, 'Timestamp(Microsecond, Some(\"UTC\"))'), 'Timestamp(Microsecond, None)') AS TIMESTAMP)",
+                make_timestamp(&safe_date(y, mo, d), h, mi, sec)
+            )
         }
         ("make_timestamp", [y, mo, d, h, mi, sec, _]) if scalar => format!(
             "to_utc_timestamp({}, {})",
@@ -800,6 +845,10 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                 }) =>
         {
             "CAST(NULL AS DATE)".to_string()
+        }
+        // Spark's trunc takes a timestamp or a date string as its date.
+        ("trunc", [d, u]) if scalar && string_literal(exprs[1]).is_some() => {
+            format!("trunc(CAST({d} AS DATE), {u})")
         }
         // Spark names the fields after the arrays' columns, else "0", "1", ...
         ("arrays_zip", _) if scalar && !args.is_empty() => {
@@ -1081,6 +1130,11 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             "to_timestamp_micros({s}, {})",
             chrono_pattern("to_timestamp", exprs[1])?
         ),
+        ("to_unix_timestamp", [x]) if scalar => whole_seconds(&format!("CAST({x} AS TIMESTAMP)")),
+        ("to_unix_timestamp", [s, _]) if scalar => whole_seconds(&format!(
+            "to_timestamp_micros({s}, {})",
+            chrono_pattern("to_unix_timestamp", exprs[1])?
+        )),
         ("unix_timestamp", []) if scalar => whole_seconds("now()"),
         ("unix_timestamp", [x]) if scalar => whole_seconds(&format!("CAST({x} AS TIMESTAMP)")),
         ("unix_timestamp", [s, _]) if scalar => whole_seconds(&format!(
@@ -1266,7 +1320,7 @@ fn zone_arg(e: &Expr) -> String {
     quoted(&java_zone(&zone).unwrap_or(zone))
 }
 
-fn java_zone(zone: &str) -> Option<String> {
+pub(crate) fn java_zone(zone: &str) -> Option<String> {
     let upper = zone.trim().to_uppercase();
     for prefix in ["GMT", "UTC", "UT"] {
         if let Some(rest) = upper.strip_prefix(prefix) {

@@ -164,7 +164,42 @@ pub fn cast_strict(
         safe: false,
         ..Default::default()
     };
+    // A zoned timestamp becomes a zone-less one as its wall-clock time in its zone (the
+    // session's), as Spark casts TIMESTAMP to TIMESTAMP_NTZ; Arrow keeps UTC's.
+    if let (DataType::Timestamp(_, Some(zone)), DataType::Timestamp(_, None)) =
+        (values.data_type(), to)
+    {
+        let local = wall_clock(values, zone)?;
+        return datafusion::arrow::compute::cast_with_options(&local, to, &strict);
+    }
     datafusion::arrow::compute::cast_with_options(values, to, &strict)
+}
+
+/// A zoned timestamp array as zone-less microseconds: each instant's wall-clock time in `zone`.
+fn wall_clock(
+    values: &datafusion::arrow::array::ArrayRef,
+    zone: &str,
+) -> std::result::Result<datafusion::arrow::array::ArrayRef, datafusion::arrow::error::ArrowError> {
+    use chrono::{Offset, TimeZone};
+    use datafusion::arrow::array::{AsArray, TimestampMicrosecondArray};
+    use datafusion::arrow::datatypes::TimestampMicrosecondType;
+    let tz: datafusion::arrow::array::timezone::Tz = zone.parse()?;
+    let micros = datafusion::arrow::compute::cast(
+        values,
+        &DataType::Timestamp(TimeUnit::Microsecond, Some(zone.into())),
+    )?;
+    let micros = micros.as_primitive::<TimestampMicrosecondType>();
+    let local: TimestampMicrosecondArray = micros
+        .iter()
+        .map(|v| {
+            v.map(|us| {
+                let at = chrono::DateTime::from_timestamp_micros(us).unwrap_or_default();
+                let offset = tz.offset_from_utc_datetime(&at.naive_utc()).fix();
+                us + offset.local_minus_utc() as i64 * 1_000_000
+            })
+        })
+        .collect();
+    Ok(std::sync::Arc::new(local))
 }
 
 /// [`cast_strict`] for one value; NULL stays NULL, of the new type.

@@ -274,6 +274,13 @@ SET { VAR | VARIABLE } ( name [, ...] ) = ( query )",
         example: "SET VAR since = DEFAULT",
     },
     Syntax {
+        name: "SET TIME ZONE",
+        about: "set the session's time zone: TIMESTAMPs read, show and split into fields in it",
+        grammar: "SET TIME ZONE { 'zone' | LOCAL | INTERVAL offset }
+SET TIMEZONE = 'zone'",
+        example: "SET TIME ZONE 'America/Los_Angeles'",
+    },
+    Syntax {
         name: "DROP TEMPORARY VARIABLE",
         about: "drop a session variable",
         grammar: "DROP TEMPORARY VARIABLE [ IF EXISTS ] name",

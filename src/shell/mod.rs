@@ -204,6 +204,8 @@ impl Shell {
     /// The print options for the next result, with the terminal's width as it is now.
     fn print_now(&self) -> PrintOptions {
         let mut print = self.print.clone();
+        print.zone =
+            crate::engine::zone::session_zone(self.session.ctx().copied_config().options());
         if self.output.is_some() && print.terminal_cap {
             // The 40-row cap is for a screen; a file gets every row.
             print.max_rows = None;
@@ -636,6 +638,7 @@ pub fn default_print(
         expanded: print::Expanded::Off,
         // Measured again before each result (see `Shell::print_now`).
         width: tty.then_some(80),
+        zone: None,
     }
 }
 

@@ -94,6 +94,8 @@ pub struct PrintOptions {
     pub width: Option<usize>,
     /// `max_rows` is the terminal's default (not asked for): a `\o` file gets every row.
     pub terminal_cap: bool,
+    /// The session's time zone when it is not UTC: timestamps show in it.
+    pub zone: Option<std::sync::Arc<str>>,
 }
 
 impl Default for PrintOptions {
@@ -107,6 +109,7 @@ impl Default for PrintOptions {
             expanded: Expanded::Off,
             width: None,
             terminal_cap: false,
+            zone: None,
         }
     }
 }
@@ -204,7 +207,7 @@ impl<'a> Printer<'a> {
         if human && take == 0 {
             return Ok(());
         }
-        let batch = batch.slice(0, take);
+        let batch = in_zone(&batch.slice(0, take), self.opts.zone.as_ref())?;
         let first = self.shown;
         self.shown += take;
         match &mut self.state {
@@ -452,3 +455,34 @@ fn status(out: &mut dyn Write, opts: &PrintOptions, line: &str) -> io::Result<()
 
 #[cfg(test)]
 mod tests;
+
+/// `batch` with its timestamps in `zone` (the same instants, shown in the session's zone).
+fn in_zone(batch: &RecordBatch, zone: Option<&std::sync::Arc<str>>) -> io::Result<RecordBatch> {
+    let Some(zone) = zone else {
+        return Ok(batch.clone());
+    };
+    let mut changed = false;
+    let mut fields = vec![];
+    let mut columns = vec![];
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        match crate::engine::zone::relabeled(field.data_type(), zone) {
+            Some(t) => {
+                changed = true;
+                columns.push(arrow::compute::cast(column, &t).map_err(arrow_err)?);
+                fields.push(field.as_ref().clone().with_data_type(t));
+            }
+            None => {
+                columns.push(column.clone());
+                fields.push(field.as_ref().clone());
+            }
+        }
+    }
+    if !changed {
+        return Ok(batch.clone());
+    }
+    RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+        columns,
+    )
+    .map_err(arrow_err)
+}

@@ -180,18 +180,7 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
             let d = clauses::drop(&s)?;
             ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade)
         }
-        // The session's zone is UTC: setting it to UTC changes nothing; another zone is
-        // refused (timestamps would read and print in UTC all the same).
-        Sql::Set(ref set) if sets_time_zone(set) => match time_zone_value(set) {
-            Some(zone) if is_utc(&zone) => Ok(Output::empty()),
-            zone => Err(Error::class(
-                "UNSUPPORTED_FEATURE",
-                format!(
-                    "SET TIME ZONE {} is not supported yet: tidemark's session time zone is UTC (SET TIME ZONE 'UTC' is accepted; convert with from_utc_timestamp(ts, zone) to read a time in another zone)",
-                    zone.unwrap_or_else(|| "LOCAL".into())
-                ),
-            )),
-        },
+        Sql::Set(ref set) if sets_time_zone(set) => set_time_zone(session, set).await,
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
         Sql::StartTransaction { .. } | Sql::Commit { .. } | Sql::Rollback { .. } => {
             Err(Error::Invalid(
@@ -209,53 +198,119 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
     }
 }
 
-/// Whether a SET changes the session's time zone the Databricks way (`SET TIME ZONE`,
-/// `SET TIMEZONE = ..`, Spark's `spark.sql.session.timeZone`); DataFusion's own
-/// `datafusion.execution.time_zone` stays an engine setting (date_format refuses to run under
-/// another zone).
-/// The zone a SET TIME ZONE names (None for LOCAL), unquoted.
-fn time_zone_value(set: &datafusion::sql::sqlparser::ast::Set) -> Option<String> {
+/// `SET TIME ZONE 'zone' | LOCAL | INTERVAL ...` (and `SET TIMEZONE = ..`, Spark's
+/// `spark.sql.session.timeZone`): the session's zone, DataFusion's `execution.time_zone`.
+async fn set_time_zone(
+    session: &mut Session,
+    set: &datafusion::sql::sqlparser::ast::Set,
+) -> Result<Output> {
     use datafusion::sql::sqlparser::ast::{Expr, Set, Value};
     let value = match set {
-        Set::SetTimeZone {
-            local: false,
-            value,
-        } => value,
-        Set::SingleAssignment { values, .. } if values.len() == 1 => &values[0],
-        _ => return None,
+        // `local` is `SET LOCAL TIME ZONE` (PostgreSQL's scope), not the LOCAL zone.
+        Set::SetTimeZone { value, .. } => Some(value),
+        Set::SingleAssignment { values, .. } if values.len() == 1 => Some(&values[0]),
+        _ => {
+            return Err(Error::Invalid(
+                "SET TIME ZONE takes one zone: 'America/Los_Angeles', '+05:30', LOCAL or an INTERVAL"
+                    .into(),
+            ));
+        }
     };
-    Some(match value {
-        Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
-            other => other.to_string(),
+    let zone = match value {
+        None => crate::engine::zone::local(),
+        Some(Expr::Identifier(i)) if i.value.eq_ignore_ascii_case("LOCAL") => {
+            crate::engine::zone::local()
+        }
+        Some(Expr::Value(v)) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => {
+                crate::engine::zone::normalize(s)?
+            }
+            other => crate::engine::zone::normalize(&other.to_string())?,
         },
-        Expr::Identifier(i) if i.value.eq_ignore_ascii_case("LOCAL") => return None,
-        other => other.to_string(),
-    })
+        Some(e @ Expr::Interval(_)) => interval_zone(session, e).await?,
+        Some(other) => crate::engine::zone::normalize(&other.to_string())?,
+    };
+    session
+        .ctx()
+        .sql(&format!("SET datafusion.execution.time_zone = '{zone}'"))
+        .await?;
+    Ok(Output::empty())
 }
 
-/// Whether a zone name is UTC (or an offset of zero).
-fn is_utc(zone: &str) -> bool {
-    matches!(
-        zone.trim().to_lowercase().as_str(),
-        "utc"
-            | "etc/utc"
-            | "gmt"
-            | "etc/gmt"
-            | "z"
-            | "zulu"
-            | "universal"
-            | "etc/universal"
-            | "uct"
-            | "etc/uct"
-            | "+00:00"
-            | "-00:00"
-            | "+00"
-            | "utc+0"
-            | "gmt+0"
-            | "utc+00:00"
-            | "gmt+00:00"
-    )
+/// The offset an `INTERVAL` names (`INTERVAL '-08:00' HOUR TO MINUTE`, `INTERVAL 1 HOUR`),
+/// as `+hh:mm`: whole minutes within 18 hours, as Spark takes it.
+async fn interval_zone(
+    session: &Session,
+    interval: &datafusion::sql::sqlparser::ast::Expr,
+) -> Result<String> {
+    use datafusion::common::ScalarValue;
+    use datafusion::sql::sqlparser::ast::{DateTimeField, Expr, Value};
+    // `INTERVAL '-08:00' HOUR TO MINUTE`, which the engine does not evaluate: the offset as
+    // written.
+    if let Expr::Interval(i) = interval
+        && matches!(i.leading_field, Some(DateTimeField::Hour))
+        && matches!(i.last_field, Some(DateTimeField::Minute))
+        && let Expr::Value(v) = i.value.as_ref()
+        && let Value::SingleQuotedString(text) = &v.value
+    {
+        let t = text.trim();
+        let (sign, rest) = match t.strip_prefix('-') {
+            Some(r) => ('-', r),
+            None => ('+', t.strip_prefix('+').unwrap_or(t)),
+        };
+        if let Some((h, m)) = rest.split_once(':')
+            && let (Ok(h), Ok(m)) = (h.parse::<u32>(), m.parse::<u32>())
+            && m < 60
+            && h * 60 + m <= 18 * 60
+        {
+            return crate::engine::zone::normalize(&format!("{sign}{h:02}:{m:02}"));
+        }
+        return Err(Error::class(
+            "INVALID_CONF_VALUE",
+            format!(
+                "SET TIME ZONE {interval}: a zone offset is whole minutes between -18 and +18 hours"
+            ),
+        ));
+    }
+    let batches = session
+        .ctx()
+        .sql(&format!("SELECT {interval}"))
+        .await?
+        .collect()
+        .await?;
+    let value = batches
+        .first()
+        .filter(|b| b.num_rows() == 1)
+        .map(|b| ScalarValue::try_from_array(b.column(0), 0))
+        .transpose()?;
+    let nanos: Option<i128> = match value {
+        Some(ScalarValue::IntervalMonthDayNano(Some(v))) if v.months == 0 => {
+            Some(v.days as i128 * 86_400_000_000_000 + v.nanoseconds as i128)
+        }
+        Some(ScalarValue::IntervalDayTime(Some(v))) => {
+            Some(v.days as i128 * 86_400_000_000_000 + v.milliseconds as i128 * 1_000_000)
+        }
+        Some(ScalarValue::DurationMicrosecond(Some(v))) => Some(v as i128 * 1000),
+        _ => None,
+    };
+    let minute = 60_000_000_000_i128;
+    match nanos {
+        Some(n) if n % minute == 0 && n.abs() <= 18 * 60 * minute => {
+            let m = n / minute;
+            let sign = if m < 0 { '-' } else { '+' };
+            Ok(crate::engine::zone::normalize(&format!(
+                "{sign}{:02}:{:02}",
+                m.abs() / 60,
+                m.abs() % 60
+            ))?)
+        }
+        _ => Err(Error::class(
+            "INVALID_CONF_VALUE",
+            format!(
+                "SET TIME ZONE {interval}: a zone offset is whole minutes between -18 and +18 hours"
+            ),
+        )),
+    }
 }
 
 fn sets_time_zone(set: &datafusion::sql::sqlparser::ast::Set) -> bool {

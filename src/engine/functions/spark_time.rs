@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Months, NaiveDateTime};
+use datafusion::arrow::array::timezone::Tz;
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, TimestampMicrosecondArray};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::{ScalarValue, exec_err, plan_err};
@@ -15,13 +16,50 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 
-fn ts_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+/// TIMESTAMP in the session's zone.
+fn ts_type(zone: &Arc<str>) -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some(zone.clone()))
 }
 
-/// A unit: microseconds per unit, or months per unit.
+/// The session's zone, from the configuration a function is built or updated with.
+fn zone_of(config: &datafusion::config::ConfigOptions) -> Arc<str> {
+    Arc::from(config.execution.time_zone.as_deref().unwrap_or("UTC"))
+}
+
+/// The wall-clock time an instant reads in `zone`.
+fn local(us: i64, zone: &Tz) -> Option<NaiveDateTime> {
+    DateTime::from_timestamp_micros(us).map(|d| d.with_timezone(zone).naive_local())
+}
+
+/// The instant a wall-clock time in `zone` names: the earlier of two in a repeated hour, and
+/// in a skipped one the time as far past the gap (`java.time`'s rule, which Spark follows).
+fn instant(t: NaiveDateTime, zone: &Tz) -> Option<i64> {
+    use chrono::TimeZone;
+    match zone.from_local_datetime(&t) {
+        chrono::LocalResult::Single(d) | chrono::LocalResult::Ambiguous(d, _) => {
+            Some(d.timestamp_micros())
+        }
+        chrono::LocalResult::None => {
+            // The offset before the gap, applied to the wall-clock time.
+            let before = zone
+                .from_local_datetime(&(t - chrono::Duration::days(1)))
+                .earliest()?;
+            let offset = chrono::Offset::fix(before.offset()).local_minus_utc() as i64;
+            Some(t.and_utc().timestamp_micros() - offset * 1_000_000)
+        }
+    }
+}
+
+fn parse_zone(zone: &str) -> datafusion::error::Result<Tz> {
+    zone.parse::<Tz>()
+        .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))
+}
+
+/// A unit: microseconds per unit (a fixed length), days or months per unit (on the calendar
+/// of the session's zone, as Spark adds them).
 enum Unit {
     Micros(i64),
+    Days(i64),
     Months(u32),
 }
 
@@ -32,8 +70,8 @@ fn unit(name: &str) -> datafusion::error::Result<Unit> {
         "SECOND" => Unit::Micros(1_000_000),
         "MINUTE" => Unit::Micros(60_000_000),
         "HOUR" => Unit::Micros(3_600_000_000),
-        "DAY" | "DAYOFYEAR" => Unit::Micros(86_400_000_000),
-        "WEEK" => Unit::Micros(7 * 86_400_000_000),
+        "DAY" | "DAYOFYEAR" => Unit::Days(1),
+        "WEEK" => Unit::Days(7),
         "MONTH" => Unit::Months(1),
         "QUARTER" => Unit::Months(3),
         "YEAR" => Unit::Months(12),
@@ -55,28 +93,30 @@ fn unit_of(args: &ScalarFunctionArgs, name: &str) -> datafusion::error::Result<U
     }
 }
 
-fn micros(v: &ColumnarValue, n: usize) -> datafusion::error::Result<TimestampMicrosecondArray> {
+fn micros(
+    v: &ColumnarValue,
+    n: usize,
+    zone: &Arc<str>,
+) -> datafusion::error::Result<TimestampMicrosecondArray> {
     let a = v.to_array(n)?;
-    let a = datafusion::arrow::compute::cast(&a, &ts_type())?;
+    let a = datafusion::arrow::compute::cast(&a, &ts_type(zone))?;
     Ok(datafusion::arrow::array::as_primitive_array::<
         datafusion::arrow::datatypes::TimestampMicrosecondType,
     >(&a)
     .clone())
 }
 
-fn naive(us: i64) -> Option<NaiveDateTime> {
-    DateTime::from_timestamp_micros(us).map(|d| d.naive_utc())
-}
-
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct TimestampAdd {
     signature: Signature,
+    zone: Arc<str>,
 }
 
 impl TimestampAdd {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(config: &datafusion::config::ConfigOptions) -> Self {
         TimestampAdd {
             signature: Signature::user_defined(Volatility::Immutable),
+            zone: zone_of(config),
         }
     }
 }
@@ -92,10 +132,16 @@ impl ScalarUDFImpl for TimestampAdd {
         if args.len() != 3 {
             return plan_err!("timestampadd takes (unit, quantity, timestamp)");
         }
-        Ok(vec![DataType::Utf8, DataType::Int64, ts_type()])
+        Ok(vec![DataType::Utf8, DataType::Int64, ts_type(&self.zone)])
     }
     fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
-        Ok(ts_type())
+        Ok(ts_type(&self.zone))
+    }
+    fn with_updated_config(
+        &self,
+        config: &datafusion::config::ConfigOptions,
+    ) -> Option<datafusion::logical_expr::ScalarUDF> {
+        Some(Self::new(config).into())
     }
     fn invoke_with_args(
         &self,
@@ -107,7 +153,8 @@ impl ScalarUDFImpl for TimestampAdd {
         let qty = datafusion::arrow::array::as_primitive_array::<
             datafusion::arrow::datatypes::Int64Type,
         >(&qty);
-        let ts = micros(&args.args[2], n)?;
+        let ts = micros(&args.args[2], n, &self.zone)?;
+        let tz = parse_zone(&self.zone)?;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             if qty.is_null(i) || ts.is_null(i) {
@@ -117,7 +164,14 @@ impl ScalarUDFImpl for TimestampAdd {
             let (q, t) = (qty.value(i), ts.value(i));
             let v = match unit {
                 Unit::Micros(per) => q.checked_mul(per).and_then(|d| t.checked_add(d)),
-                Unit::Months(per) => naive(t).and_then(|d| {
+                Unit::Days(per) => local(t, &tz).and_then(|d| {
+                    let days = q.checked_mul(per)?;
+                    instant(
+                        d.checked_add_signed(chrono::Duration::try_days(days)?)?,
+                        &tz,
+                    )
+                }),
+                Unit::Months(per) => local(t, &tz).and_then(|d| {
                     let months = q.checked_mul(per as i64)?;
                     let shifted = if months >= 0 {
                         d.checked_add_months(Months::new(u32::try_from(months).ok()?))
@@ -126,7 +180,7 @@ impl ScalarUDFImpl for TimestampAdd {
                             u32::try_from(months.unsigned_abs()).ok()?,
                         ))
                     }?;
-                    Some(shifted.and_utc().timestamp_micros())
+                    instant(shifted, &tz)
                 }),
             };
             match v {
@@ -138,7 +192,7 @@ impl ScalarUDFImpl for TimestampAdd {
                 }
             }
         }
-        let array = TimestampMicrosecondArray::from(out).with_timezone("UTC");
+        let array = TimestampMicrosecondArray::from(out).with_timezone(self.zone.clone());
         Ok(ColumnarValue::Array(Arc::new(array) as ArrayRef))
     }
 }
@@ -146,12 +200,14 @@ impl ScalarUDFImpl for TimestampAdd {
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct TimestampDiff {
     signature: Signature,
+    zone: Arc<str>,
 }
 
 impl TimestampDiff {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(config: &datafusion::config::ConfigOptions) -> Self {
         TimestampDiff {
             signature: Signature::user_defined(Volatility::Immutable),
+            zone: zone_of(config),
         }
     }
 }
@@ -183,10 +239,20 @@ impl ScalarUDFImpl for TimestampDiff {
         if args.len() != 3 {
             return plan_err!("timestampdiff takes (unit, start, end)");
         }
-        Ok(vec![DataType::Utf8, ts_type(), ts_type()])
+        Ok(vec![
+            DataType::Utf8,
+            ts_type(&self.zone),
+            ts_type(&self.zone),
+        ])
     }
     fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
         Ok(DataType::Int64)
+    }
+    fn with_updated_config(
+        &self,
+        config: &datafusion::config::ConfigOptions,
+    ) -> Option<datafusion::logical_expr::ScalarUDF> {
+        Some(Self::new(config).into())
     }
     fn invoke_with_args(
         &self,
@@ -194,8 +260,9 @@ impl ScalarUDFImpl for TimestampDiff {
     ) -> datafusion::error::Result<ColumnarValue> {
         let n = args.number_rows;
         let unit = unit_of(&args, "timestampdiff")?;
-        let start = micros(&args.args[1], n)?;
-        let end = micros(&args.args[2], n)?;
+        let start = micros(&args.args[1], n, &self.zone)?;
+        let end = micros(&args.args[2], n, &self.zone)?;
+        let tz = parse_zone(&self.zone)?;
         let out: Int64Array = (0..n)
             .map(|i| {
                 if start.is_null(i) || end.is_null(i) {
@@ -204,7 +271,12 @@ impl ScalarUDFImpl for TimestampDiff {
                 let (s, e) = (start.value(i), end.value(i));
                 match unit {
                     Unit::Micros(per) => Some(((e as i128 - s as i128) / per as i128) as i64),
-                    Unit::Months(per) => Some(months_between(naive(s)?, naive(e)?) / per as i64),
+                    Unit::Days(per) => {
+                        Some(((e as i128 - s as i128) / (per as i128 * 86_400_000_000)) as i64)
+                    }
+                    Unit::Months(per) => {
+                        Some(months_between(local(s, &tz)?, local(e, &tz)?) / per as i64)
+                    }
                 }
             })
             .collect();
@@ -220,6 +292,7 @@ impl ScalarUDFImpl for TimestampDiff {
 pub(super) struct ToTimestamp {
     signature: Signature,
     try_: bool,
+    zone: Arc<str>,
 }
 
 /// The function the binder writes `CAST(x AS TIMESTAMP)` as.
@@ -228,10 +301,11 @@ pub const TO_TIMESTAMP: &str = "__tidemark_timestamp";
 pub const TRY_TO_TIMESTAMP: &str = "__tidemark_try_timestamp";
 
 impl ToTimestamp {
-    pub(super) fn new(try_: bool) -> Self {
+    pub(super) fn new(try_: bool, config: &datafusion::config::ConfigOptions) -> Self {
         ToTimestamp {
             signature: Signature::any(1, Volatility::Immutable),
             try_,
+            zone: zone_of(config),
         }
     }
 
@@ -261,7 +335,13 @@ impl ScalarUDFImpl for ToTimestamp {
         &self.signature
     }
     fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
-        Ok(ts_type())
+        Ok(ts_type(&self.zone))
+    }
+    fn with_updated_config(
+        &self,
+        config: &datafusion::config::ConfigOptions,
+    ) -> Option<datafusion::logical_expr::ScalarUDF> {
+        Some(Self::new(self.try_, config).into())
     }
     fn invoke_with_args(
         &self,
@@ -318,9 +398,9 @@ impl ScalarUDFImpl for ToTimestamp {
             }
         } else if matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
             let cast = if self.try_ {
-                datafusion::arrow::compute::cast(&values, &ts_type())?
+                datafusion::arrow::compute::cast(&values, &ts_type(&self.zone))?
             } else {
-                crate::engine::types::cast_strict(&values, &ts_type())
+                crate::engine::types::cast_strict(&values, &ts_type(&self.zone))
                     .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?
             };
             return Ok(ColumnarValue::Array(cast));
@@ -333,11 +413,11 @@ impl ScalarUDFImpl for ToTimestamp {
         } else {
             return Ok(ColumnarValue::Array(datafusion::arrow::compute::cast(
                 &values,
-                &ts_type(),
+                &ts_type(&self.zone),
             )?));
         }
         Ok(ColumnarValue::Array(Arc::new(
-            TimestampMicrosecondArray::from(out).with_timezone("UTC"),
+            TimestampMicrosecondArray::from(out).with_timezone(self.zone.clone()),
         )))
     }
 }

@@ -265,6 +265,28 @@ pub fn arrow_to_delta(field: &Field) -> Result<deltalake::kernel::StructField> {
     Ok(kernel)
 }
 
+/// A SQL type as text the parser reads back: `MAP<K, V>` where sqlparser writes ClickHouse's
+/// `Map(K, V)`, at any depth.
+pub fn type_text(t: &sql::DataType) -> String {
+    use sql::{ArrayElemTypeDef as A, DataType as S};
+    match t {
+        S::Map(k, v) => format!("MAP<{}, {}>", type_text(k), type_text(v)),
+        S::Array(A::AngleBracket(inner)) => format!("ARRAY<{}>", type_text(inner)),
+        S::Struct(fields, _) => format!(
+            "STRUCT<{}>",
+            fields
+                .iter()
+                .map(|f| match &f.field_name {
+                    Some(n) => format!("{n}: {}", type_text(&f.field_type)),
+                    None => type_text(&f.field_type),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// A SQL expression that evaluates to exactly `value` (used to inline variables).
 pub fn scalar_to_sql(value: &ScalarValue) -> Expr {
     let v = |x: Value| {

@@ -75,6 +75,12 @@ impl Dialect for Tidemark {
         DATABRICKS.supports_select_item_multi_column_alias()
     }
     /// `a << n` and `a >> n`, Spark's shifts.
+    /// `MAP<STRING, INT>` as a type (Databricks' spelling; sqlparser's Databricks dialect
+    /// does not parse it).
+    fn supports_map_literal_with_angle_brackets(&self) -> bool {
+        true
+    }
+
     fn supports_bitwise_shift_operators(&self) -> bool {
         true
     }

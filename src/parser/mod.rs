@@ -191,7 +191,6 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
             sql, tokens,
         )?)));
     }
-    let map_type = map_type_at(&tokens);
     let mut tokens = substitute_identifiers(tokens, resolver)?;
     if first_is(0, "MERGE") {
         tokens = expand_merge_stars(tokens);
@@ -206,15 +205,7 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
         table_comment = take_table_comment(&mut tokens);
     }
     let mut p = Parser::new(&DIALECT).with_tokens_with_locations(tokens);
-    let mut stmt = parse_statement(&mut p).map_err(|e| match map_type {
-        Some((line, column)) => Error::class(
-            "UNSUPPORTED_FEATURE",
-            format!(
-                "MAP<key, value> types are not supported yet (ARRAY<...> and STRUCT<...> are; a map value can be built with map(...)) (line {line}, column {column})"
-            ),
-        ),
-        None => e,
-    })?;
+    let mut stmt = parse_statement(&mut p)?;
     if let (Some(c), Statement::Sql(sql)) = (table_comment, &mut stmt) {
         use datafusion::sql::sqlparser::ast::{CommentDef, Statement as Sql};
         match sql.as_mut() {
@@ -225,20 +216,6 @@ fn parse_inner(sql: &str, resolver: &dyn IdentifierResolver) -> Result<Statement
     }
     expect_end(&p, "end of statement")?;
     Ok(stmt)
-}
-
-/// Where the statement writes `MAP<`: a map type, which sqlparser's Databricks dialect does
-/// not parse. When the statement then fails to parse, the error names the type instead of
-/// "expected ... found <" (`map < 5`, a column compared, parses and is left alone).
-fn map_type_at(tokens: &[TokenWithSpan]) -> Option<(u64, u64)> {
-    let significant: Vec<&TokenWithSpan> = tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
-    significant.windows(2).find_map(|pair| {
-        (is_word(&pair[0].token, "MAP") && pair[1].token == Token::Lt)
-            .then(|| (pair[0].span.start.line, pair[0].span.start.column))
-    })
 }
 
 /// Tokenize with positions, string literals read as Databricks reads them (see

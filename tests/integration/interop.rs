@@ -236,3 +236,35 @@ fn python_reads_a_deep_clone() {
         "[{'id': 1, 'p': 'a'}, {'id': 2, 'p': 'a b/c'}, {'id': 3, 'p': None}]\n['p'] core"
     );
 }
+
+/// MAP, ARRAY and STRUCT columns tidemark creates and writes read back in Python's
+/// deltalake with the same values and types.
+#[test]
+fn python_reads_map_array_and_struct_columns() {
+    let (_d, wh) = warehouse();
+    ok(
+        &wh,
+        "CREATE TABLE nested (id INT, m MAP<STRING, INT>, a ARRAY<MAP<STRING, STRUCT<x: INT>>>, s STRUCT<tags: ARRAY<STRING>, kv: MAP<INT, STRING>>)",
+    );
+    ok(
+        &wh,
+        "INSERT INTO nested VALUES (1, map('x', 1, 'y', 2), array(map('k', named_struct('x', 5))), named_struct('tags', array('a', 'b'), 'kv', map(7, 'seven'))), (2, NULL, NULL, NULL)",
+    );
+    let path = wh.join("main/default/nested");
+    let out = run_py(&format!(
+        "from deltalake import DeltaTable\n\
+         tbl = DeltaTable({path:?}).to_pyarrow_table().sort_by('id')\n\
+         for f in tbl.schema: print(f.name, f.type)\n\
+         print(tbl.to_pylist())\n",
+        path = path.display().to_string(),
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[1], "m map<string, int32>", "{out}");
+    assert!(lines[2].starts_with("a list<"), "{out}");
+    assert!(lines[2].contains("map<string, struct<x: int32>"), "{out}");
+    assert_eq!(
+        lines[4],
+        "[{'id': 1, 'm': [('x', 1), ('y', 2)], 'a': [[('k', {'x': 5})]], 's': {'tags': ['a', 'b'], 'kv': [(7, 'seven')]}}, {'id': 2, 'm': None, 'a': None, 's': None}]",
+        "{out}"
+    );
+}

@@ -94,10 +94,50 @@ impl VisitorMut for DatabricksTimestamps {
                     *expr = Expr::Function(f);
                 }
             }
+            // A cast to a type with a MAP in it, which the engine's SQL types lack: Arrow's
+            // cast to the same type.
+            Expr::Cast {
+                kind: CastKind::Cast | CastKind::DoubleColon,
+                expr: inner,
+                data_type,
+                format: None,
+                ..
+            } if has_map(data_type) => {
+                if let Ok(arrow) = crate::engine::types::sql_to_arrow(data_type) {
+                    let call = format!(
+                        "arrow_cast(NULL, {})",
+                        crate::engine::spark::quoted(&arrow.to_string())
+                    );
+                    if let Ok(Expr::Function(mut f)) = crate::parser::expr_text(&call)
+                        && let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) =
+                            &mut f.args
+                    {
+                        list.args[0] = datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                            datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(
+                                inner.as_ref().clone(),
+                            ),
+                        );
+                        *expr = Expr::Function(f);
+                    }
+                }
+            }
             Expr::Cast { data_type, .. } => databricks_timestamp(data_type),
             Expr::TypedString(t) => databricks_timestamp(&mut t.data_type),
             _ => {}
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// Whether a SQL type has a MAP in it.
+fn has_map(t: &datafusion::sql::sqlparser::ast::DataType) -> bool {
+    use datafusion::sql::sqlparser::ast::{ArrayElemTypeDef as A, DataType as T};
+    match t {
+        T::Map(_, _) => true,
+        T::Array(A::AngleBracket(inner) | A::Parenthesis(inner) | A::SquareBracket(inner, _)) => {
+            has_map(inner)
+        }
+        T::Struct(fields, _) => fields.iter().any(|f| has_map(&f.field_type)),
+        _ => false,
     }
 }

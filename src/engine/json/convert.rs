@@ -93,7 +93,7 @@ impl ScalarUDFImpl for ToJson {
 }
 
 /// `from_json(json, schema)`: the JSON text read as the type `schema` names (`'a INT, b
-/// STRING'`, `'STRUCT<...>'`, `'ARRAY<...>'`); a text that does not fit is NULL, as in Spark's
+/// STRING'`, `'STRUCT<...>'`, `'ARRAY<...>'`, `'MAP<...>'`); a text that does not fit is NULL, as in Spark's
 /// default (PERMISSIVE) mode.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct FromJson {
@@ -113,7 +113,8 @@ fn schema_type(schema: &str) -> datafusion::error::Result<DataType> {
     };
     let sql = match parse(schema) {
         Ok(t @ (datafusion::sql::sqlparser::ast::DataType::Struct(..)
-        | datafusion::sql::sqlparser::ast::DataType::Array(_))) => t,
+        | datafusion::sql::sqlparser::ast::DataType::Array(_)
+        | datafusion::sql::sqlparser::ast::DataType::Map(..))) => t,
         // `a INT, b STRING`: the fields of a struct.
         _ => parse(&format!("STRUCT<{schema}>")).map_err(|e| {
             datafusion::error::DataFusionError::Plan(format!(

@@ -207,12 +207,6 @@ fn parameter(p: &mut Parser) -> Result<FunctionParam> {
 }
 
 fn data_type(p: &mut Parser) -> Result<DataType> {
-    if is_word(&p.peek_token().token, "MAP") && p.peek_nth_token(1).token == Token::Lt {
-        return Err(Error::class(
-            "UNSUPPORTED_FEATURE",
-            "MAP<key, value> types are not supported yet (ARRAY<...> and STRUCT<...> are)",
-        ));
-    }
     p.parse_data_type().map_err(pe)
 }
 

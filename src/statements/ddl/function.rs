@@ -5,6 +5,7 @@
 //! its parameters; calls are bound by `engine::routines`. Persistent functions live in the
 //! warehouse (`catalog::definitions`), temporary ones in the session.
 
+use crate::engine::types::type_text;
 use datafusion::sql::sqlparser::ast::{
     FunctionArg, FunctionArgExpr, ObjectName, Query, SetExpr, TableFactor, TableWithJoins,
 };
@@ -57,7 +58,7 @@ pub async fn create(session: &Session, c: CreateFunction) -> Result<Output> {
             if persistent {
                 refuse_temporary(session, &shown, &bound, e.as_ref(), &param_names, false).await?;
             }
-            let returns = t.map(|t| t.to_string()).unwrap_or_default();
+            let returns = t.map(|t| type_text(&t)).unwrap_or_default();
             (e.to_string(), Returns::Scalar(returns))
         }
         (FunctionBody::Query(_), FunctionReturns::Scalar(_)) => {
@@ -89,7 +90,7 @@ pub async fn create(session: &Session, c: CreateFunction) -> Result<Output> {
             let mut declared = Vec::with_capacity(columns.len());
             for (name, t) in &columns {
                 sql_to_arrow(t)?;
-                declared.push((name.value.to_lowercase(), t.to_string()));
+                declared.push((name.value.to_lowercase(), type_text(t)));
             }
             (q.to_string(), Returns::Table(declared))
         }
@@ -193,7 +194,7 @@ async fn parameters(session: &Session, c: &CreateFunction) -> Result<Vec<Param>>
         };
         out.push(Param {
             name,
-            data_type: p.data_type.to_string(),
+            data_type: type_text(&p.data_type),
             default,
             comment: p.comment.clone(),
         });

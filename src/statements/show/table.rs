@@ -100,14 +100,9 @@ fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
     // What tidemark's CREATE TABLE cannot make yet: no statement rather than one that makes
     // another table.
     let unmade = snapshot.schema().fields().find_map(|f| {
-        let metadata = f.metadata().keys().find_map(|k| {
+        f.metadata().keys().find_map(|k| {
             (k == GENERATION_KEY || k.starts_with("delta.identity.") || k == "delta.invariants")
                 .then(|| format!("column {} has '{k}'", f.name()))
-        });
-        metadata.or_else(|| {
-            sql_type(f.data_type())
-                .contains("MAP<")
-                .then(|| format!("column {} is a MAP", f.name()))
         })
     });
     if let Some(why) = unmade {

@@ -14,8 +14,8 @@ pub use alter::*;
 
 use datafusion::arrow::datatypes::Field;
 use datafusion::sql::sqlparser::ast::{
-    ColumnDef, ColumnOption, CreateTable, CreateTableOptions, Expr, HiveDistributionStyle,
-    ObjectName, ObjectType, SchemaName, SqlOption,
+    ColumnDef, ColumnOption, CreateTable, CreateTableOptions, Expr, GeneratedAs,
+    GeneratedExpressionMode, HiveDistributionStyle, ObjectName, ObjectType, SchemaName, SqlOption,
 };
 use deltalake::kernel::StructField;
 use deltalake::kernel::transaction::CommitProperties;
@@ -244,6 +244,26 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
             ColumnOption::Comment(c) => {
                 meta.insert(COMMENT_KEY.to_string(), c.clone());
             }
+            // Delta's generated column: its expression in the column's metadata, computed (or
+            // checked, when given) by every write.
+            ColumnOption::Generated {
+                generated_as: GeneratedAs::Always | GeneratedAs::ExpStored,
+                sequence_options: None,
+                generation_expr: Some(e),
+                generation_expr_mode: None | Some(GeneratedExpressionMode::Stored),
+                ..
+            } => {
+                meta.insert(GENERATION_KEY.to_string(), e.to_string());
+            }
+            ColumnOption::Generated {
+                generation_expr: None,
+                ..
+            } => {
+                return Err(Error::class(
+                    "UNSUPPORTED_FEATURE",
+                    format!("column '{name}': IDENTITY columns are not supported"),
+                ));
+            }
             other => {
                 return Err(Error::Invalid(format!(
                     "column '{name}': option {other} is not supported"
@@ -252,6 +272,152 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
         }
     }
     Ok((Field::new(name, data_type, nullable), meta))
+}
+
+/// Delta's column metadata key for a generation expression.
+pub const GENERATION_KEY: &str = "delta.generationExpression";
+
+/// What a generation expression may use. delta-rs computes generated columns on every write
+/// with DataFusion's own functions, so only what DataFusion and Databricks compute alike is
+/// allowed: columns, literals, `+ - *`, comparisons, `AND OR NOT`, `CASE`, `IS [NOT] NULL`,
+/// casts to numbers and dates, and these functions.
+const GENERATION_FUNCTIONS: &[&str] = &["lower", "upper", "abs", "coalesce", "date_trunc"];
+
+/// Check the generated columns of a new table: each expression uses only what
+/// [`GENERATION_FUNCTIONS`] allows, reads only the table's other, plain columns, and has the
+/// column's type in DataFusion (which computes it).
+async fn check_generated_columns(
+    columns: &[ColumnDef],
+    fields: &[(Field, HashMap<String, String>)],
+) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator as B, DataType as T, Visit, Visitor};
+    use std::ops::ControlFlow;
+    let generated: Vec<&str> = fields
+        .iter()
+        .filter(|(_, m)| m.contains_key(GENERATION_KEY))
+        .map(|(f, _)| f.name().as_str())
+        .collect();
+    if generated.is_empty() {
+        return Ok(());
+    }
+    struct Allowed<'a> {
+        plain: Vec<String>,
+        problem: Option<String>,
+        generated: &'a [&'a str],
+    }
+    impl Visitor for Allowed<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
+            let problem = match e {
+                Expr::Identifier(i) => {
+                    let n = i.value.to_lowercase();
+                    if self.generated.contains(&n.as_str()) {
+                        Some(format!("it reads generated column '{n}'"))
+                    } else if !self.plain.contains(&n) {
+                        Some(format!("'{n}' is not a column of the table"))
+                    } else {
+                        None
+                    }
+                }
+                Expr::Value(_) | Expr::Nested(_) | Expr::IsNull(_) | Expr::IsNotNull(_) => None,
+                Expr::Case { .. } | Expr::UnaryOp { .. } => None,
+                Expr::BinaryOp { op, .. } => (!matches!(
+                    op,
+                    B::Plus
+                        | B::Minus
+                        | B::Multiply
+                        | B::Eq
+                        | B::NotEq
+                        | B::Lt
+                        | B::LtEq
+                        | B::Gt
+                        | B::GtEq
+                        | B::And
+                        | B::Or
+                ))
+                .then(|| format!("operator {op}")),
+                Expr::Cast { data_type, .. } => (!matches!(
+                    data_type,
+                    T::Int(_)
+                        | T::Integer(_)
+                        | T::BigInt(_)
+                        | T::SmallInt(_)
+                        | T::TinyInt(_)
+                        | T::Double(_)
+                        | T::Float(_)
+                        | T::Decimal(_)
+                        | T::Date
+                ))
+                .then(|| format!("a cast to {data_type}")),
+                Expr::Function(f) => {
+                    let name = f.name.to_string().to_lowercase();
+                    (!GENERATION_FUNCTIONS.contains(&name.as_str()))
+                        .then(|| format!("function {name}"))
+                }
+                other => Some(format!("'{other}'")),
+            };
+            if let Some(p) = problem {
+                self.problem = Some(p);
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let plain: Vec<String> = fields
+        .iter()
+        .filter(|(_, m)| !m.contains_key(GENERATION_KEY))
+        .map(|(f, _)| f.name().clone())
+        .collect();
+    let schema = datafusion::arrow::datatypes::Schema::new(
+        fields.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>(),
+    );
+    let ctx = datafusion::prelude::SessionContext::new();
+    ctx.register_batch(
+        "t",
+        datafusion::arrow::array::RecordBatch::new_empty(Arc::new(schema)),
+    )?;
+    for (col, (field, meta)) in columns.iter().zip(fields) {
+        let Some(text) = meta.get(GENERATION_KEY) else {
+            continue;
+        };
+        let expr = crate::parser::expr_text(text)?;
+        let mut allowed = Allowed {
+            plain: plain.clone(),
+            problem: None,
+            generated: &generated,
+        };
+        let _ = expr.visit(&mut allowed);
+        if let Some(p) = allowed.problem {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "generated column '{}' ({text}): {p} is not allowed. delta-rs computes generated columns on every write with DataFusion's functions, and only what it computes as Databricks does is allowed: columns, literals, + - *, comparisons, AND/OR/NOT, CASE, IS NULL, casts to numbers and DATE, and {}",
+                    field.name(),
+                    GENERATION_FUNCTIONS.join(", ")
+                ),
+            ));
+        }
+        let computed = ctx
+            .sql(&format!("SELECT {text} FROM t"))
+            .await
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "generated column '{}' ({text}) cannot be computed: {e}",
+                    field.name()
+                ))
+            })?;
+        let t = computed.schema().field(0).data_type().clone();
+        if !crate::engine::types::same_stored_type(&t, field.data_type()) {
+            return Err(Error::Type(format!(
+                "generated column '{}' is {} but its expression ({text}) is {} in DataFusion, which computes it on writes: cast it (GENERATED ALWAYS AS (CAST(... AS {})))",
+                field.name(),
+                crate::engine::types::type_name(field.data_type()),
+                crate::engine::types::type_name(&t),
+                col.data_type
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A Delta field with metadata.
@@ -382,6 +548,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             }
         }
     }
+    let mut defined = vec![];
     for col in &columns {
         let (field, meta) = column_field(col)?;
         typed.push((field.name().clone(), field.data_type().clone()));
@@ -392,7 +559,9 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             )));
         }
         fields.push(delta_field(&field, &meta)?);
+        defined.push((field, meta));
     }
+    check_generated_columns(&columns, &defined).await?;
     for p in &partition_columns {
         if !seen.contains(p) {
             return Err(Error::NotFound(format!(

@@ -37,6 +37,50 @@ async fn open_writable(session: &Session, table: &TableName) -> Result<DeltaTabl
     session.warehouse().open_for_write(table).await
 }
 
+/// The values of the generated columns an INSERT does not give (`generated`: name and
+/// expression), computed from the row's given columns.
+async fn generated_values(
+    session: &Session,
+    batch: &RecordBatch,
+    mapped: &[String],
+    target: &datafusion::arrow::datatypes::Schema,
+    generated: &[(String, String)],
+) -> Result<HashMap<String, ArrayRef>> {
+    let mut out = HashMap::new();
+    if generated.is_empty() {
+        return Ok(out);
+    }
+    let mut fields = vec![];
+    let mut columns = vec![];
+    for (i, name) in mapped.iter().enumerate() {
+        if let Some(f) = target.fields().iter().find(|f| f.name() == name) {
+            columns.push(cast_column(batch.column(i), name, f.data_type())?);
+            fields.push(datafusion::arrow::datatypes::Field::new(
+                name,
+                f.data_type().clone(),
+                true,
+            ));
+        }
+    }
+    let given = RecordBatch::try_new(
+        std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(fields)),
+        columns,
+    )?;
+    let df = session.ctx().read_batch(given)?;
+    let mut exprs = vec![];
+    for (name, g) in generated {
+        exprs.push(df.parse_sql_expr(g)?.alias(name));
+    }
+    let selected = df.select(exprs)?;
+    let schema = std::sync::Arc::new(selected.schema().as_arrow().clone());
+    let batches = selected.collect().await?;
+    let computed = datafusion::arrow::compute::concat_batches(&schema, &batches)?;
+    for (i, (name, _)) in generated.iter().enumerate() {
+        out.insert(name.clone(), computed.column(i).clone());
+    }
+    Ok(out)
+}
+
 /// Column defaults stored in the table's schema metadata.
 fn column_defaults(t: &DeltaTable) -> Result<HashMap<String, String>> {
     let schema = t.snapshot()?.schema();
@@ -261,12 +305,26 @@ async fn insert_rows(
     let mut out = Vec::with_capacity(rows.len());
     let empty_as_null = crate::catalog::string_partition_columns(&t)?;
     let mut default_cache: HashMap<String, datafusion::common::ScalarValue> = HashMap::new();
+    let generated: Vec<(String, String)> = target
+        .fields()
+        .iter()
+        .filter(|f| !mapped.contains(f.name()))
+        .filter_map(|f| {
+            f.metadata()
+                .get(super::ddl::GENERATION_KEY)
+                .map(|g| (f.name().clone(), g.clone()))
+        })
+        .collect();
     for batch in &rows {
         let n = batch.num_rows();
+        let computed = generated_values(session, batch, &mapped, &target, &generated).await?;
         let mut arrays = Vec::with_capacity(target.fields().len());
         for field in target.fields() {
             let array = match mapped.iter().position(|c| c == field.name()) {
                 Some(i) => cast_column(batch.column(i), field.name(), field.data_type())?,
+                None if computed.contains_key(field.name()) => {
+                    cast_column(&computed[field.name()], field.name(), field.data_type())?
+                }
                 None => match defaults.get(field.name()) {
                     Some(d) => {
                         if !default_cache.contains_key(field.name()) {
@@ -618,6 +676,29 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                     e
                 };
                 sets.push((col, e));
+            }
+            // Generated columns follow the columns they read: each is its expression over
+            // the row's new values (every SET reads the old row, so the assigned values stand
+            // in for their columns).
+            for field in schema.fields() {
+                let Some(g) = field.metadata().get(super::ddl::GENERATION_KEY) else {
+                    continue;
+                };
+                if sets.iter().any(|(c, _)| c == field.name()) {
+                    continue;
+                }
+                let parsed = crate::parser::expr_text(g)?;
+                let e = logical_expr(session, parsed, &df_schema)?;
+                let e = datafusion::common::tree_node::TreeNode::transform(e, |e| {
+                    if let datafusion::logical_expr::Expr::Column(c) = &e
+                        && let Some((_, new)) = sets.iter().find(|(s, _)| s == &c.name)
+                    {
+                        return Ok(datafusion::common::tree_node::Transformed::yes(new.clone()));
+                    }
+                    Ok(datafusion::common::tree_node::Transformed::no(e))
+                })?
+                .data;
+                sets.push((field.name().clone(), cast(e, field.data_type().clone())));
             }
             let predicate = match update.selection {
                 Some(mut w) => {

@@ -146,7 +146,8 @@ pub(crate) fn reads_files_as_they_are(target: &SchemaRef, source: &SchemaRef) ->
     })
 }
 
-/// `rows` with every column of `target` the source lacks added, as its DEFAULT or NULL, in
+/// `rows` with every column of `target` the source lacks added, as its generation expression,
+/// DEFAULT or NULL, in
 /// the target's order (the source's own new columns last, for a schema merge).
 pub(crate) async fn with_target_columns(
     session: &Session,
@@ -165,9 +166,17 @@ pub(crate) async fn with_target_columns(
             Some(g) => {
                 datafusion::prelude::col(datafusion::common::Column::from_name(g)).alias(f.name())
             }
-            None => match f.metadata().get(DEFAULT_KEY) {
-                Some(d) => default_expr(session, d, f.data_type()).await?,
-                None => DfExpr::Literal(ScalarValue::try_from(f.data_type())?, None),
+            None => match (
+                f.metadata().get(crate::statements::ddl::GENERATION_KEY),
+                f.metadata().get(DEFAULT_KEY),
+            ) {
+                // A generated column computed from the row's other columns (an expression
+                // DataFusion and Databricks compute alike; delta-rs checks it on write).
+                (Some(g), _) => {
+                    datafusion::logical_expr::cast(rows.parse_sql_expr(g)?, f.data_type().clone())
+                }
+                (None, Some(d)) => default_expr(session, d, f.data_type()).await?,
+                (None, None) => DfExpr::Literal(ScalarValue::try_from(f.data_type())?, None),
             }
             .alias(f.name()),
         });

@@ -29,6 +29,15 @@ pub async fn add_columns(
     let mut typed_new = Vec::new();
     for col in &columns {
         let (field, meta) = column_field(col)?;
+        if meta.contains_key(super::GENERATION_KEY) {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "ALTER TABLE {table} ADD COLUMNS: generated column '{}' (a table gets its generated columns when it is created, as in Databricks)",
+                    field.name()
+                ),
+            ));
+        }
         typed_new.push((field.name().clone(), field.data_type().clone()));
         if existing.contains(field.name()) {
             return Err(Error::AlreadyExists(format!(

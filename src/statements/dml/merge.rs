@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::parser::MERGE_STAR;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::sql::sqlparser::ast::{
-    Assignment, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SetExpr, TableFactor,
+    Assignment, Ident, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SetExpr,
+    TableFactor,
 };
 use deltalake::DeltaTable;
 use deltalake::operations::merge;
@@ -59,11 +60,22 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 .with_source_alias(source_alias.clone())
                 .with_target_alias(target_alias.clone())
                 .with_session_state(without_view_types(session));
+            let generated: Vec<(String, String)> = target_schema
+                .fields()
+                .iter()
+                .filter_map(|f| {
+                    f.metadata()
+                        .get(super::super::ddl::GENERATION_KEY)
+                        .map(|g| (f.name().clone(), g.clone()))
+                })
+                .collect();
             let clauses = Clauses {
                 target_cols: &target_cols,
                 source_cols: &source_cols,
                 source_alias: &source_alias,
+                target_alias: &target_alias,
                 defaults: &defaults,
+                generated: &generated,
                 empty_as_null: &empty_as_null,
             };
             for mut clause in merge.clauses {
@@ -142,8 +154,11 @@ struct Clauses<'a> {
     target_cols: &'a [String],
     source_cols: &'a [String],
     source_alias: &'a str,
+    target_alias: &'a str,
     /// Each DEFAULT column's value, for columns an INSERT leaves out.
     defaults: &'a [(String, String)],
+    /// Each generated column's expression, for the UPDATEs that leave it out.
+    generated: &'a [(String, String)],
     /// STRING partition columns, which store an empty string as NULL.
     empty_as_null: &'a [String],
 }
@@ -211,12 +226,36 @@ impl Clauses<'_> {
         pred: Option<String>,
         assignments: &[Assignment],
     ) -> Result<impl FnOnce(merge::UpdateBuilder) -> merge::UpdateBuilder + use<>> {
-        let sets = self.null_if_empty(self.fill_defaults(merge_assignments(
+        let mut sets = self.null_if_empty(self.fill_defaults(merge_assignments(
             assignments,
             self.target_cols,
             self.source_cols,
             self.source_alias,
         )?));
+        // Generated columns follow the columns they read: their expression over the row's
+        // new values (each SET reads the old row; assigned values stand in for their columns).
+        let assigned = sets.clone();
+        for (g, text) in self.generated {
+            if assigned.iter().any(|(c, _)| c == g) {
+                continue;
+            }
+            let mut e = crate::parser::expr_text(text)?;
+            let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut e, |e| {
+                if let Expr::Identifier(i) = e {
+                    let name = i.value.to_lowercase();
+                    *e = match assigned.iter().find(|(c, _)| *c == name) {
+                        Some((_, v)) => Expr::Nested(Box::new(
+                            crate::parser::expr_text(v).unwrap_or_else(|_| e.clone()),
+                        )),
+                        None => {
+                            Expr::CompoundIdentifier(vec![Ident::new(self.target_alias), i.clone()])
+                        }
+                    };
+                }
+                std::ops::ControlFlow::<()>::Continue(())
+            });
+            sets.push((g.clone(), e.to_string()));
+        }
         Ok(move |mut b: merge::UpdateBuilder| {
             if let Some(p) = pred {
                 b = b.predicate(p);

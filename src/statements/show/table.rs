@@ -101,7 +101,7 @@ fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
     // another table.
     let unmade = snapshot.schema().fields().find_map(|f| {
         f.metadata().keys().find_map(|k| {
-            (k == GENERATION_KEY || k.starts_with("delta.identity.") || k == "delta.invariants")
+            (k.starts_with("delta.identity.") || k == "delta.invariants")
                 .then(|| format!("column {} has '{k}'", f.name()))
         })
     });

@@ -732,6 +732,11 @@ impl Session {
             }
             Travel::Timestamp(e) => {
                 let value = Box::pin(self.eval_scalar(&e)).await?;
+                let value = super::zone::scalar_for(
+                    value,
+                    &super::types::timestamp_utc(),
+                    self.ctx().copied_config().options(),
+                );
                 let ts = value.cast_to(&super::types::timestamp_utc()).map_err(|_| {
                     Error::Type(format!("TIMESTAMP AS OF needs a timestamp, found {value}"))
                 })?;

@@ -154,6 +154,7 @@ impl Session {
         // TIMESTAMP columns read in the session's zone, before types are coerced.
         let mut analyzer = datafusion::optimizer::Analyzer::new().rules;
         analyzer.insert(0, Arc::new(zone::SessionZone));
+        analyzer.push(Arc::new(zone::SessionZoneCasts));
         builder = builder.with_analyzer_rules(analyzer);
         let state = builder.build();
         let ctx = SessionContext::new_with_state(state);

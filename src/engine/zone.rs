@@ -18,7 +18,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::expr::{Cast, TryCast};
 use datafusion::logical_expr::{
-    Expr, ExprSchemable, LogicalPlan, Projection, cast, projection_schema,
+    Expr, ExprSchemable, LogicalPlan, Projection, Union, cast, projection_schema, try_cast,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -103,6 +103,39 @@ pub fn session_zone(config: &ConfigOptions) -> Option<Arc<str>> {
         .map(Arc::from)
 }
 
+/// `value` as the session's zone reads it, when it becomes a timestamp of type `to`: text, a
+/// zone-less timestamp or a date bound for a zoned TIMESTAMP (a table's UTC) is first the
+/// instant the session's zone names. Anything else, or a value that does not read, is left
+/// for the caller's cast (and its error).
+pub fn scalar_for(
+    value: datafusion::common::ScalarValue,
+    to: &DataType,
+    config: &ConfigOptions,
+) -> datafusion::common::ScalarValue {
+    let Some(zone) = session_zone(config) else {
+        return value;
+    };
+    let readable = matches!(
+        value.data_type(),
+        DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Timestamp(_, None)
+            | DataType::Date32
+            | DataType::Date64
+    );
+    match to {
+        DataType::Timestamp(_, Some(tz)) if readable && *tz != zone => {
+            let zoned = DataType::Timestamp(
+                datafusion::arrow::datatypes::TimeUnit::Microsecond,
+                Some(zone),
+            );
+            crate::engine::types::cast_value(&value, &zoned).unwrap_or(value)
+        }
+        _ => value,
+    }
+}
+
 /// `t` with every zoned timestamp in it (nested ones too) in `zone`; None when nothing in it
 /// changes.
 pub fn relabeled(t: &DataType, zone: &Arc<str>) -> Option<DataType> {
@@ -160,12 +193,6 @@ impl AnalyzerRule for SessionZone {
                     .iter()
                     .any(|f| relabeled(f.data_type(), &zone).is_some());
             }
-            node.apply_expressions(|e| {
-                e.apply(|e| {
-                    any |= to_ntz(e).is_some();
-                    Ok(TreeNodeRecursion::Continue)
-                })
-            })?;
             Ok(TreeNodeRecursion::Continue)
         })?;
         if !any {
@@ -199,7 +226,6 @@ impl AnalyzerRule for SessionZone {
                 let projection = Projection::try_new(exprs, Arc::new(node))?;
                 return Ok(Transformed::yes(LogicalPlan::Projection(projection)));
             }
-            let node = local_times(node)?;
             // Above a relabeled scan, types change: the node's schema follows. (A projection
             // keeps the names it was planned with: Spark names `CAST(a AS DATE)` `a`, which
             // `Projection::try_new` would take for a duplicate of `a`.)
@@ -209,6 +235,9 @@ impl AnalyzerRule for SessionZone {
                     Projection::try_new_with_schema(expr, input, schema)
                         .map(|p| Transformed::yes(LogicalPlan::Projection(p)))
                 }
+                // (`recompute_schema` keeps a union's schema while its width is the same.)
+                LogicalPlan::Union(u) => Union::try_new_with_loose_types(u.inputs)
+                    .map(|u| Transformed::yes(LogicalPlan::Union(u))),
                 other => other.recompute_schema().map(Transformed::yes),
             }
         })
@@ -220,53 +249,89 @@ impl AnalyzerRule for SessionZone {
     }
 }
 
-/// A cast to a zone-less timestamp (TIMESTAMP_NTZ): the expression cast and the unit.
-fn to_ntz(e: &Expr) -> Option<(&Expr, datafusion::arrow::datatypes::TimeUnit)> {
-    let (expr, field) = match e {
-        Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => (expr, field),
-        _ => return None,
-    };
-    match field.data_type() {
-        DataType::Timestamp(unit, None) => Some((expr, *unit)),
-        _ => None,
+/// The analyzer rule that runs after types are coerced: casts into and out of zoned
+/// timestamps as Spark has them under the session's zone. A zoned timestamp becomes a
+/// zone-less one (TIMESTAMP_NTZ, and a comparison with a DATE) as its wall-clock time in its
+/// zone (the engine's cast keeps the time UTC reads); text, a zone-less timestamp or a date
+/// becomes a timestamp zoned otherwise (a table's UTC) as the session's zone reads it.
+#[derive(Debug, Default)]
+pub struct SessionZoneCasts;
+
+impl AnalyzerRule for SessionZoneCasts {
+    fn analyze(
+        &self,
+        plan: LogicalPlan,
+        config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        let Some(zone) = session_zone(config) else {
+            return Ok(plan);
+        };
+        plan.transform_up_with_subqueries(|node| {
+            let mut schema = DFSchema::empty();
+            for input in node.inputs() {
+                schema.merge(input.schema());
+            }
+            // An output expression keeps its name (the nodes above refer to it by name).
+            let outputs = matches!(
+                node,
+                LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
+            );
+            node.map_expressions(|e| {
+                let name = e.qualified_name();
+                let t = zone_casts(e, &schema, &zone)?;
+                if outputs && t.transformed && t.data.qualified_name() != name {
+                    return Ok(t.update_data(|e| e.alias_qualified(name.0, name.1)));
+                }
+                Ok(t)
+            })
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "tidemark_session_zone_casts"
     }
 }
 
-/// `node` with its casts of zoned timestamps to TIMESTAMP_NTZ taking the wall-clock time in
-/// the zone (Spark's cast; the engine's keeps the time UTC reads).
-fn local_times(node: LogicalPlan) -> datafusion::common::Result<LogicalPlan> {
-    let mut schema = DFSchema::empty();
-    for input in node.inputs() {
-        schema.merge(input.schema());
-    }
-    // An output expression keeps its name (the nodes above refer to it by name).
-    let outputs = matches!(
-        node,
-        LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
-    );
-    node.map_expressions(|e| {
-        let name = e.qualified_name();
-        let t = e.transform_up(|e| {
-            let Some((inner, unit)) = to_ntz(&e) else {
-                return Ok(Transformed::no(e));
-            };
-            match inner.get_type(&schema) {
-                Ok(DataType::Timestamp(_, Some(_))) => {
-                    let local = datafusion::functions::datetime::expr_fn::to_local_time(vec![
-                        inner.clone(),
-                    ]);
-                    Ok(Transformed::yes(cast(
-                        local,
-                        DataType::Timestamp(unit, None),
-                    )))
-                }
-                _ => Ok(Transformed::no(e)),
+/// [`SessionZoneCasts`] on one expression (typed against `schema`): DML conditions and values
+/// planned outside a query get it too.
+pub fn zone_casts(
+    e: Expr,
+    schema: &DFSchema,
+    zone: &Arc<str>,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    e.transform_up(|e| {
+        let (inner, to, is_try) = match &e {
+            Expr::Cast(Cast { expr, field }) => (expr, field.data_type().clone(), false),
+            Expr::TryCast(TryCast { expr, field }) => (expr, field.data_type().clone(), true),
+            _ => return Ok(Transformed::no(e)),
+        };
+        let Ok(from) = inner.get_type(schema) else {
+            return Ok(Transformed::no(e));
+        };
+        let again = |x: Expr, t: DataType| if is_try { try_cast(x, t) } else { cast(x, t) };
+        match (&from, &to) {
+            (DataType::Timestamp(_, Some(_)), DataType::Timestamp(_, None)) => {
+                let local =
+                    datafusion::functions::datetime::expr_fn::to_local_time(vec![*inner.clone()]);
+                Ok(Transformed::yes(again(local, to)))
             }
-        })?;
-        if outputs && t.transformed && t.data.qualified_name() != name {
-            return Ok(t.update_data(|e| e.alias_qualified(name.0, name.1)));
+            (
+                DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Timestamp(_, None)
+                | DataType::Date32
+                | DataType::Date64,
+                DataType::Timestamp(unit, Some(tz)),
+            ) if tz != zone => {
+                let read = again(
+                    *inner.clone(),
+                    DataType::Timestamp(*unit, Some(zone.clone())),
+                );
+                Ok(Transformed::yes(cast(read, to)))
+            }
+            _ => Ok(Transformed::no(e)),
         }
-        Ok(t)
     })
-    .map(|t| t.data)
 }

@@ -50,11 +50,17 @@ async fn generated_values(
     if generated.is_empty() {
         return Ok(out);
     }
+    let zone = crate::engine::zone::session_zone(session.ctx().copied_config().options());
     let mut fields = vec![];
     let mut columns = vec![];
     for (i, name) in mapped.iter().enumerate() {
         if let Some(f) = target.fields().iter().find(|f| f.name() == name) {
-            columns.push(cast_column(batch.column(i), name, f.data_type())?);
+            columns.push(cast_column(
+                batch.column(i),
+                name,
+                f.data_type(),
+                zone.as_ref(),
+            )?);
             fields.push(datafusion::arrow::datatypes::Field::new(
                 name,
                 f.data_type().clone(),
@@ -96,7 +102,38 @@ fn column_defaults(t: &DeltaTable) -> Result<HashMap<String, String>> {
 }
 
 /// Cast one column of inserted values, naming the column and the bad value on failure.
-fn cast_column(values: &ArrayRef, column: &str, to: &DataType) -> Result<ArrayRef> {
+fn cast_column(
+    values: &ArrayRef,
+    column: &str,
+    to: &DataType,
+    zone: Option<&Arc<str>>,
+) -> Result<ArrayRef> {
+    // Text, a zone-less timestamp or a date read in the session's zone when it is not UTC
+    // (a table stores UTC): the instant the session names.
+    let values = match (zone, values.data_type(), to) {
+        (
+            Some(zone),
+            DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Timestamp(_, None)
+            | DataType::Date32
+            | DataType::Date64,
+            DataType::Timestamp(unit, Some(tz)),
+        ) if tz != zone => crate::engine::types::cast_strict(
+            values,
+            &DataType::Timestamp(*unit, Some(zone.clone())),
+        )
+        .map_err(|e| {
+            Error::Type(format!(
+                "cannot insert a {} value into column '{column}' of type {}: {e}",
+                type_name(values.data_type()),
+                type_name(to)
+            ))
+        })?,
+        _ => values.clone(),
+    };
+    let values = &values;
     crate::engine::types::cast_strict(values, to).map_err(|e| {
         Error::Type(format!(
             "cannot insert a {} value into column '{column}' of type {}: {e}",
@@ -315,16 +352,25 @@ async fn insert_rows(
                 .map(|g| (f.name().clone(), g.clone()))
         })
         .collect();
+    let zone = crate::engine::zone::session_zone(session.ctx().copied_config().options());
     for batch in &rows {
         let n = batch.num_rows();
         let computed = generated_values(session, batch, &mapped, &target, &generated).await?;
         let mut arrays = Vec::with_capacity(target.fields().len());
         for field in target.fields() {
             let array = match mapped.iter().position(|c| c == field.name()) {
-                Some(i) => cast_column(batch.column(i), field.name(), field.data_type())?,
-                None if computed.contains_key(field.name()) => {
-                    cast_column(&computed[field.name()], field.name(), field.data_type())?
-                }
+                Some(i) => cast_column(
+                    batch.column(i),
+                    field.name(),
+                    field.data_type(),
+                    zone.as_ref(),
+                )?,
+                None if computed.contains_key(field.name()) => cast_column(
+                    &computed[field.name()],
+                    field.name(),
+                    field.data_type(),
+                    zone.as_ref(),
+                )?,
                 None => match defaults.get(field.name()) {
                     Some(d) => {
                         if !default_cache.contains_key(field.name()) {
@@ -506,6 +552,7 @@ async fn values_batches(
     target: &Schema,
     columns: &[String],
 ) -> Result<Vec<RecordBatch>> {
+    let zone = crate::engine::zone::session_zone(session.ctx().copied_config().options());
     let width = values.rows.first().map(|r| r.len()).unwrap_or(0);
     if let Some((i, r)) = values
         .rows
@@ -555,7 +602,7 @@ async fn values_batches(
                         datafusion::common::ScalarValue::try_from(f.data_type())?
                     } else {
                         let arr = v.to_array()?;
-                        let casted = cast_column(&arr, f.name(), f.data_type())
+                        let casted = cast_column(&arr, f.name(), f.data_type(), zone.as_ref())
                             .map_err(|e| e.context(format!("VALUES row {}", r + 1)))?;
                         datafusion::common::ScalarValue::try_from_array(&casted, 0)?
                     };
@@ -593,6 +640,11 @@ fn logical_expr(session: &Session, expr: Expr, schema: &DFSchema) -> Result<DfEx
     let coerced =
         datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&schema);
     let planned = datafusion::common::tree_node::TreeNode::rewrite(planned, &mut { coerced })?.data;
+    // Text and zone-less values read in the session's zone, as in queries.
+    let planned = match crate::engine::zone::session_zone(session.ctx().copied_config().options()) {
+        Some(zone) => crate::engine::zone::zone_casts(planned, &schema, &zone)?.data,
+        None => planned,
+    };
     let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
         .with_schema(schema)
         .with_current_time()

@@ -73,7 +73,11 @@ pub async fn declare(
         ));
     }
     let value = match value {
-        Some(v) => cast_to(v, &dt, name)?,
+        Some(v) => cast_to(
+            crate::engine::zone::scalar_for(v, &dt, session.ctx().copied_config().options()),
+            &dt,
+            name,
+        )?,
         None => ScalarValue::try_from(&dt)?,
     };
     session.vars_mut().declare(
@@ -110,6 +114,11 @@ pub async fn set(
             Some(e) => session.eval_scalar(e).await?,
             None => ScalarValue::try_from(&var.data_type)?,
         };
+        let value = crate::engine::zone::scalar_for(
+            value,
+            &var.data_type,
+            session.ctx().copied_config().options(),
+        );
         values.push((name.clone(), cast_to(value, &var.data_type, name)?));
     }
     for (name, value) in values {

@@ -270,9 +270,14 @@ impl ScalarUDFImpl for TimestampDiff {
                 }
                 let (s, e) = (start.value(i), end.value(i));
                 match unit {
-                    Unit::Micros(per) => Some(((e as i128 - s as i128) / per as i128) as i64),
+                    // Spark counts every unit between the wall-clock times in the zone.
+                    Unit::Micros(per) => {
+                        let span = (local(e, &tz)? - local(s, &tz)?).num_microseconds()?;
+                        Some(span / per)
+                    }
                     Unit::Days(per) => {
-                        Some(((e as i128 - s as i128) / (per as i128 * 86_400_000_000)) as i64)
+                        let span = (local(e, &tz)? - local(s, &tz)?).num_microseconds()?;
+                        Some(span / (per * 86_400_000_000))
                     }
                     Unit::Months(per) => {
                         Some(months_between(local(s, &tz)?, local(e, &tz)?) / per as i64)
@@ -404,6 +409,27 @@ impl ScalarUDFImpl for ToTimestamp {
                     .map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))?
             };
             return Ok(ColumnarValue::Array(cast));
+        } else if matches!(
+            t,
+            DataType::Timestamp(_, None) | DataType::Date32 | DataType::Date64
+        ) {
+            // A wall-clock time (a date's midnight) in the session's zone: in a repeated hour
+            // the earlier instant, in a skipped one the time past the gap (Spark's rule).
+            use datafusion::arrow::datatypes::TimestampMicrosecondType;
+            let tz = parse_zone(&self.zone)?;
+            let naive = datafusion::arrow::compute::cast(
+                &values,
+                &DataType::Timestamp(TimeUnit::Microsecond, None),
+            )?;
+            for v in as_primitive_array::<TimestampMicrosecondType>(&naive).iter() {
+                out.push(match v {
+                    None => None,
+                    Some(us) => {
+                        let at = DateTime::from_timestamp_micros(us).map(|d| d.naive_utc());
+                        self.checked(at.and_then(|t| instant(t, &tz)), &us)?
+                    }
+                });
+            }
         } else if matches!(t, DataType::Boolean) {
             if self.try_ {
                 out = vec![None; n];

@@ -174,6 +174,11 @@ impl Session {
                 _ => Err(bad()),
             };
         }
+        let value = crate::engine::zone::scalar_for(
+            value.clone(),
+            &timestamp_utc(),
+            self.ctx().copied_config().options(),
+        );
         match value.cast_to(&timestamp_utc()) {
             Ok(ScalarValue::TimestampMicrosecond(Some(us), _)) => {
                 chrono::DateTime::from_timestamp_micros(us)

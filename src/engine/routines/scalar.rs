@@ -152,11 +152,18 @@ pub(crate) fn compile(session: &Session, routine: &Routine, stack: &[String]) ->
     let Returns::Scalar(returns) = &definition.returns else {
         return Err(Error::Invalid(format!("{name} is a table function")));
     };
+    // TIMESTAMP parameters and results in the session's zone, as every TIMESTAMP a query
+    // reads.
+    let zone = crate::engine::zone::session_zone(session.ctx().copied_config().options());
+    let in_zone = |t: datafusion::arrow::datatypes::DataType| match &zone {
+        Some(z) => crate::engine::zone::relabeled(&t, z).unwrap_or(t),
+        None => t,
+    };
     let mut fields = Vec::with_capacity(definition.params.len());
     for p in &definition.params {
         fields.push(Field::new(
             p.name.to_lowercase(),
-            parse_type(&p.data_type)?,
+            in_zone(parse_type(&p.data_type)?),
             true,
         ));
     }
@@ -206,7 +213,7 @@ pub(crate) fn compile(session: &Session, routine: &Routine, stack: &[String]) ->
     // An empty type: the body's own (CREATE FUNCTION without RETURNS).
     let returns = match returns.as_str() {
         "" => datafusion::logical_expr::ExprSchemable::get_type(&planned, &df_schema)?,
-        text => parse_type(text)?,
+        text => in_zone(parse_type(text)?),
     };
     let volatile = definition.not_deterministic || planned.is_volatile();
     let planned = datafusion::prelude::cast(planned, returns.clone());

@@ -416,6 +416,11 @@ impl Session {
                 ))
             })?;
             let data_type = super::parse_type(&p.data_type)?;
+            let value = crate::engine::zone::scalar_for(
+                value,
+                &data_type,
+                self.ctx().copied_config().options(),
+            );
             let value = if value.is_null() {
                 datafusion::common::ScalarValue::try_from(&data_type)?
             } else {

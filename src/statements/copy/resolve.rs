@@ -165,7 +165,11 @@ pub(super) async fn resolve(
     }
     let since = match &c.since {
         Some(since) => Some(control::convert_since(
-            &session.eval_scalar(since).await?,
+            &crate::engine::zone::scalar_for(
+                session.eval_scalar(since).await?,
+                &wm_type,
+                session.ctx().copied_config().options(),
+            ),
             &wm_type,
         )?),
         None => None,

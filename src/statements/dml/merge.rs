@@ -42,6 +42,24 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 super::super::rewrite::applies(&t)?,
             )?;
             let target_schema = super::super::table::arrow_schema(&t)?;
+            // delta-rs plans MERGE's conditions and values itself, reading text and zone-less
+            // times into a TIMESTAMP column in UTC: under another session zone that would be
+            // another instant than a query means.
+            if let Some(zone) =
+                crate::engine::zone::session_zone(session.ctx().copied_config().options())
+                && let Some(f) = target_schema
+                    .fields()
+                    .iter()
+                    .find(|f| crate::engine::zone::relabeled(f.data_type(), &zone).is_some())
+            {
+                return Err(Error::class(
+                    "UNSUPPORTED_FEATURE",
+                    format!(
+                        "MERGE into {table} under SET TIME ZONE '{zone}': its TIMESTAMP column '{}' would read text and zone-less times in UTC; run the MERGE under SET TIME ZONE 'UTC' (a time with its offset, TIMESTAMP '2024-01-01 10:00:00+09:00', names the same instant anywhere)",
+                        f.name()
+                    ),
+                ));
+            }
             let target_cols = super::super::column_names(target_schema.fields());
             let defaults = insert_defaults(session, &t, &target_schema).await?;
             let empty_as_null = crate::catalog::string_partition_columns(&t)?;

@@ -78,104 +78,6 @@ impl fmt::Display for TableName {
     }
 }
 
-/// SQL's reserved words (Spark's ANSI list, and the words sqlparser reserves where a name
-/// stands): a name spelled as one is written quoted.
-const RESERVED: &[&str] = &[
-    "ALL",
-    "AND",
-    "ANY",
-    "ARRAY",
-    "AS",
-    "ASC",
-    "AUTHORIZATION",
-    "BETWEEN",
-    "BOTH",
-    "BY",
-    "CASE",
-    "CAST",
-    "CHECK",
-    "CLUSTER",
-    "COLLATE",
-    "COLUMN",
-    "CONSTRAINT",
-    "CREATE",
-    "CROSS",
-    "CUBE",
-    "CURRENT_DATE",
-    "CURRENT_TIME",
-    "CURRENT_TIMESTAMP",
-    "CURRENT_USER",
-    "DESC",
-    "DISTINCT",
-    "DISTRIBUTE",
-    "ELSE",
-    "END",
-    "EXCEPT",
-    "EXCLUDE",
-    "EXISTS",
-    "EXPLAIN",
-    "FALSE",
-    "FETCH",
-    "FOR",
-    "FOREIGN",
-    "FROM",
-    "FULL",
-    "GRANT",
-    "GROUP",
-    "HAVING",
-    "IN",
-    "INNER",
-    "INTERSECT",
-    "INTERVAL",
-    "INTO",
-    "IS",
-    "JOIN",
-    "LATERAL",
-    "LEADING",
-    "LEFT",
-    "LIKE",
-    "LIMIT",
-    "MINUS",
-    "NATURAL",
-    "NOT",
-    "NULL",
-    "OFFSET",
-    "ON",
-    "ONLY",
-    "OR",
-    "ORDER",
-    "OUTER",
-    "OVERLAPS",
-    "PRIMARY",
-    "REFERENCES",
-    "RETURNING",
-    "RIGHT",
-    "ROLLUP",
-    "SELECT",
-    "SESSION_USER",
-    "SOME",
-    "SORT",
-    "STRUCT",
-    "TABLE",
-    "THEN",
-    "TIME",
-    "TO",
-    "TOP",
-    "TRAILING",
-    "TRIM",
-    "TRUE",
-    "UNION",
-    "UNIQUE",
-    "UNKNOWN",
-    "USING",
-    "VALUES",
-    "VIEW",
-    "WHEN",
-    "WHERE",
-    "WINDOW",
-    "WITH",
-];
-
 /// Quote a name with back-quotes only when it needs them.
 pub fn quote_ident(name: &str) -> String {
     let plain = !name.is_empty()
@@ -185,9 +87,7 @@ pub fn quote_ident(name: &str) -> String {
             .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && name
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        // A reserved word (`order`, `select`) reads as one where a name is expected.
-        && !RESERVED.contains(&name.to_uppercase().as_str());
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if plain {
         name.to_string()
     } else {

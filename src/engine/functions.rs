@@ -1023,6 +1023,15 @@ impl ScalarUDFImpl for DateFormat {
     }
 }
 
+/// Databricks' cast to TIMESTAMP (`TRY_CAST` when `is_try`) in the zone `zone`: a zone-less
+/// time or a date is the wall clock there, as Spark's rule has it in skipped and repeated
+/// hours.
+pub(crate) fn to_timestamp_in(is_try: bool, zone: &str) -> ScalarUDF {
+    let mut config = datafusion::config::ConfigOptions::new();
+    config.execution.time_zone = Some(zone.to_string());
+    ScalarUDF::from(spark_time::ToTimestamp::new(is_try, &config))
+}
+
 /// `current_timezone()`: the session's time zone (`SET TIME ZONE`).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CurrentTimezone {

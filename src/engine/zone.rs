@@ -115,8 +115,18 @@ pub fn scalar_for(
     let Some(zone) = session_zone(config) else {
         return value;
     };
+    match read_via(&value.data_type(), to, &zone) {
+        Some(zoned) => crate::engine::types::cast_value(&value, &zoned).unwrap_or(value),
+        None => value,
+    }
+}
+
+/// The type a value of type `from` is read as first on its way to `to` under the session's
+/// zone `zone`: text, a zone-less timestamp or a date bound for a timestamp zoned otherwise
+/// (a table's UTC) is the instant the session's zone names. None: it goes to `to` as it is.
+pub fn read_via(from: &DataType, to: &DataType, zone: &Arc<str>) -> Option<DataType> {
     let readable = matches!(
-        value.data_type(),
+        from,
         DataType::Utf8
             | DataType::LargeUtf8
             | DataType::Utf8View
@@ -125,14 +135,10 @@ pub fn scalar_for(
             | DataType::Date64
     );
     match to {
-        DataType::Timestamp(_, Some(tz)) if readable && *tz != zone => {
-            let zoned = DataType::Timestamp(
-                datafusion::arrow::datatypes::TimeUnit::Microsecond,
-                Some(zone),
-            );
-            crate::engine::types::cast_value(&value, &zoned).unwrap_or(value)
+        DataType::Timestamp(unit, Some(tz)) if readable && tz != zone => {
+            Some(DataType::Timestamp(*unit, Some(zone.clone())))
         }
-        _ => value,
+        _ => None,
     }
 }
 
@@ -316,22 +322,50 @@ pub fn zone_casts(
                     datafusion::functions::datetime::expr_fn::to_local_time(vec![*inner.clone()]);
                 Ok(Transformed::yes(again(local, to)))
             }
+            // A wall-clock time (or a date's midnight) in the session's zone, through
+            // tidemark's cast: the optimizer would move Arrow's cast onto a literal it is
+            // compared with, in the other direction (as the wall clock UTC reads).
             (
-                DataType::Utf8
-                | DataType::LargeUtf8
-                | DataType::Utf8View
-                | DataType::Timestamp(_, None)
-                | DataType::Date32
-                | DataType::Date64,
-                DataType::Timestamp(unit, Some(tz)),
-            ) if tz != zone => {
-                let read = again(
-                    *inner.clone(),
-                    DataType::Timestamp(*unit, Some(zone.clone())),
-                );
+                DataType::Timestamp(_, None) | DataType::Date32 | DataType::Date64,
+                DataType::Timestamp(_, Some(_)),
+            ) => {
+                let read = crate::engine::functions::to_timestamp_in(is_try, zone)
+                    .call(vec![*inner.clone()]);
                 Ok(Transformed::yes(cast(read, to)))
             }
-            _ => Ok(Transformed::no(e)),
+            _ => match read_via(&from, &to, zone) {
+                Some(zoned) => Ok(Transformed::yes(cast(again(*inner.clone(), zoned), to))),
+                None => Ok(Transformed::no(e)),
+            },
         }
     })
+}
+
+/// Under the session's zone `zone`: the first part of `e` that computes from a TIMESTAMP read
+/// in UTC (a table's column where a statement reads it as stored, as UPDATE and DELETE do):
+/// a function's argument, or a cast to anything but another zoned timestamp. Comparisons and
+/// zoned casts name instants, the same in any zone.
+pub fn utc_computation(e: &Expr, schema: &DFSchema, zone: &Arc<str>) -> Option<String> {
+    let mut found = None;
+    let _ = e.apply(|x| {
+        let args: Vec<&Expr> = match x {
+            Expr::ScalarFunction(f) => f.args.iter().collect(),
+            Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
+                if !matches!(field.data_type(), DataType::Timestamp(_, Some(_))) =>
+            {
+                vec![expr.as_ref()]
+            }
+            _ => vec![],
+        };
+        for a in args {
+            if let Ok(DataType::Timestamp(_, Some(tz))) = a.get_type(schema)
+                && tz != *zone
+            {
+                found = Some(x.to_string());
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    found
 }

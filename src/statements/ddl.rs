@@ -253,6 +253,17 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
                 generation_expr_mode: None | Some(GeneratedExpressionMode::Stored),
                 ..
             } => {
+                // Column names as the table has them (lower case): delta-rs resolves them
+                // exactly.
+                let mut e = e.clone();
+                let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut e, |x| {
+                    if let Expr::Identifier(i) = x
+                        && i.quote_style.is_none()
+                    {
+                        i.value = i.value.to_lowercase();
+                    }
+                    std::ops::ControlFlow::<()>::Continue(())
+                });
                 meta.insert(GENERATION_KEY.to_string(), e.to_string());
             }
             ColumnOption::Generated {

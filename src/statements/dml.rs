@@ -110,31 +110,13 @@ fn cast_column(
 ) -> Result<ArrayRef> {
     // Text, a zone-less timestamp or a date read in the session's zone when it is not UTC
     // (a table stores UTC): the instant the session names.
-    let values = match (zone, values.data_type(), to) {
-        (
-            Some(zone),
-            DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-            | DataType::Timestamp(_, None)
-            | DataType::Date32
-            | DataType::Date64,
-            DataType::Timestamp(unit, Some(tz)),
-        ) if tz != zone => crate::engine::types::cast_strict(
-            values,
-            &DataType::Timestamp(*unit, Some(zone.clone())),
-        )
-        .map_err(|e| {
-            Error::Type(format!(
-                "cannot insert a {} value into column '{column}' of type {}: {e}",
-                type_name(values.data_type()),
-                type_name(to)
-            ))
-        })?,
-        _ => values.clone(),
+    let cast = || match zone.and_then(|z| crate::engine::zone::read_via(values.data_type(), to, z))
+    {
+        Some(zoned) => crate::engine::types::cast_strict(values, &zoned)
+            .and_then(|v| crate::engine::types::cast_strict(&v, to)),
+        None => crate::engine::types::cast_strict(values, to),
     };
-    let values = &values;
-    crate::engine::types::cast_strict(values, to).map_err(|e| {
+    cast().map_err(|e| {
         Error::Type(format!(
             "cannot insert a {} value into column '{column}' of type {}: {e}",
             type_name(values.data_type()),
@@ -642,7 +624,20 @@ fn logical_expr(session: &Session, expr: Expr, schema: &DFSchema) -> Result<DfEx
     let planned = datafusion::common::tree_node::TreeNode::rewrite(planned, &mut { coerced })?.data;
     // Text and zone-less values read in the session's zone, as in queries.
     let planned = match crate::engine::zone::session_zone(session.ctx().copied_config().options()) {
-        Some(zone) => crate::engine::zone::zone_casts(planned, &schema, &zone)?.data,
+        Some(zone) => {
+            let planned = crate::engine::zone::zone_casts(planned, &schema, &zone)?.data;
+            // The table's TIMESTAMP columns are read here as stored, in UTC: what computes on
+            // them (hour(ts), CAST(ts AS DATE), date_trunc) would not follow the zone.
+            if let Some(what) = crate::engine::zone::utc_computation(&planned, &schema, &zone) {
+                return Err(Error::class(
+                    "UNSUPPORTED_FEATURE",
+                    format!(
+                        "under SET TIME ZONE '{zone}', {what} would compute on a TIMESTAMP column in UTC, not in the session's zone; run the statement under SET TIME ZONE 'UTC' (comparing the column with a TIMESTAMP names the same instant in any zone)"
+                    ),
+                ));
+            }
+            planned
+        }
         None => planned,
     };
     let context = datafusion::logical_expr::simplify::SimplifyContext::builder()

@@ -217,6 +217,19 @@ pub(crate) fn compile(session: &Session, routine: &Routine, stack: &[String]) ->
     };
     let volatile = definition.not_deterministic || planned.is_volatile();
     let planned = datafusion::prelude::cast(planned, returns.clone());
+    // Typed now, so that casts into and out of TIMESTAMP follow the session's zone as a
+    // query's do (the body is planned outside a query, without the analyzer's rules).
+    let planned = match &zone {
+        Some(z) => {
+            let schema = Arc::new(df_schema.clone());
+            let coerced =
+                datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&schema);
+            let typed =
+                datafusion::common::tree_node::TreeNode::rewrite(planned, &mut { coerced })?.data;
+            crate::engine::zone::zone_casts(typed, &df_schema, z)?.data
+        }
+        None => planned,
+    };
     let body = session
         .ctx()
         .create_physical_expr(planned, &df_schema)

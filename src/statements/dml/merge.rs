@@ -92,6 +92,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 source_cols: &source_cols,
                 source_alias: &source_alias,
                 target_alias: &target_alias,
+                target_schema: &target_schema,
                 defaults: &defaults,
                 generated: &generated,
                 empty_as_null: &empty_as_null,
@@ -173,6 +174,7 @@ struct Clauses<'a> {
     source_cols: &'a [String],
     source_alias: &'a str,
     target_alias: &'a str,
+    target_schema: &'a Schema,
     /// Each DEFAULT column's value, for columns an INSERT leaves out.
     defaults: &'a [(String, String)],
     /// Each generated column's expression, for the UPDATEs that leave it out.
@@ -262,9 +264,17 @@ impl Clauses<'_> {
                 if let Expr::Identifier(i) = e {
                     let name = i.value.to_lowercase();
                     *e = match assigned.iter().find(|(c, _)| *c == name) {
-                        Some((_, v)) => Expr::Nested(Box::new(
-                            crate::parser::expr_text(v).unwrap_or_else(|_| e.clone()),
-                        )),
+                        // The assigned value as the column stores it.
+                        Some((c, v)) => {
+                            let typed = match self.target_schema.field_with_name(c) {
+                                Ok(f) => format!(
+                                    "arrow_cast(({v}), '{}')",
+                                    f.data_type().to_string().replace('\'', "''")
+                                ),
+                                Err(_) => format!("({v})"),
+                            };
+                            crate::parser::expr_text(&typed).unwrap_or_else(|_| e.clone())
+                        }
                         None => {
                             Expr::CompoundIdentifier(vec![Ident::new(self.target_alias), i.clone()])
                         }

@@ -172,6 +172,14 @@ pub fn relabeled(t: &DataType, zone: &Arc<str>) -> Option<DataType> {
     }
 }
 
+/// Whether a schema has a zoned timestamp that is not in `zone`.
+fn relabels(schema: &DFSchema, zone: &Arc<str>) -> bool {
+    schema
+        .fields()
+        .iter()
+        .any(|f| relabeled(f.data_type(), zone).is_some())
+}
+
 fn relabeled_field(f: &FieldRef, zone: &Arc<str>) -> Option<FieldRef> {
     relabeled(f.data_type(), zone).map(|t| Arc::new(Field::clone(f).with_data_type(t)) as FieldRef)
 }
@@ -193,11 +201,7 @@ impl AnalyzerRule for SessionZone {
         let mut any = false;
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
-                any |= scan
-                    .projected_schema
-                    .fields()
-                    .iter()
-                    .any(|f| relabeled(f.data_type(), &zone).is_some());
+                any |= relabels(&scan.projected_schema, &zone);
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
@@ -207,11 +211,7 @@ impl AnalyzerRule for SessionZone {
         plan.transform_up_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = &node {
                 let schema = scan.projected_schema.clone();
-                if !schema
-                    .fields()
-                    .iter()
-                    .any(|f| relabeled(f.data_type(), &zone).is_some())
-                {
+                if !relabels(&schema, &zone) {
                     return Ok(Transformed::no(node));
                 }
                 let exprs = schema
@@ -296,6 +296,23 @@ impl AnalyzerRule for SessionZoneCasts {
 
     fn name(&self) -> &str {
         "tidemark_session_zone_casts"
+    }
+}
+
+/// An expression planned outside a query (a DML condition or value, a SQL function's body)
+/// typed against `schema`, with [`SessionZoneCasts`]' casts under the zone `zone`.
+pub fn typed(
+    expr: Expr,
+    schema: &DFSchema,
+    zone: Option<&Arc<str>>,
+) -> datafusion::common::Result<Expr> {
+    let shared = Arc::new(schema.clone());
+    let mut coercion =
+        datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&shared);
+    let typed = expr.rewrite(&mut coercion)?.data;
+    match zone {
+        Some(zone) => Ok(zone_casts(typed, schema, zone)?.data),
+        None => Ok(typed),
     }
 }
 

@@ -618,28 +618,22 @@ fn logical_expr(session: &Session, expr: Expr, schema: &DFSchema) -> Result<DfEx
         .ctx()
         .state()
         .create_logical_expr_from_sql_expr(ExprWithAlias { expr, alias: None }, schema)?;
+    // Typed, text and zone-less values read in the session's zone, as in queries.
+    let zone = crate::engine::zone::session_zone(session.ctx().copied_config().options());
+    let planned = crate::engine::zone::typed(planned, schema, zone.as_ref())?;
+    // The table's TIMESTAMP columns are read here as stored, in UTC: what computes on them
+    // (hour(ts), CAST(ts AS DATE), date_trunc) would not follow the zone.
+    if let Some(zone) = &zone
+        && let Some(what) = crate::engine::zone::utc_computation(&planned, schema, zone)
+    {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "under SET TIME ZONE '{zone}', {what} would compute on a TIMESTAMP column in UTC, not in the session's zone; run the statement under SET TIME ZONE 'UTC' (comparing the column with a TIMESTAMP names the same instant in any zone)"
+            ),
+        ));
+    }
     let schema = Arc::new(schema.clone());
-    let coerced =
-        datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&schema);
-    let planned = datafusion::common::tree_node::TreeNode::rewrite(planned, &mut { coerced })?.data;
-    // Text and zone-less values read in the session's zone, as in queries.
-    let planned = match crate::engine::zone::session_zone(session.ctx().copied_config().options()) {
-        Some(zone) => {
-            let planned = crate::engine::zone::zone_casts(planned, &schema, &zone)?.data;
-            // The table's TIMESTAMP columns are read here as stored, in UTC: what computes on
-            // them (hour(ts), CAST(ts AS DATE), date_trunc) would not follow the zone.
-            if let Some(what) = crate::engine::zone::utc_computation(&planned, &schema, &zone) {
-                return Err(Error::class(
-                    "UNSUPPORTED_FEATURE",
-                    format!(
-                        "under SET TIME ZONE '{zone}', {what} would compute on a TIMESTAMP column in UTC, not in the session's zone; run the statement under SET TIME ZONE 'UTC' (comparing the column with a TIMESTAMP names the same instant in any zone)"
-                    ),
-                ));
-            }
-            planned
-        }
-        None => planned,
-    };
     let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
         .with_schema(schema)
         .with_current_time()

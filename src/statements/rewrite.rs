@@ -63,7 +63,7 @@ pub fn kept_on_delta_rs(t: &DeltaTable) -> Result<Option<&'static str>> {
     }
     // Nested fields too: the schema as the log writes it.
     let schema = serde_json::to_string(snapshot.schema().as_ref()).unwrap_or_default();
-    if schema.contains("\"delta.generationExpression\"") {
+    if schema.contains(&format!("\"{}\"", super::ddl::GENERATION_KEY)) {
         return Ok(Some("generated columns"));
     }
     if schema.contains("\"delta.invariants\"") {

@@ -207,7 +207,9 @@ pub(crate) fn plain_appends(target: &DeltaTable) -> Result<bool> {
         .any(|k| k.starts_with("delta.constraints."));
     let computed = snapshot.schema().fields().any(|f| {
         f.metadata().keys().any(|k| {
-            k == "delta.invariants" || k == "delta.generationExpression" || k == DEFAULT_KEY
+            k == "delta.invariants"
+                || k == crate::statements::ddl::GENERATION_KEY
+                || k == DEFAULT_KEY
         })
     });
     Ok(!constrained && !computed)

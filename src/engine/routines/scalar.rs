@@ -220,14 +220,7 @@ pub(crate) fn compile(session: &Session, routine: &Routine, stack: &[String]) ->
     // Typed now, so that casts into and out of TIMESTAMP follow the session's zone as a
     // query's do (the body is planned outside a query, without the analyzer's rules).
     let planned = match &zone {
-        Some(z) => {
-            let schema = Arc::new(df_schema.clone());
-            let coerced =
-                datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&schema);
-            let typed =
-                datafusion::common::tree_node::TreeNode::rewrite(planned, &mut { coerced })?.data;
-            crate::engine::zone::zone_casts(typed, &df_schema, z)?.data
-        }
+        Some(z) => crate::engine::zone::typed(planned, &df_schema, Some(z))?,
         None => planned,
     };
     let body = session

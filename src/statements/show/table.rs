@@ -18,10 +18,8 @@ use crate::catalog::{SAMPLES, TableName, quote_ident};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
 use crate::parser::{OnTable, TableAction};
+use crate::statements::ddl::GENERATION_KEY;
 use crate::statements::table::{COMMENT_KEY, DEFAULT_KEY};
-
-/// Column metadata key of a generated column's expression.
-const GENERATION_KEY: &str = "delta.generationExpression";
 
 /// Run one of the describing statements on `table`.
 pub async fn execute(

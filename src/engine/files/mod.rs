@@ -161,6 +161,7 @@ impl Session {
             .map(|f| Ok(ListingTableUrl::try_new(f.url()?, None)?))
             .collect::<Result<Vec<_>>>()?;
         let compression = one_compression(files, options.format)?;
+        let schema = in_session_zone(schema, options.format, &self.ctx.state());
         let listing = ListingOptions::new(options.file_format(self, false, compression))
             .with_file_extension("");
         // CSV columns are read by position: the schema's names are the header's or `_cN`.
@@ -169,6 +170,34 @@ impl Session {
             .with_schema(schema);
         Ok(Arc::new(ListingTable::try_new(config)?))
     }
+}
+
+/// `schema` as the readers must parse it: CSV and JSON text for a TIMESTAMP without an
+/// offset names a time in the session's zone (as Databricks reads it), so those columns are
+/// read in that zone. The instants are the same whatever the label; Parquet stores instants.
+fn in_session_zone(
+    schema: SchemaRef,
+    format: Format,
+    state: &datafusion::execution::SessionState,
+) -> SchemaRef {
+    let Some(zone) = super::zone::session_zone(state.config_options()) else {
+        return schema;
+    };
+    if format == Format::Parquet {
+        return schema;
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(unit, Some(_)) => f
+                .as_ref()
+                .clone()
+                .with_data_type(DataType::Timestamp(*unit, Some(zone.clone()))),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// A path without its compression extension, and the compression that names

@@ -11,6 +11,7 @@ mod loaded;
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Column;
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::{Expr as DfExpr, cast, col};
@@ -105,7 +106,16 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
     // tidemark's own writer casts each column (naming it on a bad value); delta-rs' writer
     // needs the rows in the target's types.
     let plain = plain_appends(&t)? && !copy.merge_schema;
-    let rows = meet_target(rows, &target, &c.columns, table, copy.merge_schema, !plain)?;
+    let zone = crate::engine::zone::session_zone(session.ctx().state().config_options());
+    let rows = meet_target(
+        rows,
+        &target,
+        &c.columns,
+        table,
+        copy.merge_schema,
+        !plain,
+        zone.as_ref(),
+    )?;
     let props = commit_properties(c, &found, copy.force)?;
     write(session, &t, table, rows, plain, copy.merge_schema, props).await
 }
@@ -233,6 +243,7 @@ fn meet_target(
     table: &TableName,
     merge_schema: bool,
     cast_here: bool,
+    zone: Option<&Arc<str>>,
 ) -> Result<DataFrame> {
     let given: Vec<String> = rows
         .schema()
@@ -307,6 +318,22 @@ fn meet_target(
         .zip(&fills)
         .map(|(g, fill)| {
             let source = col(Column::from_name(g));
+            // Under another session zone, text (or a wall-clock time) bound for a TIMESTAMP
+            // names a time in that zone: cast here, as the zone reads it.
+            if let (Some(zone), Some(name)) = (zone, fill) {
+                let to = target
+                    .field_with_name(name)
+                    .expect("a target column")
+                    .data_type();
+                let from = rows.schema().field_with_unqualified_name(g)?.data_type();
+                let wall_clock = matches!(from, DataType::Timestamp(_, None))
+                    && matches!(to, DataType::Timestamp(_, Some(_)));
+                if wall_clock || crate::engine::zone::read_via(from, to, zone).is_some() {
+                    let read = cast(source, to.clone());
+                    let read = crate::engine::zone::zone_casts(read, rows.schema(), zone)?.data;
+                    return Ok(read.alias(name));
+                }
+            }
             Ok(match fill {
                 Some(name) if cast_here => {
                     let to = target

@@ -16,6 +16,7 @@ mod providers;
 pub use providers::*;
 
 mod definitions;
+pub mod external;
 pub mod foreign;
 pub use definitions::{Function, Param, Returns, View};
 
@@ -225,12 +226,16 @@ impl Warehouse {
     pub async fn open_for_write(&self, name: &TableName) -> Result<DeltaTable> {
         let t = self.open(name).await?;
         self.check_table_writable(name)?;
+        external::check_safe_commits(&t).await?;
         Ok(t)
     }
 
-    /// Whether an existing table's directory and log are writable for this user.
+    /// Whether an existing table's directory and log are writable for this user (a table on
+    /// an object store: see [`external::check_safe_commits`]).
     pub fn check_table_writable(&self, name: &TableName) -> Result<()> {
-        let dir = self.table_path(name)?;
+        let Some(dir) = self.data_dir(name)? else {
+            return Ok(());
+        };
         self.check_writable(Some(&dir))?;
         self.check_writable(Some(&log::dir(&dir)))
     }
@@ -264,17 +269,36 @@ impl Warehouse {
             .join(&name.table))
     }
 
-    /// URL of a table directory, as delta-rs wants it.
+    /// URL of a table, as delta-rs wants it: its directory, or an external table's location.
     pub fn table_url(&self, name: &TableName) -> Result<Url> {
         let path = self.table_path(name)?;
+        if let Some(url) = external::link(&path) {
+            return Ok(url);
+        }
         Url::from_directory_path(&path)
             .map_err(|_| Error::Invalid(format!("cannot turn {} into a URL", path.display())))
     }
 
+    /// The local directory holding a table's data and log: its directory in the warehouse, an
+    /// external table's local location, or None for a table on an object store.
+    pub fn data_dir(&self, name: &TableName) -> Result<Option<PathBuf>> {
+        let path = self.table_path(name)?;
+        match external::link(&path) {
+            None => Ok(Some(path)),
+            Some(url) if external::is_remote(&url) => Ok(None),
+            Some(url) => Ok(url.to_file_path().ok()),
+        }
+    }
+
+    /// The location an external table links to (None: a managed table).
+    pub fn external_location(&self, name: &TableName) -> Option<Url> {
+        external::link(&self.table_path(name).ok()?)
+    }
+
     /// Whether a directory holds a Delta table: a log with a version in it (see
-    /// [`log::has_version`]).
+    /// [`log::has_version`]), or a link to one elsewhere (an external table).
     pub fn is_table_dir(path: &Path) -> bool {
-        log::has_version(&log::dir(path))
+        log::has_version(&log::dir(path)) || path.join(external::LINK).is_file()
     }
 
     /// Catalog names on disk (plus the built-in ones), sorted.
@@ -389,7 +413,16 @@ impl Warehouse {
             return Err(self.missing_table_error(name));
         }
         let mut table = self.handle(name).await?;
-        table.load().await?;
+        if let Some(url) = self.external_location(name) {
+            table.load().await.map_err(|e| {
+                Error::from(e).context(format!(
+                    "cannot open {name} at {} (its LOCATION)",
+                    external::shown(&url)
+                ))
+            })?;
+        } else {
+            table.load().await?;
+        }
         Ok(table)
     }
 
@@ -406,9 +439,9 @@ impl Warehouse {
             )));
         }
         std::fs::create_dir_all(self.table_path(name)?)?;
-        Ok(self
-            .handle(name)
-            .await?
+        let handle = self.handle(name).await?;
+        external::check_safe_commits(&handle).await?;
+        Ok(handle
             .create()
             .with_table_name(name.table.clone())
             .with_commit_properties(
@@ -419,6 +452,10 @@ impl Warehouse {
     /// A handle on a (possibly not yet existing) table location, for creating it.
     pub async fn handle(&self, name: &TableName) -> Result<DeltaTable> {
         let url = self.table_url(name)?;
+        if external::is_remote(&url) {
+            // The store's own handler (credentials and endpoint from the environment).
+            return Ok(external::builder(&url)?.build()?);
+        }
         Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
             .with_storage_backend(self.store.clone(), url)
             .build()?)

@@ -246,7 +246,7 @@ use crate::parser::{expr_text as parse_expr, query_text as parse_query};
 
 /// `SELECT id, CAST(id AS BIGINT)`: the engine names a cast after the column it casts, so
 /// the two items would clash ("unique expression names"). Databricks names a cast by its
-/// text; such a cast gets that text as its alias.
+/// text; such a cast gets that text as its alias. So do scalar subqueries, when several.
 fn name_clashing_casts(items: &mut [SelectItem]) {
     fn engine_name(e: &Expr) -> Option<String> {
         match e {
@@ -279,6 +279,22 @@ fn name_clashing_casts(items: &mut [SelectItem]) {
                 expr: e.clone(),
                 alias: datafusion::sql::sqlparser::ast::Ident::with_quote('`', e.to_string()),
             };
+        }
+    }
+    // The engine names every scalar subquery `(<subquery>)`: two of them would clash. Each is
+    // named by its text instead.
+    let subqueries = items
+        .iter()
+        .filter(|i| matches!(i, SelectItem::UnnamedExpr(Expr::Subquery(_))))
+        .count();
+    if subqueries > 1 {
+        for item in items.iter_mut() {
+            if let SelectItem::UnnamedExpr(e @ Expr::Subquery(_)) = &*item {
+                *item = SelectItem::ExprWithAlias {
+                    expr: e.clone(),
+                    alias: datafusion::sql::sqlparser::ast::Ident::with_quote('`', e.to_string()),
+                };
+            }
         }
     }
 }

@@ -96,7 +96,7 @@ pub fn create_table(c: &CreateTable) -> Result<()> {
     let stmt = "CREATE TABLE";
     let (row_format, serde_properties) = table_format(
         stmt,
-        location.is_some() || *external,
+        *external && location.is_none(),
         hive_formats,
         hive_distribution,
     )?;
@@ -167,11 +167,12 @@ pub fn create_table(c: &CreateTable) -> Result<()> {
     )
 }
 
-/// The table's format and place: a Delta table in the warehouse (USING DELTA or nothing), no
-/// LOCATION, no Hive storage clauses. Returns whether ROW FORMAT and SERDEPROPERTIES appear.
+/// The table's format and place: a Delta table (USING DELTA or nothing), in the warehouse or
+/// at a LOCATION (`ddl::create_table`), no Hive storage clauses. Returns whether ROW FORMAT and
+/// SERDEPROPERTIES appear.
 fn table_format(
     stmt: &str,
-    location: bool,
+    external_without_location: bool,
     hive_formats: &Option<HiveFormat>,
     hive_distribution: &HiveDistributionStyle,
 ) -> Result<(bool, bool)> {
@@ -189,11 +190,11 @@ fn table_format(
         ),
         None => (false, false, None, None),
     };
-    if location || hive_location.is_some() {
+    if external_without_location && hive_location.is_none() {
         return Err(refused(
             stmt,
-            "LOCATION (an external table)",
-            ": tidemark keeps every table in its warehouse directory; leave LOCATION out, or read the Delta table at that path with COPY INCREMENTAL once external tables are supported",
+            "EXTERNAL without LOCATION",
+            ": an external table lives at a LOCATION (CREATE TABLE t ... LOCATION 's3://bucket/path')",
         ));
     }
     match storage {

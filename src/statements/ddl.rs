@@ -22,7 +22,7 @@ use deltalake::kernel::transaction::CommitProperties;
 use deltalake::protocol::SaveMode;
 
 use super::table::{COMMENT_KEY, DEFAULT_KEY, keep_stats_exact, normalize_for_storage};
-use crate::catalog::{SAMPLES, SYSTEM, TableName, quote_ident};
+use crate::catalog::{SAMPLES, SYSTEM, TableName, external, quote_ident};
 use crate::engine::types::{arrow_to_delta, sql_to_arrow};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
@@ -194,6 +194,7 @@ pub fn drop(
                     }
                     return Err(session.warehouse().missing_table_error(&table));
                 }
+                // An external table's name goes; its data stays at its location.
                 std::fs::remove_dir_all(session.warehouse().table_path(&table)?)?;
             }
             ObjectType::View => view::drop(session, name, if_exists)?,
@@ -467,10 +468,98 @@ fn sql_options(opts: &[SqlOption]) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
-/// `CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t (...)` and `CREATE TABLE t AS query`.
+/// `CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t (...)` and `CREATE TABLE t AS query`, in the
+/// warehouse or, with `LOCATION 'url'`, an external table: one made there, or (without columns
+/// or query) the Delta table already there registered under the name.
 pub async fn create_table(session: &Session, create: CreateTable) -> Result<Output> {
     super::clauses::create_table(&create)?;
     let table = session.table_name(&create.name)?;
+    let location = create.location.clone().or_else(|| {
+        create
+            .hive_formats
+            .as_ref()
+            .and_then(|h| h.location.clone())
+    });
+    let Some(location) = location else {
+        return create_table_here(session, create, table, false).await;
+    };
+    crate::catalog::check_writable_table(&table, true)?;
+    if !session
+        .warehouse()
+        .schema_exists(&table.catalog, &table.schema)
+    {
+        return Err(session.warehouse().missing_table_error(&table));
+    }
+    if session.warehouse().table_exists(&table) || session.warehouse().view_exists(&table) {
+        if create.if_not_exists {
+            return Ok(Output::empty());
+        }
+        return Err(Error::AlreadyExists(format!(
+            "cannot create {table} at LOCATION '{location}': {table} already exists{}",
+            if create.or_replace {
+                " (CREATE OR REPLACE ... LOCATION is not supported: DROP TABLE first, which keeps an external table's data)"
+            } else {
+                ""
+            }
+        )));
+    }
+    let url = external::parse_location(&location)?;
+    let dir = session.warehouse().table_path(&table)?;
+    session.warehouse().check_writable(dir.parent())?;
+    let mut there = if external::is_remote(&url) {
+        external::builder(&url)?.build()?
+    } else {
+        deltalake::DeltaTableBuilder::from_url(url.clone())?.build()?
+    };
+    let found = match there.load().await {
+        Ok(()) => true,
+        Err(deltalake::DeltaTableError::NotATable(_))
+        | Err(deltalake::DeltaTableError::InvalidTableLocation(_)) => false,
+        Err(e) => {
+            return Err(
+                Error::from(e).context(format!("cannot read LOCATION '{}'", external::shown(&url)))
+            );
+        }
+    };
+    let defines = !create.columns.is_empty() || create.query.is_some();
+    match (found, defines) {
+        (true, true) => {
+            return Err(Error::AlreadyExists(format!(
+                "LOCATION '{}' already holds a Delta table: leave out the columns and query to register it as {table} (CREATE TABLE {table} LOCATION '...')",
+                external::shown(&url)
+            )));
+        }
+        (true, false) => {
+            external::write_link(&dir, &url)?;
+            return Ok(Output::empty());
+        }
+        (false, false) => {
+            return Err(Error::NotFound(format!(
+                "LOCATION '{}' holds no Delta table: give {table}'s columns (or AS query) to create one there",
+                external::shown(&url)
+            )));
+        }
+        (false, true) => {}
+    }
+    // The name links to the location first, so every step below writes there; a failed
+    // create leaves no name behind.
+    external::check_safe_commits(&there).await?;
+    external::write_link(&dir, &url)?;
+    let made = create_table_here(session, create, table, true).await;
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    made
+}
+
+/// [`create_table`] at the name's place (`linked`: a new external table's location, which
+/// must not hold a table yet).
+async fn create_table_here(
+    session: &Session,
+    create: CreateTable,
+    table: TableName,
+    linked: bool,
+) -> Result<Output> {
     crate::catalog::check_writable_table(&table, false)?;
     if !session
         .warehouse()
@@ -483,7 +572,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             "cannot create table {table}: a view of that name exists (DROP VIEW {table} first)"
         )));
     }
-    let exists = session.warehouse().table_exists(&table);
+    let exists = !linked && session.warehouse().table_exists(&table);
     if exists && !create.or_replace {
         if create.if_not_exists {
             return Ok(Output::empty());
@@ -751,7 +840,9 @@ async fn create_table_as(
         t
     } else {
         std::fs::create_dir_all(session.warehouse().table_path(table)?)?;
-        session.warehouse().handle(table).await?
+        let handle = session.warehouse().handle(table).await?;
+        external::check_safe_commits(&handle).await?;
+        handle
     };
     let state = session.ctx().state();
     let mut write = handle

@@ -17,6 +17,7 @@ mod golden;
 mod hostile;
 mod interop;
 mod kill;
+mod object_store;
 mod readers;
 mod repl;
 mod servers;

@@ -79,6 +79,7 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
 pub(super) async fn target(session: &Session, r: &Resolved, plan: &CopyPlan) -> Result<DeltaTable> {
     if let Some(t) = &r.target {
         session.warehouse().check_table_writable(&r.names.target)?;
+        crate::catalog::external::check_safe_commits(t).await?;
         return Ok(t.clone());
     }
     let fields = match (&plan.strategy, r.source.delta()) {

@@ -461,6 +461,8 @@ fn strategy(
     };
     if let Some(fp) = stats
         && session.settings().whole_files
+        // Links and local copies: both tables on the local file system.
+        && r.names.target_dir.is_some()
         && !r.new_columns
         && match &r.target {
             Some(t) => takes_files_whole(t)?,

@@ -22,7 +22,8 @@ pub(super) struct Names {
     pub source: TableName,
     pub target: TableName,
     /// The target's directory.
-    pub target_dir: std::path::PathBuf,
+    /// The target's local directory (None: on an object store).
+    pub target_dir: Option<std::path::PathBuf>,
 }
 
 impl Names {
@@ -41,7 +42,7 @@ impl Names {
         {
             return Err(session.warehouse().missing_table_error(&target));
         }
-        let target_dir = session.warehouse().table_path(&target)?;
+        let target_dir = session.warehouse().data_dir(&target)?;
         Ok(Names {
             source,
             target,

@@ -28,7 +28,11 @@ pub(super) struct Source {
 
 enum Kind {
     /// A Delta table of the warehouse, pinned at its version, with its directory.
-    Delta { table: DeltaTable, root: PathBuf },
+    /// `root`: the table's local directory (None: on an object store).
+    Delta {
+        table: DeltaTable,
+        root: Option<PathBuf>,
+    },
     /// Rows and nothing else (the built-in samples).
     Rows,
     /// A table of a foreign catalog: each query is its own snapshot.
@@ -69,12 +73,12 @@ impl Source {
                 kind: Kind::Database,
             });
         }
-        let root = session.warehouse().table_path(name)?;
+        let root = session.warehouse().data_dir(name)?;
         if !session.warehouse().table_exists(name) {
-            if root.exists() {
+            if let Some(root) = root.as_ref().filter(|r| r.exists()) {
                 return Err(Error::Invalid(format!(
                     "{name} is not a Delta table (no commit in {}; a table whose creation was interrupted is created again by its first write)",
-                    crate::catalog::log::dir(&root).display()
+                    crate::catalog::log::dir(root).display()
                 )));
             }
             return Err(session.warehouse().missing_table_error(name));
@@ -128,7 +132,7 @@ impl Source {
     /// The table's directory (Delta sources).
     pub(super) fn root(&self) -> Option<&Path> {
         match &self.kind {
-            Kind::Delta { root, .. } => Some(root),
+            Kind::Delta { root, .. } => root.as_deref(),
             Kind::Rows | Kind::Database => None,
         }
     }

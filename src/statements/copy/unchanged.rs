@@ -41,7 +41,7 @@ pub(super) async fn check(
     {
         return None;
     }
-    let (target_version, meta) = metadata::newest_commit(&names.target_dir)?;
+    let (target_version, meta) = metadata::newest_commit(names.target_dir.as_deref()?)?;
     if meta.app_id != names.app() {
         return None;
     }

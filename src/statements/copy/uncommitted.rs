@@ -28,8 +28,9 @@ pub(crate) struct Uncommitted {
 }
 
 struct Noted {
-    /// The table's directory (files are noted relative to it).
-    dir: PathBuf,
+    /// The table's local directory (files are noted relative to it). None: a table on an
+    /// object store, whose uncommitted files are left for VACUUM.
+    dir: Option<PathBuf>,
     /// Each file, and whether it was a multipart upload (which may leave `name#part`).
     files: Mutex<Vec<(String, bool)>>,
     /// Writes into the log begun and not (yet) ended: a dropped write stays counted.
@@ -49,7 +50,7 @@ impl Noted {
 
 impl Uncommitted {
     /// A guard over the table in `dir`; `commit_started` is set when its commit begins.
-    pub(crate) fn new(dir: PathBuf, commit_started: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(dir: Option<PathBuf>, commit_started: Arc<AtomicBool>) -> Self {
         Uncommitted {
             state: Arc::new(Noted {
                 dir,
@@ -99,6 +100,9 @@ impl Drop for Uncommitted {
         if self.state.may_be_logged() {
             return;
         }
+        let Some(dir) = &self.state.dir else {
+            return;
+        };
         let files = self
             .state
             .files
@@ -106,7 +110,7 @@ impl Drop for Uncommitted {
             .map(|f| f.clone())
             .unwrap_or_default();
         for (relative, multipart) in files {
-            let path = self.state.dir.join(&relative);
+            let path = dir.join(&relative);
             let _ = std::fs::remove_file(&path);
             // A multipart upload stopped half-way leaves `name#part` beside the file.
             if !multipart {

@@ -90,7 +90,11 @@ async fn whole_files(
     window: &[RecordBatch],
     to: &Destination<'_>,
 ) -> Result<Vec<Add>> {
-    let (Some(source), Some(source_root)) = (r.source.delta(), r.source.root()) else {
+    let (Some(source), Some(source_root), Some(target_root)) = (
+        r.source.delta(),
+        r.source.root(),
+        r.names.target_dir.as_deref(),
+    ) else {
         return Err(Error::Other(format!(
             "{} has no files to copy whole",
             r.names.source
@@ -98,7 +102,7 @@ async fn whole_files(
     };
     let mut adds = whole_file::link_files(
         source_root,
-        &r.names.target_dir,
+        target_root,
         &files.whole,
         session.settings().hard_links,
         &crate::catalog::inexact_stats_columns(source)?,

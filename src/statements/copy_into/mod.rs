@@ -399,7 +399,7 @@ async fn write(
     );
     // Files this load writes go away if it stops before its commit.
     let uncommitted = Uncommitted::new(
-        session.warehouse().table_path(table)?,
+        session.warehouse().data_dir(table)?,
         Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
     let target = uncommitted.table(t);

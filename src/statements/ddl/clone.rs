@@ -53,6 +53,15 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
     if !wh.table_exists(&source) {
         return Err(wh.missing_table_error(&source));
     }
+    if let Some(url) = wh.external_location(&source) {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "CLONE of {source}, an external table (at {}), is not supported yet: copy it with CREATE TABLE ... AS SELECT * FROM {source}",
+                crate::catalog::external::shown(&url)
+            ),
+        ));
+    }
     let mut t = wh.open(&source).await?;
     let at = match c.as_of {
         Some(AsOf::Version(v)) => Some(Travel::Version(v as i64)),

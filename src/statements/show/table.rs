@@ -69,7 +69,11 @@ pub async fn execute(
     match action {
         TableAction::ShowCreate => Ok(strings(
             "createtab_stmt",
-            vec![create_statement(table, &t)?],
+            vec![create_statement(
+                table,
+                &t,
+                session.warehouse().external_location(table),
+            )?],
         )),
         TableAction::ShowProperties { key } => properties(table, &t, key),
         TableAction::ShowColumns => {
@@ -89,10 +93,14 @@ pub async fn execute(
 }
 
 /// The CREATE TABLE statement that makes a table like `t`: columns with their types, NOT NULL,
-/// DEFAULT, generation expressions and comments; USING DELTA; partitioning; the comment; the
-/// table properties (CHECK constraints are `delta.constraints.*` properties, as Databricks
-/// shows them).
-fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
+/// DEFAULT, generation expressions and comments; USING DELTA; partitioning; an external
+/// table's LOCATION; the comment; the table properties (CHECK constraints are
+/// `delta.constraints.*` properties, as Databricks shows them).
+fn create_statement(
+    table: &TableName,
+    t: &DeltaTable,
+    location: Option<url::Url>,
+) -> Result<String> {
     let snapshot = t.snapshot()?;
     let metadata = snapshot.metadata();
     // What tidemark's CREATE TABLE cannot make yet: no statement rather than one that makes
@@ -124,6 +132,10 @@ fn create_statement(table: &TableName, t: &DeltaTable) -> Result<String> {
     if !partitions.is_empty() {
         let names: Vec<String> = partitions.iter().map(|p| quote_ident(p)).collect();
         out.push_str(&format!("\nPARTITIONED BY ({})", names.join(", ")));
+    }
+    if let Some(url) = location {
+        let shown = crate::catalog::external::shown(&url);
+        out.push_str(&format!("\nLOCATION {}", literal(&shown)));
     }
     if let Some(c) = metadata.description() {
         out.push_str(&format!("\nCOMMENT {}", literal(c)));
@@ -358,7 +370,10 @@ async fn detail(session: &Session, table: &TableName, t: &DeltaTable) -> Result<
     let last: Vec<deltalake::kernel::CommitInfo> = t.history(Some(1)).try_collect().await?;
     let files = snapshot.log_data();
     let size: i64 = files.iter().map(|f| f.size()).sum();
-    let location = session.warehouse().table_path(table)?;
+    let location = match session.warehouse().external_location(table) {
+        Some(url) => crate::catalog::external::shown(&url),
+        None => session.warehouse().table_path(table)?.display().to_string(),
+    };
     let list = |values: &[String]| -> ArrayRef {
         let mut b = ListBuilder::new(StringBuilder::new());
         for v in values {
@@ -388,10 +403,7 @@ async fn detail(session: &Session, table: &TableName, t: &DeltaTable) -> Result<
             "description",
             Arc::new(StringArray::from(vec![metadata.description()])),
         ),
-        (
-            "location",
-            Arc::new(StringArray::from(vec![location.display().to_string()])),
-        ),
+        ("location", Arc::new(StringArray::from(vec![location]))),
         ("createdAt", ts(metadata.created_time())),
         ("lastModified", ts(last.first().and_then(|i| i.timestamp))),
         ("partitionColumns", list(metadata.partition_columns())),

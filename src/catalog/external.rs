@@ -23,19 +23,93 @@ pub const LINK: &str = "_tidemark_location";
 /// not hold (a concurrent writer's commit can then be overwritten: rows lost).
 pub const RISK_ENV: &str = "TIDEMARK_RISK_UNSAFE_COMMITS";
 
-/// The location an external table's directory links to, if it is one.
-pub fn link(table_dir: &Path) -> Option<Url> {
-    let text = std::fs::read_to_string(table_dir.join(LINK)).ok()?;
-    Url::parse(text.trim()).ok()
+/// The second line of a managed table's link: the table belongs to its name (DROP TABLE
+/// deletes its data), as tables in a schema with a MANAGED LOCATION do.
+const MANAGED: &str = "managed";
+
+/// The location a directory links to (an external table's, or a schema's or catalog's
+/// MANAGED LOCATION), if it does.
+pub fn link(dir: &Path) -> Option<Url> {
+    let text = std::fs::read_to_string(dir.join(LINK)).ok()?;
+    Url::parse(text.lines().next()?.trim()).ok()
 }
 
-/// Make `table_dir` name the table at `url`: the link is written whole (a temporary file
-/// renamed over it), so a reader finds it or nothing.
-pub fn write_link(table_dir: &Path, url: &Url) -> Result<()> {
-    std::fs::create_dir_all(table_dir)?;
-    let staged = table_dir.join(format!(".{LINK}-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&staged, format!("{url}\n"))?;
-    std::fs::rename(&staged, table_dir.join(LINK))?;
+/// Whether the link in `dir` is a managed table's (its data goes with its name).
+pub fn is_managed(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join(LINK)).is_ok_and(|t| t.lines().nth(1) == Some(MANAGED))
+}
+
+/// Make `dir` name the place `url` (`managed`: a table whose data goes with its name): the
+/// link is written whole (a temporary file renamed over it), so a reader finds it or nothing.
+pub fn write_link(dir: &Path, url: &Url, managed: bool) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let staged = dir.join(format!(".{LINK}-{}", uuid::Uuid::new_v4().simple()));
+    let text = if managed {
+        format!("{url}\n{MANAGED}\n")
+    } else {
+        format!("{url}\n")
+    };
+    std::fs::write(&staged, text)?;
+    std::fs::rename(&staged, dir.join(LINK))?;
+    Ok(())
+}
+
+/// `name` under the location `base` (`s3://b/s` and `t`: `s3://b/s/t`).
+pub fn child(base: &Url, name: &str) -> Url {
+    let mut url = base.clone();
+    if let Ok(mut segments) = url.path_segments_mut() {
+        segments.pop_if_empty().push(name);
+    }
+    url
+}
+
+/// A handle on whatever is at `url` (a table or not yet).
+pub fn handle_at(url: &Url) -> Result<DeltaTable> {
+    if is_remote(url) {
+        Ok(builder(url)?.build()?)
+    } else {
+        Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?.build()?)
+    }
+}
+
+/// Whether a Delta table is at `url` (an unreachable store is an error naming it).
+pub async fn holds_table(url: &Url) -> Result<bool> {
+    let mut there = handle_at(url)?;
+    match there.load().await {
+        Ok(()) => Ok(true),
+        Err(deltalake::DeltaTableError::NotATable(_))
+        | Err(deltalake::DeltaTableError::InvalidTableLocation(_)) => Ok(false),
+        Err(e) => Err(Error::from(e).context(format!("cannot read {}", shown(url)))),
+    }
+}
+
+/// Delete everything under `url` (a dropped managed table's data and log).
+pub async fn delete_all(url: &Url) -> Result<()> {
+    use futures::TryStreamExt;
+    if !is_remote(url) {
+        if let Ok(path) = url.to_file_path() {
+            match std::fs::remove_dir_all(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        return Ok(());
+    }
+    let store = handle_at(url)?.log_store().object_store(None);
+    let objects: Vec<object_store::ObjectMeta> = store
+        .list(None)
+        .try_collect()
+        .await
+        .map_err(|e| Error::Other(format!("cannot list {}: {e}", shown(url))))?;
+    for o in objects {
+        store.delete(&o.location).await.map_err(|e| {
+            Error::Other(format!(
+                "cannot delete {} under {}: {e}",
+                o.location,
+                shown(url)
+            ))
+        })?;
+    }
     Ok(())
 }
 
@@ -225,8 +299,17 @@ mod tests {
     fn a_link_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let url = Url::parse("s3://bucket/t").unwrap();
-        write_link(&dir.path().join("t"), &url).unwrap();
-        assert_eq!(link(&dir.path().join("t")), Some(url));
+        write_link(&dir.path().join("t"), &url, false).unwrap();
+        assert_eq!(link(&dir.path().join("t")), Some(url.clone()));
+        assert!(!is_managed(&dir.path().join("t")));
+        write_link(&dir.path().join("m"), &url, true).unwrap();
+        assert_eq!(link(&dir.path().join("m")), Some(url.clone()));
+        assert!(is_managed(&dir.path().join("m")));
         assert_eq!(link(dir.path()), None);
+        assert_eq!(child(&url, "x").as_str(), "s3://bucket/t/x");
+        assert_eq!(
+            child(&Url::parse("s3://bucket/s/").unwrap(), "x").as_str(),
+            "s3://bucket/s/x"
+        );
     }
 }

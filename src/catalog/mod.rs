@@ -283,10 +283,75 @@ impl Warehouse {
     /// external table's local location, or None for a table on an object store.
     pub fn data_dir(&self, name: &TableName) -> Result<Option<PathBuf>> {
         let path = self.table_path(name)?;
-        match external::link(&path) {
-            None => Ok(Some(path)),
-            Some(url) if external::is_remote(&url) => Ok(None),
-            Some(url) => Ok(url.to_file_path().ok()),
+        let url = match external::link(&path) {
+            Some(url) => url,
+            // A table not made yet, in a schema whose tables live elsewhere, will be there.
+            None => match self.schema_location(&name.catalog, &name.schema) {
+                Some(base) if !log::has_version(&log::dir(&path)) => {
+                    external::child(&base, &name.table)
+                }
+                _ => return Ok(Some(path)),
+            },
+        };
+        Ok(if external::is_remote(&url) {
+            None
+        } else {
+            url.to_file_path().ok()
+        })
+    }
+
+    /// Where the tables of a schema made with a MANAGED LOCATION live (None: in the
+    /// warehouse directory).
+    pub fn schema_location(&self, catalog: &str, schema: &str) -> Option<Url> {
+        external::link(&self.schema_path(catalog, schema).ok()?)
+    }
+
+    /// Where the schemas of a catalog made with a MANAGED LOCATION live.
+    pub fn catalog_location(&self, catalog: &str) -> Option<Url> {
+        external::link(&self.catalog_path(catalog).ok()?)
+    }
+
+    /// The directory of a table about to be created. In a schema with a MANAGED LOCATION the
+    /// table lives at `<location>/<table>`, linked from its name as a managed table (its data
+    /// goes with it); a location that already holds a table is refused, naming the way to
+    /// register it.
+    pub async fn prepare_new_table(&self, name: &TableName) -> Result<()> {
+        let dir = self.table_path(name)?;
+        std::fs::create_dir_all(&dir)?;
+        if external::link(&dir).is_some() || log::has_version(&log::dir(&dir)) {
+            return Ok(());
+        }
+        let Some(base) = self.schema_location(&name.catalog, &name.schema) else {
+            return Ok(());
+        };
+        let url = external::child(&base, &name.table);
+        let refuse = |e: Error| {
+            let _ = std::fs::remove_dir(&dir);
+            e
+        };
+        if external::holds_table(&url).await.map_err(refuse)? {
+            return Err(refuse(Error::AlreadyExists(format!(
+                "cannot create {name}: its place in schema {}.{} ({}) already holds a Delta table (register it with CREATE TABLE {name} LOCATION '{}', or remove it)",
+                name.catalog,
+                name.schema,
+                external::shown(&url),
+                external::shown(&url)
+            ))));
+        }
+        external::write_link(&dir, &url, true)
+    }
+
+    /// After a create of `name` failed: a managed table's name whose location holds no table
+    /// goes (the next create starts over).
+    pub async fn forget_failed_create(&self, name: &TableName) {
+        let Ok(dir) = self.table_path(name) else {
+            return;
+        };
+        if let Some(url) = external::link(&dir)
+            && external::is_managed(&dir)
+            && matches!(external::holds_table(&url).await, Ok(false))
+        {
+            let _ = std::fs::remove_dir_all(&dir);
         }
     }
 
@@ -438,9 +503,12 @@ impl Warehouse {
                 "cannot create table {name}: a view of that name exists (DROP VIEW {name} first)"
             )));
         }
-        std::fs::create_dir_all(self.table_path(name)?)?;
+        self.prepare_new_table(name).await?;
         let handle = self.handle(name).await?;
-        external::check_safe_commits(&handle).await?;
+        if let Err(e) = external::check_safe_commits(&handle).await {
+            self.forget_failed_create(name).await;
+            return Err(e);
+        }
         Ok(handle
             .create()
             .with_table_name(name.table.clone())

@@ -74,6 +74,15 @@ pub enum Statement {
     CreateCatalog {
         name: ObjectName,
         if_not_exists: bool,
+        /// `MANAGED LOCATION 'url'`: where its schemas' tables live.
+        location: Option<String>,
+    },
+    /// `CREATE SCHEMA|DATABASE [IF NOT EXISTS] [c.]s [MANAGED] LOCATION 'url'`: a schema
+    /// whose tables live under `url`.
+    CreateSchemaAt {
+        name: ObjectName,
+        if_not_exists: bool,
+        location: String,
     },
     /// `DROP CATALOG [IF EXISTS] c [CASCADE]`.
     DropCatalog {
@@ -158,6 +167,7 @@ impl Statement {
                     | Sql::Drop { .. }
             ),
             Statement::CreateCatalog { .. }
+            | Statement::CreateSchemaAt { .. }
             | Statement::DropCatalog { .. }
             | Statement::AddColumns { .. }
             | Statement::AddConstraint { .. }
@@ -502,13 +512,28 @@ impl fmt::Display for Statement {
             Statement::CreateCatalog {
                 name,
                 if_not_exists,
+                location,
             } => {
                 write!(
                     f,
                     "CREATE CATALOG {}{name}",
                     if *if_not_exists { "IF NOT EXISTS " } else { "" }
-                )
+                )?;
+                if let Some(l) = location {
+                    write!(f, " MANAGED LOCATION '{}'", l.replace('\'', "''"))?;
+                }
+                Ok(())
             }
+            Statement::CreateSchemaAt {
+                name,
+                if_not_exists,
+                location,
+            } => write!(
+                f,
+                "CREATE SCHEMA {}{name} MANAGED LOCATION '{}'",
+                if *if_not_exists { "IF NOT EXISTS " } else { "" },
+                location.replace('\'', "''")
+            ),
             Statement::DropCatalog {
                 name,
                 if_exists,

@@ -209,14 +209,47 @@ pub(super) fn maintenance_statement(p: &mut Parser) -> Result<Option<Statement>>
     Ok(None)
 }
 
-/// `CREATE|DROP CATALOG`.
+/// `CREATE|DROP CATALOG`, and `CREATE SCHEMA ... [MANAGED] LOCATION 'url'`.
 pub(super) fn ddl_statement(p: &mut Parser) -> Result<Option<Statement>> {
     if parse_words(p, &["CREATE", "CATALOG"]) {
         let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+        let name = object_name(p)?;
+        let location = if parse_words(p, &["MANAGED", "LOCATION"]) {
+            Some(p.parse_literal_string().map_err(pe)?)
+        } else {
+            None
+        };
         return Ok(Some(Statement::CreateCatalog {
-            name: object_name(p)?,
+            name,
             if_not_exists,
+            location,
         }));
+    }
+    // The schema forms with a location (sqlparser reads the others).
+    let schema_word = |t: &Token| is_word(t, "SCHEMA") || is_word(t, "DATABASE");
+    if is_word(&p.peek_token().token, "CREATE") && schema_word(&p.peek_nth_token(1).token) {
+        let mut i = 2;
+        let has_location = loop {
+            match p.peek_nth_token(i).token {
+                Token::EOF | Token::SemiColon => break false,
+                ref t if is_word(t, "LOCATION") => break true,
+                _ => i += 1,
+            }
+        };
+        if has_location {
+            p.next_token();
+            p.next_token();
+            let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+            let name = object_name(p)?;
+            parse_word(p, "MANAGED");
+            expect_word(p, "LOCATION")?;
+            let location = p.parse_literal_string().map_err(pe)?;
+            return Ok(Some(Statement::CreateSchemaAt {
+                name,
+                if_not_exists,
+                location,
+            }));
+        }
     }
     if parse_words(p, &["DROP", "CATALOG"]) {
         let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);

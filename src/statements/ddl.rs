@@ -64,8 +64,14 @@ fn check_writable_catalog(catalog: &str) -> Result<()> {
     Ok(())
 }
 
-/// `CREATE CATALOG [IF NOT EXISTS] c`.
-pub fn create_catalog(session: &Session, name: &ObjectName, if_not_exists: bool) -> Result<Output> {
+/// `CREATE CATALOG [IF NOT EXISTS] c [MANAGED LOCATION 'url']`: with a location, its schemas'
+/// tables live under `url/<schema>/<table>`.
+pub fn create_catalog(
+    session: &Session,
+    name: &ObjectName,
+    if_not_exists: bool,
+    location: Option<&str>,
+) -> Result<Output> {
     let parts = name_parts(name)?;
     let [catalog] = parts.as_slice() else {
         return Err(Error::Invalid(format!(
@@ -83,12 +89,21 @@ pub fn create_catalog(session: &Session, name: &ObjectName, if_not_exists: bool)
             "catalog '{catalog}' already exists (use CREATE CATALOG IF NOT EXISTS)"
         )));
     }
+    let url = location.map(external::parse_location).transpose()?;
     std::fs::create_dir_all(path.join("default"))?;
+    if let Some(url) = url {
+        external::write_link(&path, &url, false)?;
+        external::write_link(
+            &path.join("default"),
+            &external::child(&url, "default"),
+            false,
+        )?;
+    }
     Ok(Output::empty())
 }
 
 /// `DROP CATALOG [IF EXISTS] c [CASCADE]`.
-pub fn drop_catalog(
+pub async fn drop_catalog(
     session: &Session,
     name: &ObjectName,
     if_exists: bool,
@@ -126,8 +141,11 @@ pub fn drop_catalog(
             quote_ident(&catalog)
         )));
     }
+    let schemas = session.warehouse().schemas(&catalog);
+    let managed = located_tables(session, &catalog, &schemas);
     std::fs::remove_dir_all(path)?;
     session.forget_foreign(&catalog);
+    delete_located(managed).await?;
     Ok(Output::empty())
 }
 
@@ -143,8 +161,45 @@ fn schema_of(session: &Session, name: &ObjectName) -> Result<(String, String)> {
     }
 }
 
-/// `CREATE SCHEMA [IF NOT EXISTS] [c.]s`.
-pub fn create_schema(session: &Session, name: &SchemaName, if_not_exists: bool) -> Result<Output> {
+/// The tables of these schemas of `catalog` whose data goes with their names and lives at a
+/// location (a schema's MANAGED LOCATION): what a DROP ... CASCADE deletes there.
+fn located_tables(session: &Session, catalog: &str, schemas: &[String]) -> Vec<url::Url> {
+    let wh = session.warehouse();
+    let mut found = vec![];
+    for schema in schemas {
+        for table in wh.tables(catalog, schema) {
+            let Ok(dir) = wh.table_path(&TableName::new(catalog, schema, &table)) else {
+                continue;
+            };
+            if let Some(url) = external::link(&dir).filter(|_| external::is_managed(&dir)) {
+                found.push(url);
+            }
+        }
+    }
+    found
+}
+
+/// Delete the data of dropped managed tables at their locations (their names are gone).
+async fn delete_located(urls: Vec<url::Url>) -> Result<()> {
+    for url in urls {
+        external::delete_all(&url).await.map_err(|e| {
+            e.context(format!(
+                "the name is dropped, and its data at {} is not all deleted (delete it with the store's tools)",
+                external::shown(&url)
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// `CREATE SCHEMA [IF NOT EXISTS] [c.]s`; with `location` (`[MANAGED] LOCATION 'url'`) its
+/// tables live under `url/<table>`, as they do in a catalog with a location.
+pub fn create_schema(
+    session: &Session,
+    name: &SchemaName,
+    if_not_exists: bool,
+    location: Option<&str>,
+) -> Result<Output> {
     let SchemaName::Simple(name) = name else {
         return Err(Error::Invalid(
             "CREATE SCHEMA ... AUTHORIZATION is not supported".into(),
@@ -166,12 +221,22 @@ pub fn create_schema(session: &Session, name: &SchemaName, if_not_exists: bool) 
             "schema '{catalog}.{schema}' already exists (use CREATE SCHEMA IF NOT EXISTS)"
         )));
     }
-    std::fs::create_dir_all(path)?;
+    let url = match location {
+        Some(l) => Some(external::parse_location(l)?),
+        None => session
+            .warehouse()
+            .catalog_location(&catalog)
+            .map(|c| external::child(&c, &schema)),
+    };
+    std::fs::create_dir_all(&path)?;
+    if let Some(url) = url {
+        external::write_link(&path, &url, false)?;
+    }
     Ok(Output::empty())
 }
 
 /// `DROP TABLE|SCHEMA [IF EXISTS] name [CASCADE]`.
-pub fn drop(
+pub async fn drop(
     session: &Session,
     object_type: ObjectType,
     if_exists: bool,
@@ -194,8 +259,12 @@ pub fn drop(
                     }
                     return Err(session.warehouse().missing_table_error(&table));
                 }
-                // An external table's name goes; its data stays at its location.
-                std::fs::remove_dir_all(session.warehouse().table_path(&table)?)?;
+                // An external table's name goes, its data stays at its location; a managed
+                // table's data at its schema's location goes with it.
+                let dir = session.warehouse().table_path(&table)?;
+                let managed = external::link(&dir).filter(|_| external::is_managed(&dir));
+                std::fs::remove_dir_all(&dir)?;
+                delete_located(managed.into_iter().collect()).await?;
             }
             ObjectType::View => view::drop(session, name, if_exists)?,
             ObjectType::Schema | ObjectType::Database => {
@@ -220,7 +289,9 @@ pub fn drop(
                         quote_ident(&schema)
                     )));
                 }
+                let managed = located_tables(session, &catalog, std::slice::from_ref(&schema));
                 std::fs::remove_dir_all(session.warehouse().schema_path(&catalog, &schema)?)?;
+                delete_located(managed).await?;
             }
             other => return Err(Error::Invalid(format!("DROP {other} is not supported"))),
         }
@@ -506,21 +577,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     let url = external::parse_location(&location)?;
     let dir = session.warehouse().table_path(&table)?;
     session.warehouse().check_writable(dir.parent())?;
-    let mut there = if external::is_remote(&url) {
-        external::builder(&url)?.build()?
-    } else {
-        deltalake::DeltaTableBuilder::from_url(url.clone())?.build()?
-    };
-    let found = match there.load().await {
-        Ok(()) => true,
-        Err(deltalake::DeltaTableError::NotATable(_))
-        | Err(deltalake::DeltaTableError::InvalidTableLocation(_)) => false,
-        Err(e) => {
-            return Err(
-                Error::from(e).context(format!("cannot read LOCATION '{}'", external::shown(&url)))
-            );
-        }
-    };
+    let found = external::holds_table(&url).await?;
     let defines = !create.columns.is_empty() || create.query.is_some();
     match (found, defines) {
         (true, true) => {
@@ -530,7 +587,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             )));
         }
         (true, false) => {
-            external::write_link(&dir, &url)?;
+            external::write_link(&dir, &url, false)?;
             return Ok(Output::empty());
         }
         (false, false) => {
@@ -543,8 +600,8 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     }
     // The name links to the location first, so every step below writes there; a failed
     // create leaves no name behind.
-    external::check_safe_commits(&there).await?;
-    external::write_link(&dir, &url)?;
+    external::check_safe_commits(&external::handle_at(&url)?).await?;
+    external::write_link(&dir, &url, false)?;
     let made = create_table_here(session, create, table, true).await;
     if made.is_err() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -688,9 +745,12 @@ async fn create_table_here(
     if let Some(c) = &create.comment {
         builder = builder.with_comment(comment_text(c));
     }
-    builder
-        .await
-        .map_err(|e| Error::from(e).context(format!("cannot create {table}")))?;
+    if let Err(e) = builder.await {
+        if !exists {
+            session.warehouse().forget_failed_create(&table).await;
+        }
+        return Err(Error::from(e).context(format!("cannot create {table}")));
+    }
     Ok(Output::empty())
 }
 
@@ -839,9 +899,12 @@ async fn create_table_as(
         }
         t
     } else {
-        std::fs::create_dir_all(session.warehouse().table_path(table)?)?;
+        session.warehouse().prepare_new_table(table).await?;
         let handle = session.warehouse().handle(table).await?;
-        external::check_safe_commits(&handle).await?;
+        if let Err(e) = external::check_safe_commits(&handle).await {
+            session.warehouse().forget_failed_create(table).await;
+            return Err(e);
+        }
         handle
     };
     let state = session.ctx().state();
@@ -865,9 +928,15 @@ async fn create_table_as(
     if let Some(c) = comment {
         write = write.with_description(c);
     }
-    let written = super::upkeep::commit(write, CommitProperties::default())
-        .await
-        .map_err(|e| Error::from(e).context(format!("cannot create {table}")))?;
+    let written = match super::upkeep::commit(write, CommitProperties::default()).await {
+        Ok(written) => written,
+        Err(e) => {
+            if !exists {
+                session.warehouse().forget_failed_create(table).await;
+            }
+            return Err(Error::from(e).context(format!("cannot create {table}")));
+        }
+    };
     let n = added_rows(&written).await? as i64;
     Ok(super::counts(&[
         ("num_affected_rows", n),

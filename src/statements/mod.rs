@@ -101,12 +101,23 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::CreateCatalog {
             name,
             if_not_exists,
-        } => ddl::create_catalog(session, &name, if_not_exists),
+            location,
+        } => ddl::create_catalog(session, &name, if_not_exists, location.as_deref()),
+        Statement::CreateSchemaAt {
+            name,
+            if_not_exists,
+            location,
+        } => ddl::create_schema(
+            session,
+            &datafusion::sql::sqlparser::ast::SchemaName::Simple(name),
+            if_not_exists,
+            Some(&location),
+        ),
         Statement::DropCatalog {
             name,
             if_exists,
             cascade,
-        } => ddl::drop_catalog(session, &name, if_exists, cascade),
+        } => ddl::drop_catalog(session, &name, if_exists, cascade).await,
         Statement::AddColumns { table, columns } => {
             ddl::add_columns(session, &table, columns).await
         }
@@ -174,11 +185,11 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
         Sql::CreateView(create) => ddl::view::create(session, create).await,
         s @ Sql::CreateSchema { .. } => {
             let (name, if_not_exists) = clauses::create_schema(&s)?;
-            ddl::create_schema(session, name, if_not_exists)
+            ddl::create_schema(session, name, if_not_exists, None)
         }
         s @ Sql::Drop { .. } => {
             let d = clauses::drop(&s)?;
-            ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade)
+            ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade).await
         }
         Sql::Set(ref set) if sets_time_zone(set) => set_time_zone(session, set).await,
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,

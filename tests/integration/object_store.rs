@@ -595,3 +595,92 @@ fn racing_and_killed_copies_on_seaweedfs_copy_every_row_once() {
     };
     racing_and_killed_copies_on(&python, &weed.endpoint());
 }
+
+/// Catalogs and schemas with a MANAGED LOCATION: the tables made in them (by CREATE, CTAS,
+/// and the copy job creating its targets) live on the store; DROP deletes a managed table's
+/// data, and nothing is written to the store without the safe-commit check.
+#[test]
+fn catalogs_and_schemas_with_a_managed_location_keep_their_tables_on_s3() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let (_d, wh) = warehouse();
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE CATALOG lake MANAGED LOCATION 's3://lake/wh'",
+            "CREATE SCHEMA lake.bronze",
+            "CREATE SCHEMA lake.silver MANAGED LOCATION 's3://lake/silver'",
+            "CREATE TABLE src (id INT, v STRING)",
+            "INSERT INTO src VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+            "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark STRING)",
+            "INSERT INTO ctl VALUES ('main.default.src', 'lake.bronze.orders', 'id', NULL), ('main.default.src', 'lake.default.orders', 'id', NULL)",
+            "COPY INCREMENTAL USING CONTROL TABLE ctl",
+            "CREATE TABLE lake.silver.agg AS SELECT count(*) AS n FROM lake.bronze.orders",
+        ],
+    );
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "INSERT INTO src VALUES (4, 'd')",
+            "COPY INCREMENTAL USING CONTROL TABLE ctl",
+        ],
+    );
+    let opts = format!(
+        "{{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}"
+    );
+    let read = |path: &str| {
+        py(
+            &python,
+            &format!(
+                "import deltalake\nids = deltalake.DeltaTable('{path}', storage_options={opts}).to_pyarrow_table().to_pylist()\nprint(sorted(str(r) for r in ids))"
+            ),
+        )
+    };
+    for path in ["s3://lake/wh/bronze/orders", "s3://lake/wh/default/orders"] {
+        let rows = read(path);
+        assert!(
+            rows.contains("'id': 4") && rows.matches("'id'").count() == 4,
+            "{path}: {rows}"
+        );
+    }
+    assert!(read("s3://lake/silver/agg").contains("'n': 3"));
+    let detail = sql_on(&wh, &end, &["DESCRIBE DETAIL lake.bronze.orders"]);
+    assert!(detail.contains("s3://lake/wh/bronze/orders"), "{detail}");
+    // Nothing of these tables in the local warehouse but their names.
+    let local_log = wh.join("lake/bronze/orders/_delta_log");
+    assert!(!local_log.exists());
+
+    // DROP TABLE deletes a managed table's data; DROP CATALOG ... CASCADE its tables' data.
+    sql_on(&wh, &end, &["DROP TABLE lake.silver.agg"]);
+    let err = fails_on(&wh, &end, "CREATE TABLE x LOCATION 's3://lake/silver/agg'");
+    assert!(err.contains("holds no Delta table"), "{err}");
+    sql_on(&wh, &end, &["DROP CATALOG lake CASCADE"]);
+    let err = fails_on(
+        &wh,
+        &end,
+        "CREATE TABLE x LOCATION 's3://lake/wh/bronze/orders'",
+    );
+    assert!(err.contains("holds no Delta table"), "{err}");
+
+    // A table left at a schema's location is not taken over by a new table of that name.
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE kept (id INT) LOCATION 's3://lake/s2/t'",
+            "INSERT INTO kept VALUES (7)",
+            "CREATE SCHEMA s2 MANAGED LOCATION 's3://lake/s2'",
+        ],
+    );
+    let err = fails_on(&wh, &end, "CREATE TABLE s2.t (id INT)");
+    assert!(err.contains("already holds a Delta table"), "{err}");
+    let tables = sql_on(&wh, &end, &["SHOW TABLES IN s2"]);
+    assert!(names(&tables).is_empty(), "{tables}");
+    let kept = sql_on(&wh, &end, &["SELECT * FROM kept"]);
+    assert!(kept.contains('7'), "{kept}");
+}

@@ -115,20 +115,26 @@ async fn create(session: &Session, r: &Resolved, fields: Vec<StructField>) -> Re
         })
         .collect();
     crate::statements::table::keep_stats_exact(&mut configuration, &typed, &[]);
-    session
+    let created = session
         .warehouse()
         .create_builder(name)
         .await?
         .with_columns(fields)
         .with_configuration(configuration)
-        .await
-        .map_err(|e| {
+        .await;
+    match created {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            session.warehouse().forget_failed_create(name).await;
             if session.warehouse().table_exists(name) {
-                Error::Conflict(format!("{name} was created by another run"))
+                Err(Error::Conflict(format!(
+                    "{name} was created by another run"
+                )))
             } else {
-                Error::from(e)
+                Err(Error::from(e))
             }
-        })
+        }
+    }
 }
 
 /// A source field as a column of a target without column mapping: its logical name, without

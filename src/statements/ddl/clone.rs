@@ -53,6 +53,17 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
     if !wh.table_exists(&source) {
         return Err(wh.missing_table_error(&source));
     }
+    if let Some(url) = wh.schema_location(&target.catalog, &target.schema) {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "CLONE into schema {}.{}, whose tables live at {}, is not supported yet: CREATE TABLE {target} AS SELECT * FROM {source}",
+                target.catalog,
+                target.schema,
+                crate::catalog::external::shown(&url)
+            ),
+        ));
+    }
     if let Some(url) = wh.external_location(&source) {
         return Err(Error::class(
             "UNSUPPORTED_FEATURE",

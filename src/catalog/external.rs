@@ -23,9 +23,12 @@ pub const LINK: &str = "_tidemark_location";
 /// not hold (a concurrent writer's commit can then be overwritten: rows lost).
 pub const RISK_ENV: &str = "TIDEMARK_RISK_UNSAFE_COMMITS";
 
-/// The second line of a managed table's link: the table belongs to its name (DROP TABLE
-/// deletes its data), as tables in a schema with a MANAGED LOCATION do.
+/// A flag line of a managed table's link: the table belongs to its name (DROP TABLE deletes
+/// its data), as tables in a schema with a MANAGED LOCATION do.
 const MANAGED: &str = "managed";
+/// A flag line of a link whose table is being created: not a table yet (a create stopped
+/// half-way leaves no name that cannot be opened; the next create takes over).
+const CREATING: &str = "creating";
 
 /// The location a directory links to (an external table's, or a schema's or catalog's
 /// MANAGED LOCATION), if it does.
@@ -34,24 +37,74 @@ pub fn link(dir: &Path) -> Option<Url> {
     Url::parse(text.lines().next()?.trim()).ok()
 }
 
+fn has_flag(dir: &Path, flag: &str) -> bool {
+    std::fs::read_to_string(dir.join(LINK)).is_ok_and(|t| t.lines().skip(1).any(|l| l == flag))
+}
+
 /// Whether the link in `dir` is a managed table's (its data goes with its name).
 pub fn is_managed(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join(LINK)).is_ok_and(|t| t.lines().nth(1) == Some(MANAGED))
+    has_flag(dir, MANAGED)
+}
+
+/// Whether the link in `dir` is of a table still being created.
+pub fn is_creating(dir: &Path) -> bool {
+    has_flag(dir, CREATING)
 }
 
 /// Make `dir` name the place `url` (`managed`: a table whose data goes with its name): the
 /// link is written whole (a temporary file renamed over it), so a reader finds it or nothing.
 pub fn write_link(dir: &Path, url: &Url, managed: bool) -> Result<()> {
+    write_flags(dir, url, managed, false)
+}
+
+/// A link for a table about to be created at `url`: followed by the create, not a table
+/// until [`finish_link`].
+pub fn write_creating_link(dir: &Path, url: &Url, managed: bool) -> Result<()> {
+    write_flags(dir, url, managed, true)
+}
+
+/// The table of a creating link exists now: the link names it.
+pub fn finish_link(dir: &Path) -> Result<()> {
+    match link(dir) {
+        Some(url) if is_creating(dir) => write_link(dir, &url, is_managed(dir)),
+        _ => Ok(()),
+    }
+}
+
+fn write_flags(dir: &Path, url: &Url, managed: bool, creating: bool) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let staged = dir.join(format!(".{LINK}-{}", uuid::Uuid::new_v4().simple()));
-    let text = if managed {
-        format!("{url}\n{MANAGED}\n")
-    } else {
-        format!("{url}\n")
-    };
+    let mut text = format!("{url}\n");
+    if managed {
+        text.push_str(MANAGED);
+        text.push('\n');
+    }
+    if creating {
+        text.push_str(CREATING);
+        text.push('\n');
+    }
     std::fs::write(&staged, text)?;
     std::fs::rename(&staged, dir.join(LINK))?;
     Ok(())
+}
+
+/// Whether the places `a` and `b` overlap: one is `b` or lies under the other.
+pub fn overlaps(a: &Url, b: &Url) -> bool {
+    let scheme = |u: &Url| match u.scheme() {
+        "s3a" => "s3".to_string(),
+        s => s.to_string(),
+    };
+    if scheme(a) != scheme(b) || a.host_str() != b.host_str() {
+        return false;
+    }
+    let segments = |u: &Url| -> Vec<String> {
+        u.path_segments()
+            .map(|s| s.filter(|p| !p.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let (a, b) = (segments(a), segments(b));
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
 }
 
 /// `name` under the location `base` (`s3://b/s` and `t`: `s3://b/s/t`).
@@ -122,7 +175,19 @@ pub fn parse_location(text: &str) -> Result<Url> {
     }
     let url = match Url::parse(text) {
         // `C:\...` parses as a scheme of one letter; tidemark runs on Unix, but be plain.
-        Ok(url) if url.scheme().len() > 1 => url,
+        Ok(url) if url.scheme().len() > 1 => {
+            if !url.username().is_empty()
+                || url.password().is_some()
+                || url.query().is_some()
+                || url.fragment().is_some()
+            {
+                return Err(Error::Invalid(format!(
+                    "LOCATION '{}' carries credentials or parameters: give the place only (s3://bucket/path), and credentials through the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...), never in SQL",
+                    shown(&url)
+                )));
+            }
+            url
+        }
         _ => {
             let path = std::path::absolute(text)?;
             return Url::from_directory_path(&path).map_err(|_| {
@@ -174,6 +239,7 @@ pub fn shown(url: &Url) -> String {
     let _ = url.set_username("");
     let _ = url.set_password(None);
     url.set_query(None);
+    url.set_fragment(None);
     url.to_string()
 }
 
@@ -236,7 +302,13 @@ pub async fn check_safe_commits(table: &DeltaTable) -> Result<()> {
     let _ = store.delete(&probe).await;
     match second {
         Err(object_store::Error::AlreadyExists { .. }) => {}
-        Err(e) => return Err(unreachable(e)),
+        Err(object_store::Error::Precondition { .. }) => {}
+        Err(e) => {
+            return Err(Error::Invalid(format!(
+                "{key} ({}) did not answer a conditional PUT (If-None-Match) as Delta commits need: {e}. Nothing was written. Use a store that supports conditional writes, or set {RISK_ENV}=1 to write anyway with the risk of lost commits",
+                shown(&url)
+            )));
+        }
         Ok(_) if risk_taken() => {
             eprintln!(
                 "warning: {key} does not refuse a second conditional PUT; writing anyway because {RISK_ENV} is set: two writers committing at once can lose one's commit"
@@ -293,6 +365,18 @@ mod tests {
                 .to_string()
                 .contains("ftp")
         );
+    }
+
+    #[test]
+    fn places_overlap_by_whole_path_segments() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert!(overlaps(&u("s3://b/a"), &u("s3://b/a/")));
+        assert!(overlaps(&u("s3://b/a/x"), &u("s3://b/a")));
+        assert!(overlaps(&u("s3a://b/a"), &u("s3://b/a/x")));
+        assert!(!overlaps(&u("s3://b/ab"), &u("s3://b/a")));
+        assert!(!overlaps(&u("s3://c/a"), &u("s3://b/a")));
+        assert!(parse_location("s3://k:s@b/x").is_err());
+        assert!(parse_location("s3://b/x?sig=1").is_err());
     }
 
     #[test]

@@ -318,6 +318,8 @@ impl Warehouse {
     pub async fn prepare_new_table(&self, name: &TableName) -> Result<()> {
         let dir = self.table_path(name)?;
         std::fs::create_dir_all(&dir)?;
+        // A link already there: an external table being created, or a create stopped half-way
+        // (its location's table, if that create committed, is taken up again).
         if external::link(&dir).is_some() || log::has_version(&log::dir(&dir)) {
             return Ok(());
         }
@@ -338,20 +340,33 @@ impl Warehouse {
                 external::shown(&url)
             ))));
         }
-        external::write_link(&dir, &url, true)
+        external::write_creating_link(&dir, &url, true)
     }
 
-    /// After a create of `name` failed: a managed table's name whose location holds no table
-    /// goes (the next create starts over).
+    /// After a create of `name` succeeded: a link made for it names the table now.
+    pub fn finish_create(&self, name: &TableName) -> Result<()> {
+        external::finish_link(&self.table_path(name)?)
+    }
+
+    /// After a create of `name` failed: a link made for it goes if its location holds no
+    /// table (the next create starts over), and names the table if another process made it.
     pub async fn forget_failed_create(&self, name: &TableName) {
         let Ok(dir) = self.table_path(name) else {
             return;
         };
-        if let Some(url) = external::link(&dir)
-            && external::is_managed(&dir)
-            && matches!(external::holds_table(&url).await, Ok(false))
-        {
-            let _ = std::fs::remove_dir_all(&dir);
+        let Some(url) = external::link(&dir).filter(|_| external::is_creating(&dir)) else {
+            return;
+        };
+        match external::holds_table(&url).await {
+            Ok(false) => {
+                let _ = std::fs::remove_file(dir.join(external::LINK));
+                // Only an empty directory: another create may be using it.
+                let _ = std::fs::remove_dir(&dir);
+            }
+            Ok(true) => {
+                let _ = external::finish_link(&dir);
+            }
+            Err(_) => {}
         }
     }
 
@@ -363,7 +378,64 @@ impl Warehouse {
     /// Whether a directory holds a Delta table: a log with a version in it (see
     /// [`log::has_version`]), or a link to one elsewhere (an external table).
     pub fn is_table_dir(path: &Path) -> bool {
-        log::has_version(&log::dir(path)) || path.join(external::LINK).is_file()
+        log::has_version(&log::dir(path))
+            || (path.join(external::LINK).is_file() && !external::is_creating(path))
+    }
+
+    /// Every place the warehouse links to: external and managed tables' locations and the
+    /// MANAGED LOCATIONs of catalogs and schemas, each with what links it ("table c.s.t").
+    pub fn links(&self) -> Vec<(String, Url)> {
+        let mut found = vec![];
+        for catalog in list_dirs(&self.root) {
+            let Ok(cdir) = self.catalog_path(&catalog) else {
+                continue;
+            };
+            if let Some(url) = external::link(&cdir) {
+                found.push((format!("catalog {catalog}"), url));
+            }
+            for schema in list_dirs(&cdir) {
+                let sdir = cdir.join(&schema);
+                if let Some(url) = external::link(&sdir) {
+                    found.push((format!("schema {catalog}.{schema}"), url));
+                }
+                for table in list_dirs(&sdir) {
+                    let tdir = sdir.join(&table);
+                    if let Some(url) =
+                        external::link(&tdir).filter(|_| !external::is_creating(&tdir))
+                    {
+                        found.push((format!("table {catalog}.{schema}.{table}"), url));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// A new LOCATION must be a place of its own: not in the warehouse directory, and not
+    /// overlapping a place another name links to (two names for one table would each keep
+    /// their own copy record: a copy through the second would copy every row again).
+    pub fn check_new_location(&self, url: &Url) -> Result<()> {
+        if let Ok(path) = url.to_file_path()
+            && (path.starts_with(&self.root) || self.root.starts_with(&path))
+        {
+            return Err(Error::Invalid(format!(
+                "LOCATION '{}' overlaps the warehouse directory {}: an external table lives outside it (leave LOCATION out for a table of the warehouse)",
+                external::shown(url),
+                self.root.display()
+            )));
+        }
+        if let Some((what, theirs)) = self
+            .links()
+            .into_iter()
+            .find(|(_, theirs)| external::overlaps(url, theirs))
+        {
+            return Err(Error::AlreadyExists(format!(
+                "LOCATION '{}' overlaps {} of {what}: each place has one name (use {what}, or another location)",
+                external::shown(url),
+                external::shown(&theirs)
+            )));
+        }
+        Ok(())
     }
 
     /// Catalog names on disk (plus the built-in ones), sorted.

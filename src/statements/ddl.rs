@@ -90,6 +90,9 @@ pub fn create_catalog(
         )));
     }
     let url = location.map(external::parse_location).transpose()?;
+    if let Some(url) = &url {
+        session.warehouse().check_new_location(url)?;
+    }
     std::fs::create_dir_all(path.join("default"))?;
     if let Some(url) = url {
         external::write_link(&path, &url, false)?;
@@ -222,7 +225,11 @@ pub fn create_schema(
         )));
     }
     let url = match location {
-        Some(l) => Some(external::parse_location(l)?),
+        Some(l) => {
+            let url = external::parse_location(l)?;
+            session.warehouse().check_new_location(&url)?;
+            Some(url)
+        }
         None => session
             .warehouse()
             .catalog_location(&catalog)
@@ -561,12 +568,14 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     {
         return Err(session.warehouse().missing_table_error(&table));
     }
+    let url = external::parse_location(&location)?;
     if session.warehouse().table_exists(&table) || session.warehouse().view_exists(&table) {
         if create.if_not_exists {
             return Ok(Output::empty());
         }
         return Err(Error::AlreadyExists(format!(
-            "cannot create {table} at LOCATION '{location}': {table} already exists{}",
+            "cannot create {table} at LOCATION '{}': {table} already exists{}",
+            external::shown(&url),
             if create.or_replace {
                 " (CREATE OR REPLACE ... LOCATION is not supported: DROP TABLE first, which keeps an external table's data)"
             } else {
@@ -574,12 +583,18 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
             }
         )));
     }
-    let url = external::parse_location(&location)?;
     let dir = session.warehouse().table_path(&table)?;
     session.warehouse().check_writable(dir.parent())?;
+    session.warehouse().check_new_location(&url)?;
     let found = external::holds_table(&url).await?;
     let defines = !create.columns.is_empty() || create.query.is_some();
     match (found, defines) {
+        // SHOW CREATE TABLE's statement, run again: the table there, as described.
+        (true, true) if create.query.is_none() => {
+            described_there(&create, &url, &table).await?;
+            external::write_link(&dir, &url, false)?;
+            return Ok(Output::empty());
+        }
         (true, true) => {
             return Err(Error::AlreadyExists(format!(
                 "LOCATION '{}' already holds a Delta table: leave out the columns and query to register it as {table} (CREATE TABLE {table} LOCATION '...')",
@@ -598,15 +613,84 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         }
         (false, true) => {}
     }
-    // The name links to the location first, so every step below writes there; a failed
-    // create leaves no name behind.
+    // The name links to the location first (a link of a table being created: not a table
+    // until the create commits), so every step below writes there; a failed create leaves no
+    // name behind.
     external::check_safe_commits(&external::handle_at(&url)?).await?;
-    external::write_link(&dir, &url, false)?;
-    let made = create_table_here(session, create, table, true).await;
+    external::write_creating_link(&dir, &url, false)?;
+    let made = create_table_here(session, create, table.clone(), true).await;
     if made.is_err() {
-        let _ = std::fs::remove_dir_all(&dir);
+        session.warehouse().forget_failed_create(&table).await;
     }
     made
+}
+
+/// A CREATE TABLE with columns for the table already at `url`: registered only if it
+/// describes that table (its columns and types, partitioning, comment and the properties it
+/// gives); else an error naming the first difference (nothing is changed at the location).
+async fn described_there(create: &CreateTable, url: &url::Url, table: &TableName) -> Result<()> {
+    let mut t = external::handle_at(url)?;
+    t.load().await?;
+    let there = super::table::arrow_schema(&t)?;
+    let snapshot = t.snapshot()?;
+    let metadata = snapshot.metadata();
+    let place = external::shown(url);
+    let differs = |what: String| {
+        Error::AlreadyExists(format!(
+            "LOCATION '{place}' holds a Delta table, and {what}: give its columns as they are (SHOW CREATE TABLE shows them once registered), or leave the columns out to register it as it is (CREATE TABLE {table} LOCATION '...')"
+        ))
+    };
+    let given: Vec<(String, datafusion::arrow::datatypes::DataType)> = create
+        .columns
+        .iter()
+        .map(|c| column_field(c).map(|(f, _)| (f.name().clone(), f.data_type().clone())))
+        .collect::<Result<_>>()?;
+    let has: Vec<(String, datafusion::arrow::datatypes::DataType)> = there
+        .fields()
+        .iter()
+        .map(|f| (f.name().to_lowercase(), f.data_type().clone()))
+        .collect();
+    if given != has {
+        let show = |c: &[(String, datafusion::arrow::datatypes::DataType)]| {
+            c.iter()
+                .map(|(n, t)| format!("{n} {}", crate::engine::types::type_name(t)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(differs(format!(
+            "its columns are ({}), not ({})",
+            show(&has),
+            show(&given)
+        )));
+    }
+    let partitions: Vec<String> = match &create.hive_distribution {
+        HiveDistributionStyle::PARTITIONED { columns } => columns
+            .iter()
+            .map(|c| c.name.value.to_lowercase())
+            .collect(),
+        _ => vec![],
+    };
+    let partitioned: Vec<String> = metadata.partition_columns().to_vec();
+    if !partitions.is_empty() && partitions != partitioned {
+        return Err(differs(format!(
+            "it is partitioned by ({})",
+            metadata.partition_columns().join(", ")
+        )));
+    }
+    if let Some(c) = &create.comment
+        && metadata.description() != Some(comment_text(c).as_str())
+    {
+        return Err(differs("its comment differs".into()));
+    }
+    if let CreateTableOptions::TableProperties(opts) = &create.table_options {
+        let config = metadata.configuration();
+        for (k, v) in sql_options(opts)? {
+            if config.get(&k) != Some(&v) {
+                return Err(differs(format!("its property '{k}' is not '{v}'")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`create_table`] at the name's place (`linked`: a new external table's location, which
@@ -751,6 +835,7 @@ async fn create_table_here(
         }
         return Err(Error::from(e).context(format!("cannot create {table}")));
     }
+    session.warehouse().finish_create(&table)?;
     Ok(Output::empty())
 }
 
@@ -886,7 +971,7 @@ async fn create_table_as(
     // version it replaces (an unloaded handle wrote no `remove` actions, and the old rows
     // stayed visible).
     let handle = if exists {
-        let t = session.warehouse().open(table).await?;
+        let t = session.warehouse().open_for_write(table).await?;
         replaceable_as(&t, table, &partition_columns, &configuration)?;
         // The overwrite keeps the table's description: a new one would be dropped.
         if comment.is_some() && t.snapshot()?.metadata().description() != comment.as_deref() {
@@ -937,6 +1022,7 @@ async fn create_table_as(
             return Err(Error::from(e).context(format!("cannot create {table}")));
         }
     };
+    session.warehouse().finish_create(table)?;
     let n = added_rows(&written).await? as i64;
     Ok(super::counts(&[
         ("num_affected_rows", n),

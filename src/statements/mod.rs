@@ -117,7 +117,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
             name,
             if_exists,
             cascade,
-        } => ddl::drop_catalog(session, &name, if_exists, cascade).await,
+        } => Box::pin(ddl::drop_catalog(session, &name, if_exists, cascade)).await,
         Statement::AddColumns { table, columns } => {
             ddl::add_columns(session, &table, columns).await
         }
@@ -181,7 +181,7 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
         Sql::Update(update) => dml::update(session, update).await,
         Sql::Delete(delete) => dml::delete(session, delete).await,
         Sql::Merge(merge) => dml::merge(session, merge).await,
-        Sql::CreateTable(create) => ddl::create_table(session, create).await,
+        Sql::CreateTable(create) => Box::pin(ddl::create_table(session, create)).await,
         Sql::CreateView(create) => ddl::view::create(session, create).await,
         s @ Sql::CreateSchema { .. } => {
             let (name, if_not_exists) = clauses::create_schema(&s)?;
@@ -189,7 +189,14 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
         }
         s @ Sql::Drop { .. } => {
             let d = clauses::drop(&s)?;
-            ddl::drop(session, d.object_type, d.if_exists, d.names, d.cascade).await
+            Box::pin(ddl::drop(
+                session,
+                d.object_type,
+                d.if_exists,
+                d.names,
+                d.cascade,
+            ))
+            .await
         }
         Sql::Set(ref set) if sets_time_zone(set) => set_time_zone(session, set).await,
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,

@@ -430,7 +430,7 @@ fn locations_that_cannot_hold_a_table_are_clear_errors_that_change_nothing() {
         &["CREATE TABLE t (id INT) LOCATION 's3://lake/t'"],
     );
     let err = fails_on(&wh, &end, "CREATE TABLE u (id INT) LOCATION 's3://lake/t'");
-    assert!(err.contains("already holds a Delta table"), "{err}");
+    assert!(err.contains("overlaps"), "{err}");
     // A bucket that does not exist, and a store nobody listens on.
     let err = fails_on(
         &wh,
@@ -501,8 +501,9 @@ fn a_store_whose_conditional_put_does_not_hold_is_refused_before_any_write() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
 }
 
-/// Three processes racing the same copy into a table on the store, rounds of new rows in
-/// between, and a copy killed at random points: every row once, nothing lost. Commits on the
+/// Three processes racing the same copy into a table on the store while Python's deltalake
+/// appends to the source, rounds of new rows in between, and a copy killed at random points:
+/// every row once, nothing lost. Commits on the
 /// store are conditional PUTs; the loser of a race retries or fails with a retryable error.
 fn racing_and_killed_copies_on(python: &str, end: &str) {
     let (_d, wh) = warehouse();
@@ -538,12 +539,28 @@ fn racing_and_killed_copies_on(python: &str, end: &str) {
         std::thread::sleep(Duration::from_millis(100 + rng.below(900) as u64));
         let _ = doomed.kill();
         let _ = doomed.wait();
+        // A writer of another kind (Python's deltalake) appends to the source meanwhile.
+        let appended = (next..next + 10).collect::<Vec<i32>>();
+        next += 10;
+        let foreign = {
+            let (python, end) = (python.to_string(), end.to_string());
+            std::thread::spawn(move || {
+                py(
+                    &python,
+                    &format!(
+                        "import deltalake, pyarrow as pa\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nbatch = pa.table({{'id': pa.array({appended:?}, pa.int32()), 'v': ['py'] * {}}})\nfor attempt in range(20):\n    try:\n        deltalake.write_deltalake('s3://lake/race/src', batch, mode='append', storage_options=opts)\n        break\n    except Exception as e:\n        if 'already exists' not in str(e) and 'onflict' not in str(e): raise",
+                        appended.len()
+                    ),
+                )
+            })
+        };
         let racers: Vec<_> = (0..3)
             .map(|_| {
                 let (wh, end) = (wh.clone(), end.to_string());
                 std::thread::spawn(move || on_store(&wh, &end).args(["-c", copy]).output().unwrap())
             })
             .collect();
+        foreign.join().unwrap();
         for r in racers {
             let out = r.join().unwrap();
             if !out.status.success() {
@@ -656,31 +673,128 @@ fn catalogs_and_schemas_with_a_managed_location_keep_their_tables_on_s3() {
     assert!(!local_log.exists());
 
     // DROP TABLE deletes a managed table's data; DROP CATALOG ... CASCADE its tables' data.
+    let gone = |path: &str| {
+        py(
+            &python,
+            &format!(
+                "import boto3\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nprint('objects', c.list_objects_v2(Bucket='lake', Prefix='{path}').get('KeyCount', 0))"
+            ),
+        )
+    };
+    assert!(!gone("silver/agg/").contains("objects 0"));
     sql_on(&wh, &end, &["DROP TABLE lake.silver.agg"]);
-    let err = fails_on(&wh, &end, "CREATE TABLE x LOCATION 's3://lake/silver/agg'");
-    assert!(err.contains("holds no Delta table"), "{err}");
+    assert!(gone("silver/agg/").contains("objects 0"));
+    assert!(!gone("wh/bronze/orders/").contains("objects 0"));
     sql_on(&wh, &end, &["DROP CATALOG lake CASCADE"]);
-    let err = fails_on(
-        &wh,
-        &end,
-        "CREATE TABLE x LOCATION 's3://lake/wh/bronze/orders'",
-    );
-    assert!(err.contains("holds no Delta table"), "{err}");
+    assert!(gone("wh/").contains("objects 0"));
 
-    // A table left at a schema's location is not taken over by a new table of that name.
+    // A table another writer left at a schema's location is not taken over by a new table
+    // of that name.
+    py(
+        &python,
+        &format!(
+            "import deltalake, pyarrow as pa\ndeltalake.write_deltalake('s3://lake/s2/t', pa.table({{'id': pa.array([7], pa.int32())}}), storage_options={opts})"
+        ),
+    );
     sql_on(
         &wh,
         &end,
-        &[
-            "CREATE TABLE kept (id INT) LOCATION 's3://lake/s2/t'",
-            "INSERT INTO kept VALUES (7)",
-            "CREATE SCHEMA s2 MANAGED LOCATION 's3://lake/s2'",
-        ],
+        &["CREATE SCHEMA s2 MANAGED LOCATION 's3://lake/s2'"],
     );
     let err = fails_on(&wh, &end, "CREATE TABLE s2.t (id INT)");
     assert!(err.contains("already holds a Delta table"), "{err}");
     let tables = sql_on(&wh, &end, &["SHOW TABLES IN s2"]);
     assert!(names(&tables).is_empty(), "{tables}");
-    let kept = sql_on(&wh, &end, &["SELECT * FROM kept"]);
+    // Registered by name instead (the schema's place overlaps: refused), it is all there.
+    let err = fails_on(&wh, &end, "CREATE TABLE kept LOCATION 's3://lake/s2/t'");
+    assert!(err.contains("overlaps"), "{err}");
+    sql_on(&wh, &end, &["DROP SCHEMA s2"]);
+    let kept = sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE kept LOCATION 's3://lake/s2/t'",
+            "SELECT * FROM kept",
+        ],
+    );
     assert!(kept.contains('7'), "{kept}");
+}
+
+/// One place, one name; no credentials in SQL; SHOW CREATE TABLE's statement registers the
+/// table again after DROP TABLE; a replace of a table on the store passes the commit check.
+#[test]
+fn an_external_location_has_one_name_and_no_credentials() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let (_d, wh) = warehouse();
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE a (id INT, note STRING) LOCATION 's3://lake/a'",
+            "INSERT INTO a VALUES (1, 'x')",
+        ],
+    );
+    for (stmt, says) in [
+        ("CREATE TABLE b LOCATION 's3://lake/a'", "overlaps"),
+        (
+            "CREATE TABLE b (id INT) LOCATION 's3://lake/a/inner'",
+            "overlaps",
+        ),
+        ("CREATE TABLE b (id INT) LOCATION 's3://lake'", "overlaps"),
+        (
+            "CREATE TABLE b (id INT) LOCATION 's3://AKIAKEY:secret@lake/b'",
+            "credentials",
+        ),
+        (
+            "CREATE TABLE b (id INT) LOCATION 's3://lake/b?X-Amz-Credential=k'",
+            "credentials",
+        ),
+    ] {
+        let err = fails_on(&wh, &end, stmt);
+        assert!(err.contains(says), "{stmt}: {err}");
+        assert!(!err.contains("secret") && !err.contains("X-Amz"), "{err}");
+    }
+    let inside = format!(
+        "CREATE TABLE b (id INT) LOCATION '{}'",
+        wh.join("main/default/b").display()
+    );
+    let err = fails_on(&wh, &end, &inside);
+    assert!(err.contains("warehouse directory"), "{err}");
+
+    let create = sql_on(&wh, &end, &["SHOW CREATE TABLE a"]);
+    let create = create
+        .lines()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_matches('"')
+        .replace("\"\"", "\"");
+    sql_on(&wh, &end, &["DROP TABLE a"]);
+    let back = sql_on(&wh, &end, &[&create, "SELECT * FROM a"]);
+    assert!(back.contains("1,x"), "{create}\n{back}");
+    // Columns that do not describe the table there are refused, naming them.
+    sql_on(&wh, &end, &["DROP TABLE a"]);
+    let err = fails_on(
+        &wh,
+        &end,
+        "CREATE TABLE a (id BIGINT, note STRING) LOCATION 's3://lake/a'",
+    );
+    assert!(err.contains("id INT, note STRING"), "{err}");
+    sql_on(&wh, &end, &["CREATE TABLE a LOCATION 's3://lake/a'"]);
+
+    let out = on_store(&wh, &end)
+        .env("AWS_S3_ALLOW_UNSAFE_RENAME", "true")
+        .args([
+            "-c",
+            "CREATE OR REPLACE TABLE a AS SELECT 7 AS id, 'y' AS note",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let n = sql_on(&wh, &end, &["SELECT count(*) FROM a WHERE id = 1"]);
+    assert!(n.contains('1'), "{n}");
 }

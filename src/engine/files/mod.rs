@@ -189,12 +189,10 @@ fn in_session_zone(
     let fields: Vec<Field> = schema
         .fields()
         .iter()
-        .map(|f| match f.data_type() {
-            DataType::Timestamp(unit, Some(_)) => f
-                .as_ref()
-                .clone()
-                .with_data_type(DataType::Timestamp(*unit, Some(zone.clone()))),
-            _ => f.as_ref().clone(),
+        .map(|f| match super::zone::relabeled(f.data_type(), &zone) {
+            // Nested ones too (a JSON struct's or array's times).
+            Some(t) => f.as_ref().clone().with_data_type(t),
+            None => f.as_ref().clone(),
         })
         .collect();
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))

@@ -123,7 +123,10 @@ async fn create(session: &Session, r: &Resolved, fields: Vec<StructField>) -> Re
         .with_configuration(configuration)
         .await;
     match created {
-        Ok(t) => Ok(t),
+        Ok(t) => {
+            session.warehouse().finish_create(name)?;
+            Ok(t)
+        }
         Err(e) => {
             session.warehouse().forget_failed_create(name).await;
             if session.warehouse().table_exists(name) {

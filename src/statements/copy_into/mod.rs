@@ -333,6 +333,14 @@ fn meet_target(
                     let read = crate::engine::zone::zone_casts(read, rows.schema(), zone)?.data;
                     return Ok(read.alias(name));
                 }
+                // Times nested in a STRUCT, ARRAY or MAP: Arrow's cast reads text and
+                // wall-clock times bound for a timestamp zoned `zone` in that zone.
+                if to.is_nested()
+                    && from != to
+                    && let Some(zoned) = crate::engine::zone::relabeled(to, zone)
+                {
+                    return Ok(cast(cast(source, zoned), to.clone()).alias(name));
+                }
             }
             Ok(match fill {
                 Some(name) if cast_here => {

@@ -76,7 +76,10 @@ class Counting(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except BrokenPipeError:
+                pass
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = go
 

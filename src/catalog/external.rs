@@ -127,6 +127,11 @@ pub fn handle_at(url: &Url) -> Result<DeltaTable> {
 
 /// Whether a Delta table is at `url` (an unreachable store is an error naming it).
 pub async fn holds_table(url: &Url) -> Result<bool> {
+    if let Ok(path) = url.to_file_path()
+        && !path.exists()
+    {
+        return Ok(false);
+    }
     let mut there = handle_at(url)?;
     match there.load().await {
         Ok(()) => Ok(true),

@@ -798,3 +798,37 @@ fn an_external_location_has_one_name_and_no_credentials() {
     let n = sql_on(&wh, &end, &["SELECT count(*) FROM a WHERE id = 1"]);
     assert!(n.contains('1'), "{n}");
 }
+
+/// An external table at a local path: made there, written, dropped (its data stays) and
+/// registered again; Python's `deltalake` reads it at its path.
+#[test]
+fn an_external_table_at_a_local_path() {
+    let (_d, wh) = warehouse();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let place = elsewhere.path().join("orders");
+    let at = place.display().to_string();
+    let out = crate::common::sql(
+        &wh,
+        &[
+            &format!("CREATE TABLE o (id INT, v STRING) LOCATION '{at}'"),
+            "INSERT INTO o VALUES (1, 'a'), (2, 'b')",
+            "COPY INCREMENTAL o INTO o_copy WATERMARK id",
+            "DROP TABLE o",
+            &format!("CREATE TABLE again LOCATION 'file://{at}'"),
+            "SELECT count(*), sum(id) FROM again",
+            "SELECT count(*) FROM o_copy",
+        ],
+    );
+    assert!(out.contains("2,3") && out.contains("\n2\n"), "{out}");
+    assert!(place.join("_delta_log").is_dir());
+    assert!(!wh.join("main/default/again/_delta_log").exists());
+    if let Some(python) = python() {
+        let read = py(
+            &python,
+            &format!(
+                "import deltalake\nprint(deltalake.DeltaTable('{at}').to_pyarrow_table().num_rows)"
+            ),
+        );
+        assert!(read.contains('2'), "{read}");
+    }
+}

@@ -36,7 +36,6 @@ fn honoured_create_table_clauses_pass() {
 #[test]
 fn other_create_table_clauses_are_refused_by_name() {
     for (sql, named) in [
-        ("CREATE TABLE t (a INT) LOCATION '/tmp/x'", "LOCATION"),
         ("CREATE EXTERNAL TABLE t (a INT)", "LOCATION"),
         ("CREATE TABLE t (a INT) STORED AS PARQUET", "STORED AS"),
         ("CREATE TEMPORARY TABLE t (a INT)", "TEMPORARY"),

@@ -227,10 +227,29 @@ pub const RETRY_TIMEOUT_ENV: &str = "TIDEMARK_STORE_RETRY_TIMEOUT";
 
 /// A handle on the table at `url` on an object store: the store's own handler, with its
 /// credentials and endpoint from the environment (`AWS_ENDPOINT_URL`, `AWS_PROFILE`, ...).
+/// Its commits are read once per process ([`super::log_cache`]).
 pub fn builder(url: &Url) -> Result<deltalake::DeltaTableBuilder> {
     let timeout = std::env::var(RETRY_TIMEOUT_ENV).unwrap_or_else(|_| "30s".into());
     let options = std::collections::HashMap::from([("retry_timeout".to_string(), timeout)]);
-    Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?.with_storage_options(options))
+    let config = deltalake::logstore::StorageConfig::parse_options(options.clone())?;
+    let scheme = Url::parse(&format!("{}://", url.scheme()))
+        .map_err(|e| Error::Invalid(format!("{}: {e}", shown(url))))?;
+    let factory = deltalake::logstore::object_store_factories()
+        .get(&scheme)
+        .map(|f| f.value().clone())
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{}: no object store for {}://",
+                shown(url),
+                url.scheme()
+            ))
+        })?;
+    let (root, _prefix) = factory.parse_url_opts(url, &config)?;
+    let root: std::sync::Arc<dyn object_store::ObjectStore> =
+        std::sync::Arc::new(super::log_cache::CachedLog::new(root, store_name(url)));
+    Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
+        .with_storage_backend(root, url.clone())
+        .with_storage_options(options))
 }
 
 /// Whether `url` is on an object store (not the local file system).

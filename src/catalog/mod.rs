@@ -2,6 +2,7 @@
 //! and the DataFusion catalog providers that open tables lazily (start-up never scans it).
 
 pub mod log;
+mod log_cache;
 pub mod samples;
 pub mod store;
 

@@ -381,76 +381,99 @@ fn sigterm_stops_a_job_cleanly_and_the_rerun_completes_it() {
 /// maximum; each shard copied only its own tables, and together they copied all of them.
 #[test]
 fn shard_workers_split_the_job_and_survive_a_killed_worker() {
+    let (_d, wh) = warehouse();
+    shard_workers(&|| tidemark(&wh), "", "");
+}
+
+/// [`shard_workers_split_the_job_and_survive_a_killed_worker`] with tidemark processes from
+/// `cmd` (CSV output), sources named `{sources}s{i}` and targets `{targets}t{i}` (tables on an object
+/// store, in `object_store.rs`).
+pub(crate) fn shard_workers(cmd: &(dyn Fn() -> Command + Sync), sources: &str, targets: &str) {
     const SHARDS: u64 = 4;
     const TABLES: usize = 12;
     let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or(17);
-    let (_d, wh) = warehouse();
-    let mut cmd = tidemark(&wh);
-    cmd.args([
+    let run = |sql: &str| {
+        let out = cmd().args(["-c", sql]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let value = |q: &str| run(q).lines().nth(1).unwrap_or_default().to_string();
+    let mut setup = cmd();
+    setup.args([
         "-c",
         "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark BIGINT NOT NULL)",
     ]);
     for i in 0..TABLES {
-        cmd.args([
+        setup.args([
             "-c",
-            &format!("CREATE TABLE s{i} (id BIGINT NOT NULL, seq BIGINT NOT NULL)"),
+            &format!("CREATE TABLE {sources}s{i} (id BIGINT NOT NULL, seq BIGINT NOT NULL)"),
         ]);
-        cmd.args([
+        setup.args([
             "-c",
-            &format!("INSERT INTO ctl VALUES ('s{i}', 't{i}', 'seq', -1)"),
+            &format!("INSERT INTO ctl VALUES ('{sources}s{i}', '{targets}t{i}', 'seq', -1)"),
         ]);
     }
-    assert!(cmd.output().unwrap().status.success());
+    let out = setup.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let job = |k: u64| {
         format!("COPY INCREMENTAL USING CONTROL TABLE ctl SHARD {k} OF {SHARDS} CONCURRENCY 2")
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (wh, stop) = (wh.clone(), stop.clone());
-        std::thread::spawn(move || {
+    let stop = AtomicBool::new(false);
+    let mut failures = vec![];
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
             let mut rng = Rng(seed);
             let mut seq = 0;
             while !stop.load(Ordering::Relaxed) {
                 let i = rng.below(TABLES);
                 seq += 1;
-                let sql = format!("INSERT INTO s{i} VALUES ({seq}, {seq}), ({}, {seq})", -seq);
-                let _ = tidemark(&wh).args(["-c", &sql]).output();
+                let sql = format!(
+                    "INSERT INTO {sources}s{i} VALUES ({seq}, {seq}), ({}, {seq})",
+                    -seq
+                );
+                let _ = cmd().args(["-c", &sql]).output();
             }
-        })
-    };
-    let mut rng = Rng(seed ^ 0xF00D);
-    let mut failures = vec![];
-    for _round in 0..3 {
-        let victim = rng.below(SHARDS as usize) as u64;
-        let mut workers: Vec<(u64, std::process::Child)> = (0..SHARDS)
-            .map(|k| {
-                let child = tidemark(&wh)
-                    .args(["-c", &job(k)])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                (k, child)
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(100 + rng.next() % 600));
-        let _ = workers[victim as usize].1.kill();
-        for (k, child) in workers.drain(..) {
-            let out = child.wait_with_output().unwrap();
+        });
+        let mut rng = Rng(seed ^ 0xF00D);
+        for _round in 0..3 {
+            let victim = rng.below(SHARDS as usize) as u64;
+            let mut workers: Vec<(u64, std::process::Child)> = (0..SHARDS)
+                .map(|k| {
+                    let child = cmd()
+                        .args(["-c", &job(k)])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap();
+                    (k, child)
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(100 + rng.next() % 600));
+            let _ = workers[victim as usize].1.kill();
+            for (k, child) in workers.drain(..) {
+                let out = child.wait_with_output().unwrap();
+                let err = String::from_utf8_lossy(&out.stderr).to_string();
+                if !out.status.success() && k != victim && !err.contains("can be run again") {
+                    failures.push(err);
+                }
+            }
+            // The killed worker starts again, as its scheduler would restart the task.
+            let out = cmd().args(["-c", &job(victim)]).output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr).to_string();
-            if !out.status.success() && k != victim && !err.contains("can be run again") {
+            if !out.status.success() && !err.contains("can be run again") {
                 failures.push(err);
             }
         }
-        // The killed worker starts again, as its scheduler would restart the task.
-        let out = tidemark(&wh).args(["-c", &job(victim)]).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
-        if !out.status.success() && !err.contains("can be run again") {
-            failures.push(err);
-        }
-    }
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+    });
     assert!(
         failures.is_empty(),
         "seed {seed}: workers failed: {failures:?}"
@@ -458,7 +481,7 @@ fn shard_workers_split_the_job_and_survive_a_killed_worker() {
     // A final run of each shard; each reports only its own tables, all of them together.
     let mut seen = std::collections::BTreeSet::new();
     for k in 0..SHARDS {
-        let out = ok(&wh, &job(k));
+        let out = run(&job(k));
         for line in out.lines().skip(1) {
             let target = line.split(',').nth(2).unwrap().to_string();
             assert!(seen.insert(target.clone()), "{target} is in two shards");
@@ -466,26 +489,30 @@ fn shard_workers_split_the_job_and_survive_a_killed_worker() {
     }
     assert_eq!(seen.len(), TABLES, "the shards together: {seen:?}");
     for i in 0..TABLES {
-        let diff = value(
-            &wh,
-            &format!(
-                "SELECT count(*) FROM ((SELECT id, seq, count(*) FROM s{i} GROUP BY id, seq) EXCEPT ALL (SELECT id, seq, count(*) FROM t{i} GROUP BY id, seq))"
-            ),
-        );
-        let (ns, nt) = (
-            value(&wh, &format!("SELECT count(*) FROM s{i}")),
-            value(&wh, &format!("SELECT count(*) FROM t{i}")),
-        );
+        let diff = value(&format!(
+            "SELECT count(*) FROM ((SELECT id, seq, count(*) FROM {sources}s{i} GROUP BY id, seq) EXCEPT ALL (SELECT id, seq, count(*) FROM {targets}t{i} GROUP BY id, seq))"
+        ));
+        let ns = value(&format!("SELECT count(*) FROM {sources}s{i}"));
         // t{i} exists once its shard copied s{i} (a source without rows may have none).
+        let nt = match cmd()
+            .args(["-c", &format!("SELECT count(*) FROM {targets}t{i}")])
+            .output()
+        {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        };
         assert!(
             diff == "0" && ns == nt || (ns == "0" && nt.is_empty()),
             "seed {seed}: t{i} differs from s{i}: {diff} rows missing, {ns} vs {nt}"
         );
-        let mark = value(
-            &wh,
-            &format!("SELECT last_watermark FROM ctl WHERE source_table = 's{i}'"),
-        );
-        let max = value(&wh, &format!("SELECT coalesce(max(seq), -1) FROM s{i}"));
+        let mark = value(&format!(
+            "SELECT last_watermark FROM ctl WHERE source_table = '{sources}s{i}'"
+        ));
+        let max = value(&format!("SELECT coalesce(max(seq), -1) FROM {sources}s{i}"));
         assert_eq!(mark, max, "seed {seed}: ctl row of s{i}");
     }
 }

@@ -832,3 +832,33 @@ fn an_external_table_at_a_local_path() {
         assert!(read.contains('2'), "{read}");
     }
 }
+
+/// The shard workers of the kill suite (four `SHARD k OF 4` processes at once, one killed and
+/// restarted each round, a writer inserting meanwhile) with every source and target on the
+/// store: a catalog with a MANAGED LOCATION holds them; the control table stays local.
+#[test]
+fn shard_workers_on_moto_split_the_job_and_survive_a_killed_worker() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let (_d, wh) = warehouse();
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE CATALOG lake MANAGED LOCATION 's3://lake/wh'",
+            "CREATE SCHEMA lake.src",
+        ],
+    );
+    crate::kill::shard_workers(&|| store_command(&wh, &end), "lake.src.", "lake.default.");
+    // Every target was made on the store.
+    let listed = py(
+        &python,
+        &format!(
+            "import boto3\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nkeys = [o['Key'] for p in c.get_paginator('list_objects_v2').paginate(Bucket='lake', Prefix='wh/default/') for o in p.get('Contents', [])]\nprint(len({{k.split('/')[2] for k in keys if '/_delta_log/' in k}}))"
+        ),
+    );
+    assert!(listed.trim().ends_with("12"), "{listed}");
+}

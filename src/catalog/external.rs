@@ -194,7 +194,7 @@ pub fn parse_location(text: &str) -> Result<Url> {
             url
         }
         _ => {
-            let path = std::path::absolute(text)?;
+            let path = real_path(&std::path::absolute(text)?);
             return Url::from_directory_path(&path).map_err(|_| {
                 Error::Invalid(format!("LOCATION '{text}' is not a usable directory path"))
             });
@@ -209,7 +209,15 @@ pub fn parse_location(text: &str) -> Result<Url> {
             }
             Ok(url)
         }
-        "file" => Ok(url),
+        "file" => {
+            // `..`, `.` and symbolic links resolved: the place itself, as the checks compare it.
+            let path = url.to_file_path().map_err(|_| {
+                Error::Invalid(format!("LOCATION '{text}' is not a usable file:// URL"))
+            })?;
+            Url::from_directory_path(real_path(&path)).map_err(|_| {
+                Error::Invalid(format!("LOCATION '{text}' is not a usable directory path"))
+            })
+        }
         "gs" | "az" | "abfs" | "abfss" | "adl" | "wasb" | "wasbs" => Err(Error::Invalid(format!(
             "LOCATION '{text}': {}:// object stores are not built into tidemark yet (s3:// and S3-compatible stores, file:// and local paths are)",
             url.scheme()
@@ -250,6 +258,70 @@ pub fn builder(url: &Url) -> Result<deltalake::DeltaTableBuilder> {
     Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
         .with_storage_backend(root, url.clone())
         .with_storage_options(options))
+}
+
+/// `path` with `.` and `..` resolved by name, then symbolic links by the file system as far as
+/// it exists (the rest of a place not made yet is kept as written).
+pub fn real_path(path: &Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut plain = std::path::PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                plain.pop();
+            }
+            Component::CurDir => {}
+            other => plain.push(other),
+        }
+    }
+    let mut existing = plain.clone();
+    let mut rest = vec![];
+    while !existing.exists() {
+        match (
+            existing.file_name().map(|n| n.to_owned()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return plain,
+        }
+    }
+    let mut real = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for name in rest.into_iter().rev() {
+        real.push(name);
+    }
+    real
+}
+
+/// A new table's place must hold nothing yet (as Databricks refuses a non-empty location):
+/// VACUUM and a managed table's DROP would delete what else is there.
+pub async fn check_empty(url: &Url) -> Result<()> {
+    use futures::StreamExt;
+    let found = if let Ok(path) = url.to_file_path() {
+        std::fs::read_dir(&path)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+    } else {
+        let store = handle_at(url)?.log_store().object_store(None);
+        match store.list(None).next().await {
+            Some(Ok(o)) => Some(o.location.to_string()),
+            Some(Err(e)) => {
+                return Err(Error::Other(format!("cannot list {}: {e}", shown(url))));
+            }
+            None => None,
+        }
+    };
+    match found {
+        Some(name) => Err(Error::AlreadyExists(format!(
+            "{} is not empty (it holds {name}, and no Delta table): a table is made only where nothing is, since VACUUM and DROP would delete what else is there; choose an empty place",
+            shown(url)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Whether `url` is on an object store (not the local file system).

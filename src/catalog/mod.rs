@@ -286,11 +286,10 @@ impl Warehouse {
         let path = self.table_path(name)?;
         let url = match external::link(&path) {
             Some(url) => url,
-            // A table not made yet, in a schema whose tables live elsewhere, will be there.
+            // A table not made yet, in a schema whose tables live elsewhere: its place is
+            // chosen when it is made (no local directory to write into before that).
             None => match self.schema_location(&name.catalog, &name.schema) {
-                Some(base) if !log::has_version(&log::dir(&path)) => {
-                    external::child(&base, &name.table)
-                }
+                Some(_) if !log::has_version(&log::dir(&path)) => return Ok(None),
                 _ => return Ok(Some(path)),
             },
         };
@@ -327,20 +326,21 @@ impl Warehouse {
         let Some(base) = self.schema_location(&name.catalog, &name.schema) else {
             return Ok(());
         };
-        let url = external::child(&base, &name.table);
+        // A place of its own: a name made again after a DROP, or renamed away, never meets
+        // another table's files.
+        let url = external::child(
+            &base,
+            &format!(
+                "{}-{}",
+                name.table,
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
+            ),
+        );
         let refuse = |e: Error| {
             let _ = std::fs::remove_dir(&dir);
             e
         };
-        if external::holds_table(&url).await.map_err(refuse)? {
-            return Err(refuse(Error::AlreadyExists(format!(
-                "cannot create {name}: its place in schema {}.{} ({}) already holds a Delta table (register it with CREATE TABLE {name} LOCATION '{}', or remove it)",
-                name.catalog,
-                name.schema,
-                external::shown(&url),
-                external::shown(&url)
-            ))));
-        }
+        external::check_empty(&url).await.map_err(refuse)?;
         external::write_creating_link(&dir, &url, true)
     }
 
@@ -416,8 +416,9 @@ impl Warehouse {
     /// overlapping a place another name links to (two names for one table would each keep
     /// their own copy record: a copy through the second would copy every row again).
     pub fn check_new_location(&self, url: &Url) -> Result<()> {
+        let root = external::real_path(&self.root);
         if let Ok(path) = url.to_file_path()
-            && (path.starts_with(&self.root) || self.root.starts_with(&path))
+            && (path.starts_with(&root) || root.starts_with(&path))
         {
             return Err(Error::Invalid(format!(
                 "LOCATION '{}' overlaps the warehouse directory {}: an external table lives outside it (leave LOCATION out for a table of the warehouse)",

@@ -611,7 +611,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
                 external::shown(&url)
             )));
         }
-        (false, true) => {}
+        (false, true) => external::check_empty(&url).await?,
     }
     // The name links to the location first (a link of a table being created: not a table
     // until the create commits), so every step below writes there; a failed create leaves no
@@ -1013,7 +1013,13 @@ async fn create_table_as(
     if let Some(c) = comment {
         write = write.with_description(c);
     }
-    let written = match super::upkeep::commit(write, CommitProperties::default()).await {
+    // A create that finds the table made meanwhile fails (no retry as an append to it).
+    let props = if exists {
+        CommitProperties::default()
+    } else {
+        CommitProperties::default().with_max_retries(0)
+    };
+    let written = match super::upkeep::commit(write, props).await {
         Ok(written) => written,
         Err(e) => {
             if !exists {

@@ -41,13 +41,7 @@ pub async fn vacuum(
     } else {
         session.warehouse().open_for_write(&table).await?
     };
-    // Every file the table no longer references, as Databricks' VACUUM does (delta-rs' default
-    // removes only files the log removed): files of writes that never committed (a killed
-    // process, a write stopped on an object store) go too, once older than the retention.
-    let mut builder = t
-        .vacuum()
-        .with_mode(deltalake::operations::vacuum::VacuumMode::Full)
-        .with_dry_run(dry_run);
+    let mut builder = t.vacuum().with_dry_run(dry_run);
     if let Some(h) = retain_hours {
         if !(0.0..=876_000.0).contains(&h) {
             return Err(Error::Invalid(format!("RETAIN {h} HOURS is out of range")));

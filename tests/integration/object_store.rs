@@ -658,16 +658,30 @@ fn catalogs_and_schemas_with_a_managed_location_keep_their_tables_on_s3() {
             ),
         )
     };
-    for path in ["s3://lake/wh/bronze/orders", "s3://lake/wh/default/orders"] {
-        let rows = read(path);
+    // Each managed table has a place of its own under its schema's: `<table>-<id>`.
+    let place = |table: &str, under: &str| -> String {
+        let detail = sql_on(&wh, &end, &[&format!("DESCRIBE DETAIL {table}")]);
+        let at = detail
+            .find(under)
+            .unwrap_or_else(|| panic!("{under} in {detail}"));
+        detail[at..]
+            .split([',', '"', '\n'])
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    for (table, under) in [
+        ("lake.bronze.orders", "s3://lake/wh/bronze/orders-"),
+        ("lake.default.orders", "s3://lake/wh/default/orders-"),
+    ] {
+        let path = place(table, under);
+        let rows = read(&path);
         assert!(
             rows.contains("'id': 4") && rows.matches("'id'").count() == 4,
             "{path}: {rows}"
         );
     }
-    assert!(read("s3://lake/silver/agg").contains("'n': 3"));
-    let detail = sql_on(&wh, &end, &["DESCRIBE DETAIL lake.bronze.orders"]);
-    assert!(detail.contains("s3://lake/wh/bronze/orders"), "{detail}");
+    assert!(read(&place("lake.silver.agg", "s3://lake/silver/agg-")).contains("'n': 3"));
     // Nothing of these tables in the local warehouse but their names.
     let local_log = wh.join("lake/bronze/orders/_delta_log");
     assert!(!local_log.exists());
@@ -681,15 +695,15 @@ fn catalogs_and_schemas_with_a_managed_location_keep_their_tables_on_s3() {
             ),
         )
     };
-    assert!(!gone("silver/agg/").contains("objects 0"));
+    assert!(!gone("silver/agg-").contains("objects 0"));
     sql_on(&wh, &end, &["DROP TABLE lake.silver.agg"]);
-    assert!(gone("silver/agg/").contains("objects 0"));
-    assert!(!gone("wh/bronze/orders/").contains("objects 0"));
+    assert!(gone("silver/agg-").contains("objects 0"));
+    assert!(!gone("wh/bronze/orders-").contains("objects 0"));
     sql_on(&wh, &end, &["DROP CATALOG lake CASCADE"]);
     assert!(gone("wh/").contains("objects 0"));
 
     // A table another writer left at a schema's location is not taken over by a new table
-    // of that name.
+    // of that name (which gets a place of its own), nor deleted with the schema.
     py(
         &python,
         &format!(
@@ -701,14 +715,15 @@ fn catalogs_and_schemas_with_a_managed_location_keep_their_tables_on_s3() {
         &end,
         &["CREATE SCHEMA s2 MANAGED LOCATION 's3://lake/s2'"],
     );
-    let err = fails_on(&wh, &end, "CREATE TABLE s2.t (id INT)");
-    assert!(err.contains("already holds a Delta table"), "{err}");
-    let tables = sql_on(&wh, &end, &["SHOW TABLES IN s2"]);
-    assert!(names(&tables).is_empty(), "{tables}");
-    // Registered by name instead (the schema's place overlaps: refused), it is all there.
+    sql_on(
+        &wh,
+        &end,
+        &["CREATE TABLE s2.t (id INT)", "INSERT INTO s2.t VALUES (8)"],
+    );
+    // Registered by name (the schema's place overlaps: refused), then after the schema went.
     let err = fails_on(&wh, &end, "CREATE TABLE kept LOCATION 's3://lake/s2/t'");
     assert!(err.contains("overlaps"), "{err}");
-    sql_on(&wh, &end, &["DROP SCHEMA s2"]);
+    sql_on(&wh, &end, &["DROP SCHEMA s2 CASCADE"]);
     let kept = sql_on(
         &wh,
         &end,
@@ -821,6 +836,32 @@ fn an_external_table_at_a_local_path() {
     );
     assert!(out.contains("2,3") && out.contains("\n2\n"), "{out}");
     assert!(place.join("_delta_log").is_dir());
+    // A place that holds other files, and a path that leads back into the warehouse.
+    let full = elsewhere.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("notes.txt"), "mine").unwrap();
+    let up = elsewhere.path().parent().unwrap();
+    let twisted = format!(
+        "{}/../{}/main/default/x",
+        elsewhere.path().display(),
+        wh.strip_prefix(up).unwrap_or(&wh).display()
+    );
+    for (stmt, says) in [
+        (
+            format!("CREATE TABLE f (id INT) LOCATION '{}'", full.display()),
+            "not empty",
+        ),
+        (
+            format!("CREATE TABLE x (id INT) LOCATION '{twisted}'"),
+            "warehouse directory",
+        ),
+    ] {
+        let out = crate::common::run(&wh, &stmt);
+        assert!(!out.status.success(), "{stmt}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{stmt}: {err}");
+    }
+    assert!(full.join("notes.txt").exists());
     assert!(!wh.join("main/default/again/_delta_log").exists());
     if let Some(python) = python() {
         let read = py(

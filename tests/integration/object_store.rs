@@ -903,3 +903,97 @@ fn shard_workers_on_moto_split_the_job_and_survive_a_killed_worker() {
     );
     assert!(listed.trim().ends_with("12"), "{listed}");
 }
+
+/// Sail (LakeSail's Spark Connect server, built on DataFusion) in local-cluster mode with 2
+/// workers over the same store: it reads the tables tidemark wrote (values and types,
+/// timestamps included), tidemark reads the table Sail wrote, and tidemark's copies from a
+/// source Sail appends to copy each row once.
+#[test]
+fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    if Command::new(&python)
+        .args(["-c", "import pysail, pyspark"])
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        assert!(std::env::var("CI").is_err(), "CI must have pysail");
+        return;
+    }
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let sail = |code: &str| -> String {
+        let script = format!(
+            "from pysail.spark import SparkConnectServer\nfrom pyspark.sql import SparkSession\nsail = SparkConnectServer(ip='127.0.0.1', port=0)\nsail.start(background=True)\nh, p = sail.listening_address\nspark = SparkSession.builder.remote(f'sc://{{h}}:{{p}}').getOrCreate()\n{code}\nsail.stop()\nimport os, sys\nsys.stdout.flush()\nos._exit(0)"
+        );
+        // As a file: pyspark looks for its home beside the running script.
+        let file = tempfile::Builder::new().suffix(".py").tempfile().unwrap();
+        std::fs::write(file.path(), &script).unwrap();
+        let out = Command::new(&python)
+            .arg(file.path())
+            .env("AWS_ENDPOINT_URL", &end)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("SAIL_MODE", "local-cluster")
+            .env("SAIL_CLUSTER__WORKER_INITIAL_COUNT", "2")
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "sail:\n{code}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let (_d, wh) = warehouse();
+    sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE tm (id INT, amount DECIMAL(10, 2), at TIMESTAMP, day DATE, v STRING) LOCATION 's3://lake/tm'",
+            "INSERT INTO tm VALUES (1, 10.50, TIMESTAMP '2024-01-01 10:00:00Z', DATE '2024-01-01', 'a'), (2, NULL, TIMESTAMP '2024-06-30 23:59:59.123456Z', DATE '2024-06-30', 'b')",
+        ],
+    );
+    let read = sail(
+        "df = spark.read.format('delta').load('s3://lake/tm')\nprint(df.dtypes)\nfor r in sorted(df.toArrow().to_pylist(), key=lambda r: r['id']): print(r['id'], r['amount'], r['at'].isoformat(), r['day'], r['v'])",
+    );
+    assert!(
+        read.contains("[('id', 'int'), ('amount', 'decimal(10,2)'), ('at', 'timestamp'), ('day', 'date'), ('v', 'string')]"),
+        "{read}"
+    );
+    assert!(read.contains("1 10.50 2024-01-01T10:00:00"), "{read}");
+    assert!(read.contains("2 None 2024-06-30T23:59:59.123456"), "{read}");
+
+    // Sail writes; tidemark reads.
+    sail(
+        "spark.sql(\"SELECT 1 AS id, TIMESTAMP'2024-03-01 12:00:00' AS at, 'x' AS v\").write.format('delta').mode('overwrite').save('s3://lake/src')",
+    );
+    let got = sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE src LOCATION 's3://lake/src'",
+            "SELECT id, typeof(at), v FROM src",
+            "COPY INCREMENTAL src INTO dst WATERMARK id",
+        ],
+    );
+    assert!(got.contains("1,timestamp,x"), "{got}");
+    // Sail appends to the source between copies: each row once.
+    for round in 2..=3 {
+        sail(&format!(
+            "spark.sql(\"SELECT {round} AS id, TIMESTAMP'2024-03-0{round} 12:00:00' AS at, 'r{round}' AS v\").write.format('delta').mode('append').save('s3://lake/src')"
+        ));
+        sql_on(&wh, &end, &["COPY INCREMENTAL src INTO dst WATERMARK id"]);
+        sql_on(&wh, &end, &["COPY INCREMENTAL src INTO dst WATERMARK id"]);
+    }
+    let counts = sql_on(
+        &wh,
+        &end,
+        &["SELECT count(*), count(DISTINCT id), sum(id) FROM dst"],
+    );
+    assert!(counts.contains("3,3,6"), "{counts}");
+}

@@ -277,6 +277,13 @@ fn names(csv: &str) -> Vec<String> {
         .collect()
 }
 
+/// The store's options for Python's `deltalake`, as a Python dict.
+fn py_opts(end: &str) -> String {
+    format!(
+        "{{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}"
+    )
+}
+
 fn python_or_skip() -> Option<String> {
     let p = python()?;
     let ok = Command::new(&p)
@@ -317,6 +324,7 @@ fn external_tables_on_seaweedfs_copy_exactly_once_and_python_reads_them() {
 fn external_tables_copy_exactly_once(python: &str, end: &str) {
     let python = python.to_string();
     let end = end.to_string();
+    let opts = py_opts(&end);
     let (_d, wh) = warehouse();
     sql_on(
         &wh,
@@ -389,7 +397,7 @@ fn external_tables_copy_exactly_once(python: &str, end: &str) {
     let read = py(
         &python,
         &format!(
-            "import deltalake\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nt = deltalake.DeltaTable('s3://lake/tables/dst', storage_options=opts).to_pyarrow_table()\nprint(sorted(t.column('id').to_pylist()), t.schema.field('at').type)"
+            "import deltalake\nopts = {opts}\nt = deltalake.DeltaTable('s3://lake/tables/dst', storage_options=opts).to_pyarrow_table()\nprint(sorted(t.column('id').to_pylist()), t.schema.field('at').type)"
         ),
     );
     assert!(read.contains("[1, 2, 3, 4, 5]"), "{read}");
@@ -399,7 +407,7 @@ fn external_tables_copy_exactly_once(python: &str, end: &str) {
     py(
         &python,
         &format!(
-            "import deltalake, pyarrow as pa, datetime as dt\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nt = deltalake.DeltaTable('s3://lake/tables/src', storage_options=opts)\nschema = t.schema().to_arrow()\nbatch = pa.table({{'id': pa.array([6], pa.int32()), 'name': ['f'], 'at': pa.array([dt.datetime(2024, 1, 6, 10, tzinfo=dt.timezone.utc)], pa.timestamp('us', tz='UTC'))}})\ndeltalake.write_deltalake(t, batch, mode='append', storage_options=opts)"
+            "import deltalake, pyarrow as pa, datetime as dt\nopts = {opts}\nt = deltalake.DeltaTable('s3://lake/tables/src', storage_options=opts)\nschema = t.schema().to_arrow()\nbatch = pa.table({{'id': pa.array([6], pa.int32()), 'name': ['f'], 'at': pa.array([dt.datetime(2024, 1, 6, 10, tzinfo=dt.timezone.utc)], pa.timestamp('us', tz='UTC'))}})\ndeltalake.write_deltalake(t, batch, mode='append', storage_options=opts)"
         ),
     );
     let after = sql_on(
@@ -506,6 +514,7 @@ fn a_store_whose_conditional_put_does_not_hold_is_refused_before_any_write() {
 /// every row once, nothing lost. Commits on the
 /// store are conditional PUTs; the loser of a race retries or fails with a retryable error.
 fn racing_and_killed_copies_on(python: &str, end: &str) {
+    let opts = py_opts(end);
     let (_d, wh) = warehouse();
     sql_on(
         &wh,
@@ -543,12 +552,12 @@ fn racing_and_killed_copies_on(python: &str, end: &str) {
         let appended = (next..next + 10).collect::<Vec<i32>>();
         next += 10;
         let foreign = {
-            let (python, end) = (python.to_string(), end.to_string());
+            let (python, opts) = (python.to_string(), py_opts(end));
             std::thread::spawn(move || {
                 py(
                     &python,
                     &format!(
-                        "import deltalake, pyarrow as pa\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nbatch = pa.table({{'id': pa.array({appended:?}, pa.int32()), 'v': ['py'] * {}}})\nfor attempt in range(20):\n    try:\n        deltalake.write_deltalake('s3://lake/race/src', batch, mode='append', storage_options=opts)\n        break\n    except Exception as e:\n        if 'already exists' not in str(e) and 'onflict' not in str(e): raise",
+                        "import deltalake, pyarrow as pa\nopts = {opts}\nbatch = pa.table({{'id': pa.array({appended:?}, pa.int32()), 'v': ['py'] * {}}})\nfor attempt in range(20):\n    try:\n        deltalake.write_deltalake('s3://lake/race/src', batch, mode='append', storage_options=opts)\n        break\n    except Exception as e:\n        if 'already exists' not in str(e) and 'onflict' not in str(e): raise",
                         appended.len()
                     ),
                 )
@@ -587,7 +596,7 @@ fn racing_and_killed_copies_on(python: &str, end: &str) {
     let read = py(
         python,
         &format!(
-            "import deltalake\nopts = {{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}\nids = deltalake.DeltaTable('s3://lake/race/dst', storage_options=opts).to_pyarrow_table().column('id').to_pylist()\nprint(len(ids), len(set(ids)))"
+            "import deltalake\nopts = {opts}\nids = deltalake.DeltaTable('s3://lake/race/dst', storage_options=opts).to_pyarrow_table().column('id').to_pylist()\nprint(len(ids), len(set(ids)))"
         ),
     );
     assert!(read.contains(&format!("{n} {n}")), "{read}");
@@ -623,6 +632,7 @@ fn catalogs_and_schemas_with_a_managed_location_keep_their_tables_on_s3() {
     };
     let moto = Moto::start(&python, &["lake"]);
     let end = moto.endpoint();
+    let opts = py_opts(&end);
     let (_d, wh) = warehouse();
     sql_on(
         &wh,
@@ -646,9 +656,6 @@ fn catalogs_and_schemas_with_a_managed_location_keep_their_tables_on_s3() {
             "INSERT INTO src VALUES (4, 'd')",
             "COPY INCREMENTAL USING CONTROL TABLE ctl",
         ],
-    );
-    let opts = format!(
-        "{{'AWS_ENDPOINT_URL': '{end}', 'AWS_ALLOW_HTTP': 'true', 'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test', 'AWS_REGION': 'us-east-1'}}"
     );
     let read = |path: &str| {
         py(

@@ -839,7 +839,13 @@ fn an_external_table_at_a_local_path() {
             &format!("CREATE TABLE again LOCATION 'file://{at}'"),
             "SELECT count(*), sum(id) FROM again",
             "SELECT count(*) FROM o_copy",
+            "DESCRIBE EXTENDED again",
+            "DESCRIBE EXTENDED o_copy",
         ],
+    );
+    assert!(
+        out.contains("Type,EXTERNAL") && out.contains("Type,MANAGED"),
+        "{out}"
     );
     assert!(out.contains("2,3") && out.contains("\n2\n"), "{out}");
     assert!(place.join("_delta_log").is_dir());

@@ -454,7 +454,15 @@ pub(crate) async fn extended_rows(
         rows.push(row("Type", if is_view { "VIEW" } else { "SAMPLE" }.into()));
         return Ok(rows);
     }
-    rows.push(row("Type", "MANAGED".into()));
+    // EXTERNAL: a table at a LOCATION of its own, whose data DROP TABLE keeps.
+    let external = session.warehouse().table_path(table).is_ok_and(|dir| {
+        crate::catalog::external::link(&dir).is_some()
+            && !crate::catalog::external::is_managed(&dir)
+    });
+    rows.push(row(
+        "Type",
+        if external { "EXTERNAL" } else { "MANAGED" }.into(),
+    ));
     rows.push(row("Provider", "delta".into()));
     let t = session.warehouse().open(table).await?;
     let details = detail(session, table, &t).await?;

@@ -272,7 +272,7 @@ impl Drop for RecordIfCancelled {
             if record.commit_started.load(Ordering::SeqCst) {
                 "cancelled (Ctrl-C or SIGTERM) during or after its target commit: the rows may be in the target; the next run repairs the control row and copies nothing twice"
             } else {
-                "cancelled (Ctrl-C or SIGTERM) before its commit: nothing was committed, and the files it had written were removed (on an object store they are left for VACUUM)"
+                "cancelled (Ctrl-C or SIGTERM) before its commit: nothing was committed, and the files it had written were removed (on an object store they stay, unreferenced: no reader sees them)"
             }
             .into(),
         );

@@ -29,7 +29,7 @@ pub(crate) struct Uncommitted {
 
 struct Noted {
     /// The table's local directory (files are noted relative to it). None: a table on an
-    /// object store, whose uncommitted files are left for VACUUM.
+    /// object store, whose uncommitted files stay there, unreferenced.
     dir: Option<PathBuf>,
     /// Each file, and whether it was a multipart upload (which may leave `name#part`).
     files: Mutex<Vec<(String, bool)>>,

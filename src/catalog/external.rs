@@ -30,25 +30,36 @@ const MANAGED: &str = "managed";
 /// half-way leaves no name that cannot be opened; the next create takes over).
 const CREATING: &str = "creating";
 
-/// The location a directory links to (an external table's, or a schema's or catalog's
-/// MANAGED LOCATION), if it does.
-pub fn link(dir: &Path) -> Option<Url> {
+/// A directory's link, read once: the place, and its flags.
+pub struct Link {
+    pub url: Url,
+    /// A managed table's: its data goes with its name.
+    pub managed: bool,
+    /// A table still being created: not a table yet.
+    pub creating: bool,
+}
+
+/// The link in `dir`, if it has one (an external or managed table's, or a schema's or
+/// catalog's MANAGED LOCATION).
+pub fn read_link(dir: &Path) -> Option<Link> {
     let text = std::fs::read_to_string(dir.join(LINK)).ok()?;
-    Url::parse(text.lines().next()?.trim()).ok()
+    let mut lines = text.lines();
+    let url = Url::parse(lines.next()?.trim()).ok()?;
+    let (mut managed, mut creating) = (false, false);
+    for flag in lines {
+        managed |= flag == MANAGED;
+        creating |= flag == CREATING;
+    }
+    Some(Link {
+        url,
+        managed,
+        creating,
+    })
 }
 
-fn has_flag(dir: &Path, flag: &str) -> bool {
-    std::fs::read_to_string(dir.join(LINK)).is_ok_and(|t| t.lines().skip(1).any(|l| l == flag))
-}
-
-/// Whether the link in `dir` is a managed table's (its data goes with its name).
-pub fn is_managed(dir: &Path) -> bool {
-    has_flag(dir, MANAGED)
-}
-
-/// Whether the link in `dir` is of a table still being created.
-pub fn is_creating(dir: &Path) -> bool {
-    has_flag(dir, CREATING)
+/// The location a directory links to, if it does.
+pub fn link(dir: &Path) -> Option<Url> {
+    read_link(dir).map(|l| l.url)
 }
 
 /// Make `dir` name the place `url` (`managed`: a table whose data goes with its name): the
@@ -65,8 +76,8 @@ pub fn write_creating_link(dir: &Path, url: &Url, managed: bool) -> Result<()> {
 
 /// The table of a creating link exists now: the link names it.
 pub fn finish_link(dir: &Path) -> Result<()> {
-    match link(dir) {
-        Some(url) if is_creating(dir) => write_link(dir, &url, is_managed(dir)),
+    match read_link(dir) {
+        Some(l) if l.creating => write_link(dir, &l.url, l.managed),
         _ => Ok(()),
     }
 }
@@ -481,10 +492,10 @@ mod tests {
         let url = Url::parse("s3://bucket/t").unwrap();
         write_link(&dir.path().join("t"), &url, false).unwrap();
         assert_eq!(link(&dir.path().join("t")), Some(url.clone()));
-        assert!(!is_managed(&dir.path().join("t")));
+        assert!(!read_link(&dir.path().join("t")).unwrap().managed);
         write_link(&dir.path().join("m"), &url, true).unwrap();
         assert_eq!(link(&dir.path().join("m")), Some(url.clone()));
-        assert!(is_managed(&dir.path().join("m")));
+        assert!(read_link(&dir.path().join("m")).unwrap().managed);
         assert_eq!(link(dir.path()), None);
         assert_eq!(child(&url, "x").as_str(), "s3://bucket/t/x");
         assert_eq!(

@@ -355,7 +355,10 @@ impl Warehouse {
         let Ok(dir) = self.table_path(name) else {
             return;
         };
-        let Some(url) = external::link(&dir).filter(|_| external::is_creating(&dir)) else {
+        let Some(url) = external::read_link(&dir)
+            .filter(|l| l.creating)
+            .map(|l| l.url)
+        else {
             return;
         };
         match external::holds_table(&url).await {
@@ -380,7 +383,8 @@ impl Warehouse {
     /// [`log::has_version`]), or a link to one elsewhere (an external table).
     pub fn is_table_dir(path: &Path) -> bool {
         log::has_version(&log::dir(path))
-            || (path.join(external::LINK).is_file() && !external::is_creating(path))
+            || (path.join(external::LINK).is_file()
+                && !external::read_link(path).is_some_and(|l| l.creating))
     }
 
     /// Every place the warehouse links to: external and managed tables' locations and the
@@ -401,8 +405,9 @@ impl Warehouse {
                 }
                 for table in list_dirs(&sdir) {
                     let tdir = sdir.join(&table);
-                    if let Some(url) =
-                        external::link(&tdir).filter(|_| !external::is_creating(&tdir))
+                    if let Some(url) = external::read_link(&tdir)
+                        .filter(|l| !l.creating)
+                        .map(|l| l.url)
                     {
                         found.push((format!("table {catalog}.{schema}.{table}"), url));
                     }

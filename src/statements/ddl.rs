@@ -174,7 +174,10 @@ fn located_tables(session: &Session, catalog: &str, schemas: &[String]) -> Vec<u
             let Ok(dir) = wh.table_path(&TableName::new(catalog, schema, &table)) else {
                 continue;
             };
-            if let Some(url) = external::link(&dir).filter(|_| external::is_managed(&dir)) {
+            if let Some(url) = external::read_link(&dir)
+                .filter(|l| l.managed)
+                .map(|l| l.url)
+            {
                 found.push(url);
             }
         }
@@ -269,7 +272,9 @@ pub async fn drop(
                 // An external table's name goes, its data stays at its location; a managed
                 // table's data at its schema's location goes with it.
                 let dir = session.warehouse().table_path(&table)?;
-                let managed = external::link(&dir).filter(|_| external::is_managed(&dir));
+                let managed = external::read_link(&dir)
+                    .filter(|l| l.managed)
+                    .map(|l| l.url);
                 std::fs::remove_dir_all(&dir)?;
                 delete_located(managed.into_iter().collect()).await?;
             }

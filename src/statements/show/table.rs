@@ -455,10 +455,10 @@ pub(crate) async fn extended_rows(
         return Ok(rows);
     }
     // EXTERNAL: a table at a LOCATION of its own, whose data DROP TABLE keeps.
-    let external = session.warehouse().table_path(table).is_ok_and(|dir| {
-        crate::catalog::external::link(&dir).is_some()
-            && !crate::catalog::external::is_managed(&dir)
-    });
+    let external = session
+        .warehouse()
+        .table_path(table)
+        .is_ok_and(|dir| crate::catalog::external::read_link(&dir).is_some_and(|l| !l.managed));
     rows.push(row(
         "Type",
         if external { "EXTERNAL" } else { "MANAGED" }.into(),

@@ -152,8 +152,8 @@ wh = os.path.join(work, "wh")
 env = dict(os.environ, AWS_ENDPOINT_URL=proxied, **creds)
 
 
-def tm(*sql):
-    args = [tidemark, wh, "-q"]
+def tm(*sql, warehouse=None):
+    args = [tidemark, warehouse or wh, "-q"]
     for s in sql:
         args += ["-c", s]
     subprocess.run(args, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -178,13 +178,26 @@ def peer():
     subprocess.run([python, "-c", peer_code], check=True)
 
 
+# The same copy with the whole warehouse on the store (its names, history and target).
+on_store = "s3://lake/whole"
+tm("CREATE TABLE src LOCATION 's3://lake/src'", warehouse=on_store)
+store_copy = "COPY INCREMENTAL src INTO dst WATERMARK created_at"
+
+
+def tm_store():
+    tm(store_copy, warehouse=on_store)
+
+
 results = []
 results.append(("full load", "tidemark", counted(lambda: tm(copy))))
+results.append(("full load", "tidemark, warehouse on S3", counted(tm_store)))
 results.append(("full load", "polars peer", counted(peer)))
 results.append(("nothing new", "tidemark", counted(lambda: tm(copy))))
+results.append(("nothing new", "tidemark, warehouse on S3", counted(tm_store)))
 results.append(("nothing new", "polars peer", counted(peer)))
 increment()
 results.append(("10,000-row increment", "tidemark", counted(lambda: tm(copy))))
+results.append(("10,000-row increment", "tidemark, warehouse on S3", counted(tm_store)))
 results.append(("10,000-row increment", "polars peer", counted(peer)))
 
 print(f"Source: {rows:,} rows in 10 commits ({data_bytes / 1e6:.1f} MB of Parquet) on moto's S3 server; "

@@ -107,10 +107,10 @@ fn main() -> ExitCode {
     std::process::exit(code.into())
 }
 
-/// The warehouse directory the argument names. A URL tidemark does not serve is refused
-/// (`s3://bucket/wh` would otherwise be a local directory named `s3:`), and so is a path
-/// that exists but is not a directory.
-fn warehouse_dir(arg: &std::path::Path) -> Result<PathBuf, String> {
+/// The warehouse the argument names: an S3 URL, or a directory. A URL tidemark does not serve
+/// is refused (`gs://bucket/wh` would otherwise be a local directory named `gs:`), and so is a
+/// path that exists but is not a directory.
+fn warehouse_dir(arg: &std::path::Path) -> Result<Where, String> {
     let text = arg.to_string_lossy();
     let path = match text.split_once("://") {
         Some((scheme, _)) if scheme.eq_ignore_ascii_case("file") => url::Url::parse(&text)
@@ -119,6 +119,9 @@ fn warehouse_dir(arg: &std::path::Path) -> Result<PathBuf, String> {
             .ok_or_else(|| {
                 format!("warehouse '{text}' is not a local file URL: write file:///absolute/path")
             })?,
+        Some((scheme, _)) if ["s3", "s3a"].contains(&scheme.to_ascii_lowercase().as_str()) => {
+            return Ok(Where::Store(text.to_string()));
+        }
         Some((scheme, _))
             if !scheme.is_empty()
                 && scheme
@@ -126,7 +129,7 @@ fn warehouse_dir(arg: &std::path::Path) -> Result<PathBuf, String> {
                     .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
         {
             return Err(format!(
-                "warehouse '{text}': {scheme}:// warehouses are not supported; tidemark serves a local directory (give its path, or file:///path)"
+                "warehouse '{text}': {scheme}:// warehouses are not supported; tidemark serves a local directory (its path, or file:///path) or an S3 prefix (s3://bucket/path)"
             ));
         }
         _ => arg.to_path_buf(),
@@ -145,7 +148,14 @@ fn warehouse_dir(arg: &std::path::Path) -> Result<PathBuf, String> {
             path.display()
         ));
     }
-    Ok(path)
+    Ok(Where::Local(path))
+}
+
+/// Where the warehouse is.
+enum Where {
+    Local(PathBuf),
+    /// An object store URL (`s3://bucket/prefix`).
+    Store(String),
 }
 
 async fn run(matches: ArgMatches, args: Args) -> u8 {
@@ -166,7 +176,16 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
             return 1;
         }
     };
-    let session = Session::new(warehouse, settings);
+    let session = match warehouse {
+        Where::Local(path) => Session::new(path, settings),
+        Where::Store(url) => match Session::on_store(&url, settings).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        },
+    };
     let print = shell::default_print(args.format, args.max_rows, args.quiet, args.timing);
     let mut sh = Shell::new(session, print, args.continue_on_error);
     let inputs = ordered_inputs(&matches, &args);

@@ -4,12 +4,10 @@
 //! from any session, process or cron run. Written whole and renamed into place, so a reader
 //! sees the old definition or the new one.
 
-use std::path::PathBuf;
-
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{TableName, Warehouse};
+use super::{Place, TableName, Warehouse, check_part};
 use crate::error::{Error, Result};
 
 /// A view's definition.
@@ -83,89 +81,55 @@ impl Definition for Function {
 
 impl Warehouse {
     /// Where the definition of `name` is (or would be).
-    fn definition_path<D: Definition>(&self, name: &TableName) -> Result<PathBuf> {
-        let table = self.table_path(name)?;
-        let mut file = table.into_os_string();
-        file.push(D::SUFFIX);
-        Ok(PathBuf::from(file))
+    fn definition_path<D: Definition>(&self, name: &TableName) -> Result<Place> {
+        check_part("table", &name.table)?;
+        Ok(self
+            .schema_path(&name.catalog, &name.schema)?
+            .join(&format!("{}{}", name.table, D::SUFFIX)))
     }
 
     fn definition<D: Definition>(&self, name: &TableName) -> Result<Option<D>> {
         let Ok(path) = self.definition_path::<D>(name) else {
             return Ok(None);
         };
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                Error::Other(format!(
-                    "{} {name} ({}) cannot be read: {e}; drop it ({} {name}) and create it again",
-                    D::KIND,
-                    path.display(),
-                    D::DROP
-                ))
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::Other(format!(
-                "{} {name} ({}) cannot be read: {e}",
+        let bytes = path
+            .read()
+            .map_err(|e| Error::Other(format!("{} {name} cannot be read: {e}", D::KIND)))?;
+        let Some(bytes) = bytes else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            Error::Other(format!(
+                "{} {name} ({path}) cannot be read: {e}; drop it ({} {name}) and create it again",
                 D::KIND,
-                path.display()
-            ))),
-        }
+                D::DROP
+            ))
+        })
     }
 
     fn put_definition<D: Definition>(&self, name: &TableName, definition: &D) -> Result<()> {
         let path = self.definition_path::<D>(name)?;
-        let dir = path
-            .parent()
-            .expect("a definition file is in a schema directory");
-        self.check_writable(Some(dir))?;
         // main.default exists before anything is written to it.
-        std::fs::create_dir_all(dir)?;
-        let tmp = dir.join(format!(
-            ".{}.{}.tmp",
-            name.table,
-            uuid::Uuid::new_v4().simple()
-        ));
+        self.check_writable(path.parent().as_ref())?;
         let bytes = serde_json::to_vec_pretty(definition)
             .map_err(|e| Error::Other(format!("{} {name}: {e}", D::KIND)))?;
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, &path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
-        Ok(())
+        path.write(bytes)
     }
 
     fn remove_definition<D: Definition>(&self, name: &TableName) -> Result<bool> {
         let path = self.definition_path::<D>(name)?;
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(Error::Other(format!(
-                "cannot drop {} {name} ({}): {e}",
-                D::KIND,
-                path.display()
-            ))),
-        }
+        path.remove_file()
+            .map_err(|e| Error::Other(format!("cannot drop {} {name}: {e}", D::KIND)))
     }
 
     fn definitions<D: Definition>(&self, catalog: &str, schema: &str) -> Vec<String> {
         let Ok(dir) = self.schema_path(catalog, schema) else {
             return vec![];
         };
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter_map(|e| {
-                        let name = e.file_name().to_string_lossy().to_string();
-                        name.strip_suffix(D::SUFFIX)
-                            .filter(|n| !n.starts_with('.'))
-                            .map(str::to_string)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
+        dir.list(false)
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(D::SUFFIX).map(str::to_string))
+            .collect()
     }
 
     /// The view `name`, if there is one.

@@ -14,6 +14,7 @@ use deltalake::DeltaTable;
 use deltalake::logstore::object_store::{self, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use url::Url;
 
+use super::place::Place;
 use crate::error::{Error, Result};
 
 /// The link's file name inside the name's directory.
@@ -41,8 +42,9 @@ pub struct Link {
 
 /// The link in `dir`, if it has one (an external or managed table's, or a schema's or
 /// catalog's MANAGED LOCATION).
-pub fn read_link(dir: &Path) -> Option<Link> {
-    let text = std::fs::read_to_string(dir.join(LINK)).ok()?;
+pub fn read_link(dir: &Place) -> Option<Link> {
+    let bytes = dir.join(LINK).read().ok()??;
+    let text = String::from_utf8(bytes).ok()?;
     let mut lines = text.lines();
     let url = Url::parse(lines.next()?.trim()).ok()?;
     let (mut managed, mut creating) = (false, false);
@@ -58,33 +60,31 @@ pub fn read_link(dir: &Path) -> Option<Link> {
 }
 
 /// The location a directory links to, if it does.
-pub fn link(dir: &Path) -> Option<Url> {
+pub fn link(dir: &Place) -> Option<Url> {
     read_link(dir).map(|l| l.url)
 }
 
 /// Make `dir` name the place `url` (`managed`: a table whose data goes with its name): the
-/// link is written whole (a temporary file renamed over it), so a reader finds it or nothing.
-pub fn write_link(dir: &Path, url: &Url, managed: bool) -> Result<()> {
+/// link is written whole, so a reader finds it or nothing.
+pub fn write_link(dir: &Place, url: &Url, managed: bool) -> Result<()> {
     write_flags(dir, url, managed, false)
 }
 
 /// A link for a table about to be created at `url`: followed by the create, not a table
 /// until [`finish_link`].
-pub fn write_creating_link(dir: &Path, url: &Url, managed: bool) -> Result<()> {
+pub fn write_creating_link(dir: &Place, url: &Url, managed: bool) -> Result<()> {
     write_flags(dir, url, managed, true)
 }
 
 /// The table of a creating link exists now: the link names it.
-pub fn finish_link(dir: &Path) -> Result<()> {
+pub fn finish_link(dir: &Place) -> Result<()> {
     match read_link(dir) {
         Some(l) if l.creating => write_link(dir, &l.url, l.managed),
         _ => Ok(()),
     }
 }
 
-fn write_flags(dir: &Path, url: &Url, managed: bool, creating: bool) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let staged = dir.join(format!(".{LINK}-{}", uuid::Uuid::new_v4().simple()));
+fn write_flags(dir: &Place, url: &Url, managed: bool, creating: bool) -> Result<()> {
     let mut text = format!("{url}\n");
     if managed {
         text.push_str(MANAGED);
@@ -94,9 +94,7 @@ fn write_flags(dir: &Path, url: &Url, managed: bool, creating: bool) -> Result<(
         text.push_str(CREATING);
         text.push('\n');
     }
-    std::fs::write(&staged, text)?;
-    std::fs::rename(&staged, dir.join(LINK))?;
-    Ok(())
+    dir.join(LINK).write(text.into_bytes())
 }
 
 /// Whether the places `a` and `b` overlap: one is `b` or lies under the other.
@@ -248,9 +246,27 @@ pub const RETRY_TIMEOUT_ENV: &str = "TIDEMARK_STORE_RETRY_TIMEOUT";
 /// credentials and endpoint from the environment (`AWS_ENDPOINT_URL`, `AWS_PROFILE`, ...).
 /// Its commits are read once per process ([`super::log_cache`]).
 pub fn builder(url: &Url) -> Result<deltalake::DeltaTableBuilder> {
+    let (root, _prefix) = root_store(url)?;
+    Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
+        .with_storage_backend(root, url.clone())
+        .with_storage_options(store_options()))
+}
+
+/// The options every store is opened with.
+fn store_options() -> std::collections::HashMap<String, String> {
     let timeout = std::env::var(RETRY_TIMEOUT_ENV).unwrap_or_else(|_| "30s".into());
-    let options = std::collections::HashMap::from([("retry_timeout".to_string(), timeout)]);
-    let config = deltalake::logstore::StorageConfig::parse_options(options.clone())?;
+    std::collections::HashMap::from([("retry_timeout".to_string(), timeout)])
+}
+
+/// The store of the bucket `url` is in (its handler's own, commits read once per process),
+/// and the path of `url` inside it.
+pub fn root_store(
+    url: &Url,
+) -> Result<(
+    std::sync::Arc<dyn object_store::ObjectStore>,
+    object_store::path::Path,
+)> {
+    let config = deltalake::logstore::StorageConfig::parse_options(store_options())?;
     let scheme = Url::parse(&format!("{}://", url.scheme()))
         .map_err(|e| Error::Invalid(format!("{}: {e}", shown(url))))?;
     let factory = deltalake::logstore::object_store_factories()
@@ -263,12 +279,10 @@ pub fn builder(url: &Url) -> Result<deltalake::DeltaTableBuilder> {
                 url.scheme()
             ))
         })?;
-    let (root, _prefix) = factory.parse_url_opts(url, &config)?;
+    let (root, prefix) = factory.parse_url_opts(url, &config)?;
     let root: std::sync::Arc<dyn object_store::ObjectStore> =
         std::sync::Arc::new(super::log_cache::CachedLog::new(root, store_name(url)));
-    Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
-        .with_storage_backend(root, url.clone())
-        .with_storage_options(options))
+    Ok((root, prefix))
 }
 
 /// `path` with `.` and `..` resolved by name, then symbolic links by the file system as far as
@@ -490,13 +504,14 @@ mod tests {
     fn a_link_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let url = Url::parse("s3://bucket/t").unwrap();
-        write_link(&dir.path().join("t"), &url, false).unwrap();
-        assert_eq!(link(&dir.path().join("t")), Some(url.clone()));
-        assert!(!read_link(&dir.path().join("t")).unwrap().managed);
-        write_link(&dir.path().join("m"), &url, true).unwrap();
-        assert_eq!(link(&dir.path().join("m")), Some(url.clone()));
-        assert!(read_link(&dir.path().join("m")).unwrap().managed);
-        assert_eq!(link(dir.path()), None);
+        let at = |name: &str| Place::Local(dir.path().join(name));
+        write_link(&at("t"), &url, false).unwrap();
+        assert_eq!(link(&at("t")), Some(url.clone()));
+        assert!(!read_link(&at("t")).unwrap().managed);
+        write_link(&at("m"), &url, true).unwrap();
+        assert_eq!(link(&at("m")), Some(url.clone()));
+        assert!(read_link(&at("m")).unwrap().managed);
+        assert_eq!(link(&at("")), None);
         assert_eq!(child(&url, "x").as_str(), "s3://bucket/t/x");
         assert_eq!(
             child(&Url::parse("s3://bucket/s/").unwrap(), "x").as_str(),

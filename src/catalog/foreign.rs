@@ -7,13 +7,13 @@
 mod connect;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 pub use connect::{ForeignCatalogProvider, Pool};
 
-use super::Warehouse;
+use super::{Place, Warehouse};
 use crate::error::{Error, Result};
 
 /// The database a connection reaches.
@@ -207,12 +207,12 @@ const FOREIGN_FILE: &str = "_foreign.json";
 const CONNECTIONS_DIR: &str = "_connections";
 
 impl Warehouse {
-    fn connection_path(&self, name: &str) -> Result<PathBuf> {
+    fn connection_path(&self, name: &str) -> Result<Place> {
         super::check_part("connection", name)?;
         Ok(self
             .root
             .join(CONNECTIONS_DIR)
-            .join(format!("{}.json", name.to_lowercase())))
+            .join(&format!("{}.json", name.to_lowercase())))
     }
 
     /// The connection `name`, if there is one.
@@ -222,20 +222,13 @@ impl Warehouse {
 
     /// Every connection, by name.
     pub fn connections(&self) -> Result<Vec<Connection>> {
-        let dir = self.root.join(CONNECTIONS_DIR);
-        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .flatten()
-                .filter_map(|e| {
-                    let n = e.file_name().to_string_lossy().to_string();
-                    n.strip_suffix(".json")
-                        .filter(|n| !n.starts_with('.'))
-                        .map(str::to_string)
-                })
-                .collect(),
-            Err(_) => vec![],
-        };
-        names.sort();
+        let names: Vec<String> = self
+            .root
+            .join(CONNECTIONS_DIR)
+            .list(false)
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(".json").map(str::to_string))
+            .collect();
         let mut out = vec![];
         for n in names {
             if let Some(c) = self.connection(&n)? {
@@ -305,42 +298,27 @@ impl Warehouse {
     }
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<Option<T>> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| Error::Other(format!("{what} ({}) cannot be read: {e}", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::Other(format!(
-            "{what} ({}) cannot be read: {e}",
-            path.display()
-        ))),
-    }
+fn read_json<T: serde::de::DeserializeOwned>(path: &Place, what: &str) -> Result<Option<T>> {
+    let Some(bytes) = path
+        .read()
+        .map_err(|e| Error::Other(format!("{what} cannot be read: {e}")))?
+    else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::Other(format!("{what} ({path}) cannot be read: {e}")))
 }
 
-/// Written whole and renamed into place: a reader sees the old file or the new one.
-fn write_json<T: Serialize>(path: &Path, value: &T, warehouse: &Warehouse) -> Result<()> {
-    let dir = path.parent().expect("a definition file is in a directory");
+/// Written whole: a reader sees the old file or the new one.
+fn write_json<T: Serialize>(path: &Place, value: &T, warehouse: &Warehouse) -> Result<()> {
     warehouse.check_writable(None)?;
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Other(e.to_string()))?;
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
-    Ok(())
+    path.write(bytes)
 }
 
-fn remove(path: &Path) -> Result<bool> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::Other(format!(
-            "cannot remove {}: {e}",
-            path.display()
-        ))),
-    }
+fn remove(path: &Place) -> Result<bool> {
+    path.remove_file()
 }
 
 /// The environment variable that holds `secret(scope, key)`.

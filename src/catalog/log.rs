@@ -43,15 +43,23 @@ pub fn has_version(log: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(log) else {
         return false;
     };
-    entries.flatten().any(|e| {
-        let name = e.file_name();
-        let Some((digits, rest)) = name.to_str().and_then(|n| n.split_at_checked(20)) else {
-            return false;
-        };
-        digits.bytes().all(|b| b.is_ascii_digit())
-            && rest.starts_with('.')
-            && (rest.ends_with(".json") || rest.ends_with(".parquet"))
-    })
+    entries
+        .flatten()
+        .any(|e| e.file_name().to_str().is_some_and(is_version_file))
+}
+
+/// Whether a file name in a log directory names a version: a commit, a checkpoint, or
+/// `_last_checkpoint`.
+pub fn is_version_file(name: &str) -> bool {
+    if name == "_last_checkpoint" {
+        return true;
+    }
+    let Some((digits, rest)) = name.split_at_checked(20) else {
+        return false;
+    };
+    digits.bytes().all(|b| b.is_ascii_digit())
+        && rest.starts_with('.')
+        && (rest.ends_with(".json") || rest.ends_with(".parquet"))
 }
 
 /// The newest version of the log at `log` and whether it has a JSON commit: from the last

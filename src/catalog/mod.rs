@@ -3,6 +3,8 @@
 
 pub mod log;
 mod log_cache;
+pub mod place;
+pub use place::Place;
 pub mod samples;
 pub mod store;
 
@@ -163,7 +165,7 @@ fn check_part(kind: &str, name: &str) -> Result<()> {
 /// The warehouse root and how names map to paths.
 #[derive(Debug)]
 pub struct Warehouse {
-    root: PathBuf,
+    root: Place,
     /// The object store every table is opened with.
     store: Arc<store::WarehouseStore>,
 }
@@ -174,13 +176,22 @@ impl Warehouse {
         let root = root.into();
         let root = std::path::absolute(&root).unwrap_or(root);
         Warehouse {
-            root,
+            root: Place::Local(root),
             store: Default::default(),
         }
     }
 
+    /// A warehouse on the object store at `url` (`s3://bucket/prefix`); must be called
+    /// inside the runtime.
+    pub fn on_store(url: &Url) -> Result<Self> {
+        Ok(Warehouse {
+            root: Place::on_store(url)?,
+            store: Default::default(),
+        })
+    }
+
     /// The root directory.
-    pub fn root(&self) -> &Path {
+    pub fn root(&self) -> &Place {
         &self.root
     }
 
@@ -189,8 +200,12 @@ impl Warehouse {
     /// read-only mount or an immutable directory are then one clear error, found before a
     /// statement writes anything (delta-rs' Parquet writer panics on them mid-write). A
     /// directory that does not exist yet passes: creating it reports its own error.
-    pub fn check_writable(&self, dir: Option<&Path>) -> Result<()> {
-        let dir = dir.unwrap_or(&self.root);
+    pub fn check_writable(&self, dir: Option<&Place>) -> Result<()> {
+        // On an object store the first write's probe asks the store (see
+        // [`external::check_safe_commits`]).
+        let Some(dir) = dir.unwrap_or(&self.root).local() else {
+            return Ok(());
+        };
         let probe = dir.join(format!(".tidemark-probe-{}", uuid::Uuid::new_v4().simple()));
         match std::fs::OpenOptions::new()
             .write(true)
@@ -237,12 +252,12 @@ impl Warehouse {
         let Some(dir) = self.data_dir(name)? else {
             return Ok(());
         };
-        self.check_writable(Some(&dir))?;
-        self.check_writable(Some(&log::dir(&dir)))
+        self.check_writable(Some(&Place::Local(log::dir(&dir))))?;
+        self.check_writable(Some(&Place::Local(dir)))
     }
 
     /// Directory of a catalog.
-    pub fn catalog_path(&self, catalog: &str) -> Result<PathBuf> {
+    pub fn catalog_path(&self, catalog: &str) -> Result<Place> {
         check_part("catalog", catalog)?;
         // `_connections` and the like are the warehouse's own.
         if catalog.starts_with('_') {
@@ -254,7 +269,7 @@ impl Warehouse {
     }
 
     /// Directory of a schema.
-    pub fn schema_path(&self, catalog: &str, schema: &str) -> Result<PathBuf> {
+    pub fn schema_path(&self, catalog: &str, schema: &str) -> Result<Place> {
         check_part("schema", schema)?;
         if self.is_foreign(catalog) {
             return Err(self.foreign_error(catalog, &format!("{catalog}.{schema}")));
@@ -263,7 +278,7 @@ impl Warehouse {
     }
 
     /// Directory of a table.
-    pub fn table_path(&self, name: &TableName) -> Result<PathBuf> {
+    pub fn table_path(&self, name: &TableName) -> Result<Place> {
         check_part("table", &name.table)?;
         Ok(self
             .schema_path(&name.catalog, &name.schema)?
@@ -276,8 +291,7 @@ impl Warehouse {
         if let Some(url) = external::link(&path) {
             return Ok(url);
         }
-        Url::from_directory_path(&path)
-            .map_err(|_| Error::Invalid(format!("cannot turn {} into a URL", path.display())))
+        path.url()
     }
 
     /// The local directory holding a table's data and log: its directory in the warehouse, an
@@ -289,8 +303,8 @@ impl Warehouse {
             // A table not made yet, in a schema whose tables live elsewhere: its place is
             // chosen when it is made (no local directory to write into before that).
             None => match self.schema_location(&name.catalog, &name.schema) {
-                Some(_) if !log::has_version(&log::dir(&path)) => return Ok(None),
-                _ => return Ok(Some(path)),
+                Some(_) if !path.has_version() => return Ok(None),
+                _ => return Ok(path.local().map(Path::to_path_buf)),
             },
         };
         Ok(if external::is_remote(&url) {
@@ -317,10 +331,13 @@ impl Warehouse {
     /// register it.
     pub async fn prepare_new_table(&self, name: &TableName) -> Result<()> {
         let dir = self.table_path(name)?;
-        std::fs::create_dir_all(&dir)?;
+        // On a store a table's directory comes with its first file.
+        if let Some(path) = dir.local() {
+            std::fs::create_dir_all(path)?;
+        }
         // A link already there: an external table being created, or a create stopped half-way
         // (its location's table, if that create committed, is taken up again).
-        if external::link(&dir).is_some() || log::has_version(&log::dir(&dir)) {
+        if external::link(&dir).is_some() || dir.has_version() {
             return Ok(());
         }
         let Some(base) = self.schema_location(&name.catalog, &name.schema) else {
@@ -337,7 +354,7 @@ impl Warehouse {
             ),
         );
         let refuse = |e: Error| {
-            let _ = std::fs::remove_dir(&dir);
+            dir.remove_empty_dir();
             e
         };
         external::check_empty(&url).await.map_err(refuse)?;
@@ -363,9 +380,9 @@ impl Warehouse {
         };
         match external::holds_table(&url).await {
             Ok(false) => {
-                let _ = std::fs::remove_file(dir.join(external::LINK));
+                let _ = dir.join(external::LINK).remove_file();
                 // Only an empty directory: another create may be using it.
-                let _ = std::fs::remove_dir(&dir);
+                dir.remove_empty_dir();
             }
             Ok(true) => {
                 let _ = external::finish_link(&dir);
@@ -381,29 +398,27 @@ impl Warehouse {
 
     /// Whether a directory holds a Delta table: a log with a version in it (see
     /// [`log::has_version`]), or a link to one elsewhere (an external table).
-    pub fn is_table_dir(path: &Path) -> bool {
-        log::has_version(&log::dir(path))
-            || (path.join(external::LINK).is_file()
-                && !external::read_link(path).is_some_and(|l| l.creating))
+    pub fn is_table_dir(path: &Place) -> bool {
+        path.has_version() || external::read_link(path).is_some_and(|l| !l.creating)
     }
 
     /// Every place the warehouse links to: external and managed tables' locations and the
     /// MANAGED LOCATIONs of catalogs and schemas, each with what links it ("table c.s.t").
     pub fn links(&self) -> Vec<(String, Url)> {
         let mut found = vec![];
-        for catalog in list_dirs(&self.root) {
+        for catalog in self.root.list(true) {
             let Ok(cdir) = self.catalog_path(&catalog) else {
                 continue;
             };
             if let Some(url) = external::link(&cdir) {
                 found.push((format!("catalog {catalog}"), url));
             }
-            for schema in list_dirs(&cdir) {
+            for schema in cdir.list(true) {
                 let sdir = cdir.join(&schema);
                 if let Some(url) = external::link(&sdir) {
                     found.push((format!("schema {catalog}.{schema}"), url));
                 }
-                for table in list_dirs(&sdir) {
+                for table in sdir.list(true) {
                     let tdir = sdir.join(&table);
                     if let Some(url) = external::read_link(&tdir)
                         .filter(|l| !l.creating)
@@ -421,14 +436,24 @@ impl Warehouse {
     /// overlapping a place another name links to (two names for one table would each keep
     /// their own copy record: a copy through the second would copy every row again).
     pub fn check_new_location(&self, url: &Url) -> Result<()> {
-        let root = external::real_path(&self.root);
-        if let Ok(path) = url.to_file_path()
-            && (path.starts_with(&root) || root.starts_with(&path))
-        {
+        let overlaps_root = match self.root.local() {
+            Some(root) => {
+                let root = external::real_path(root);
+                url.to_file_path()
+                    .is_ok_and(|path| path.starts_with(&root) || root.starts_with(&path))
+            }
+            None => external::overlaps(url, &self.root.url()?),
+        };
+        if overlaps_root {
             return Err(Error::Invalid(format!(
-                "LOCATION '{}' overlaps the warehouse directory {}: an external table lives outside it (leave LOCATION out for a table of the warehouse)",
+                "LOCATION '{}' overlaps the warehouse {} {}: an external table lives outside it (leave LOCATION out for a table of the warehouse)",
                 external::shown(url),
-                self.root.display()
+                if self.root.local().is_some() {
+                    "directory"
+                } else {
+                    "at"
+                },
+                self.root
             )));
         }
         if let Some((what, theirs)) = self
@@ -447,7 +472,7 @@ impl Warehouse {
 
     /// Catalog names on disk (plus the built-in ones), sorted.
     pub fn catalogs(&self) -> Vec<String> {
-        let mut names = list_dirs(&self.root);
+        let mut names = self.root.list(true);
         for builtin in [MAIN, SAMPLES, SYSTEM] {
             if !names.iter().any(|n| n == builtin) {
                 names.push(builtin.to_string());
@@ -464,7 +489,7 @@ impl Warehouse {
         }
         let mut names = self
             .catalog_path(catalog)
-            .map(|p| list_dirs(&p))
+            .map(|p| p.list(true))
             .unwrap_or_default();
         if catalog == MAIN && !names.iter().any(|n| n == DEFAULT_SCHEMA) {
             names.push(DEFAULT_SCHEMA.into());
@@ -485,7 +510,7 @@ impl Warehouse {
         let Ok(dir) = self.schema_path(catalog, schema) else {
             return vec![];
         };
-        list_dirs(&dir)
+        dir.list(true)
             .into_iter()
             .filter(|t| Self::is_table_dir(&dir.join(t)))
             .collect()
@@ -647,21 +672,6 @@ pub fn suggest(wanted: &str, candidates: &[String]) -> String {
         }
         None => String::new(),
     }
-}
-
-/// Visible sub-directories of `dir`, sorted.
-fn list_dirs(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return vec![];
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| !n.starts_with('.') && !n.starts_with('_'))
-        .collect();
-    names.sort();
-    names
 }
 
 #[cfg(test)]

@@ -104,7 +104,22 @@ pub struct Session {
 impl Session {
     /// A session over the warehouse at `root`. Does not touch the disk.
     pub fn new(root: impl Into<std::path::PathBuf>, settings: Settings) -> Self {
-        let warehouse = Arc::new(Warehouse::new(root));
+        Self::over(Warehouse::new(root), settings)
+    }
+
+    /// A session over the warehouse on the object store at `location` (`s3://bucket/prefix`),
+    /// once the store has answered.
+    pub async fn on_store(location: &str, settings: Settings) -> crate::Result<Self> {
+        let url = crate::catalog::external::parse_location(location)
+            .map_err(|e| crate::Error::Invalid(format!("warehouse {location}: {e}")))?;
+        let warehouse = Warehouse::on_store(&url)?;
+        warehouse.root().reachable().await?;
+        Ok(Self::over(warehouse, settings))
+    }
+
+    /// A session over `warehouse` (a local directory or a prefix on an object store).
+    pub fn over(warehouse: Warehouse, settings: Settings) -> Self {
+        let warehouse = Arc::new(warehouse);
         let catalogs = Arc::new(WarehouseCatalogs::new(warehouse.clone()));
         let mut config = SessionConfig::new()
             .with_information_schema(true)

@@ -233,7 +233,17 @@ impl Shell {
     fn report(&self, e: &Error, pos: Pos, origin: &str, sql: Option<&str>) {
         eprint!(
             "{}",
-            report::describe(e, pos, origin, sql, self.session.warehouse().root())
+            report::describe(
+                e,
+                pos,
+                origin,
+                sql,
+                self.session
+                    .warehouse()
+                    .root()
+                    .local()
+                    .unwrap_or(std::path::Path::new("")),
+            )
         );
     }
 
@@ -475,7 +485,7 @@ impl Shell {
             println!(
                 "tidemark {} — warehouse {}\nType \\? for help, \\q or Ctrl-D to quit. Statements end with ';'.",
                 env!("CARGO_PKG_VERSION"),
-                self.session.warehouse().root().display()
+                self.session.warehouse().root()
             );
         }
         // psql's way: each line is read with a prompt, an unfinished statement gets the

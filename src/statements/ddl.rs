@@ -93,7 +93,7 @@ pub fn create_catalog(
     if let Some(url) = &url {
         session.warehouse().check_new_location(url)?;
     }
-    std::fs::create_dir_all(path.join("default"))?;
+    path.join("default").make_dir()?;
     if let Some(url) = url {
         external::write_link(&path, &url, false)?;
         external::write_link(
@@ -146,7 +146,7 @@ pub async fn drop_catalog(
     }
     let schemas = session.warehouse().schemas(&catalog);
     let managed = located_tables(session, &catalog, &schemas);
-    std::fs::remove_dir_all(path)?;
+    path.remove_dir_all()?;
     session.forget_foreign(&catalog);
     delete_located(managed).await?;
     Ok(Output::empty())
@@ -238,7 +238,7 @@ pub fn create_schema(
             .catalog_location(&catalog)
             .map(|c| external::child(&c, &schema)),
     };
-    std::fs::create_dir_all(&path)?;
+    path.make_dir()?;
     if let Some(url) = url {
         external::write_link(&path, &url, false)?;
     }
@@ -275,7 +275,7 @@ pub async fn drop(
                 let managed = external::read_link(&dir)
                     .filter(|l| l.managed)
                     .map(|l| l.url);
-                std::fs::remove_dir_all(&dir)?;
+                dir.remove_dir_all()?;
                 delete_located(managed.into_iter().collect()).await?;
             }
             ObjectType::View => view::drop(session, name, if_exists)?,
@@ -302,7 +302,10 @@ pub async fn drop(
                     )));
                 }
                 let managed = located_tables(session, &catalog, std::slice::from_ref(&schema));
-                std::fs::remove_dir_all(session.warehouse().schema_path(&catalog, &schema)?)?;
+                session
+                    .warehouse()
+                    .schema_path(&catalog, &schema)?
+                    .remove_dir_all()?;
                 delete_located(managed).await?;
             }
             other => return Err(Error::Invalid(format!("DROP {other} is not supported"))),
@@ -589,7 +592,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         )));
     }
     let dir = session.warehouse().table_path(&table)?;
-    session.warehouse().check_writable(dir.parent())?;
+    session.warehouse().check_writable(dir.parent().as_ref())?;
     session.warehouse().check_new_location(&url)?;
     let found = external::holds_table(&url).await?;
     let defines = !create.columns.is_empty() || create.query.is_some();

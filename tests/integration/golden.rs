@@ -345,6 +345,8 @@ async fn check_copies(wh: &Path, src: &str, wm: &str, like: &Schema, out: &mut O
             let log = s
                 .warehouse()
                 .root()
+                .local()
+                .unwrap()
                 .join("main/default")
                 .join(t)
                 .join("_delta_log");

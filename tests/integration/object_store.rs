@@ -1,7 +1,8 @@
-//! Tables on an S3-compatible object store: `moto` in server mode (from the Python peers'
-//! environment) on a free port of 127.0.0.1, started and stopped by each test. External
-//! tables (`CREATE TABLE ... LOCATION 's3://...'`) are read, written and copied exactly once
-//! between the store and the local warehouse; Python's `deltalake` reads what tidemark wrote
+//! Object stores: `moto` in server mode and SeaweedFS (`weed mini`), both from the Python
+//! peers' environment, on free ports of 127.0.0.1, started and stopped by each test. External
+//! tables (`CREATE TABLE ... LOCATION 's3://...'`) and whole warehouses on the store
+//! (`tidemark s3://lake/wh`) are read, written and copied exactly once, with copies killed
+//! and racing and other writers appending; Python's `deltalake` reads what tidemark wrote
 //! there; a store that does not refuse a second conditional PUT is refused before any write.
 
 use std::path::Path;
@@ -513,15 +514,38 @@ fn a_store_whose_conditional_put_does_not_hold_is_refused_before_any_write() {
 /// appends to the source, rounds of new rows in between, and a copy killed at random points:
 /// every row once, nothing lost. Commits on the
 /// store are conditional PUTs; the loser of a race retries or fails with a retryable error.
-fn racing_and_killed_copies_on(python: &str, end: &str) {
+/// Copies killed and racing while Python's `deltalake` appends to the source: with the tables
+/// external to a local warehouse, or (`store_warehouse`) in a warehouse on the store itself.
+fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
     let opts = py_opts(end);
-    let (_d, wh) = warehouse();
+    let (_d, local) = warehouse();
+    let (wh, src_at, dst_at) = if store_warehouse {
+        let at = "s3://lake/wh/main/default";
+        (
+            Path::new("s3://lake/wh").to_path_buf(),
+            format!("{at}/src"),
+            format!("{at}/dst"),
+        )
+    } else {
+        (
+            local,
+            "s3://lake/race/src".into(),
+            "s3://lake/race/dst".into(),
+        )
+    };
+    let located = |at: &str| {
+        if store_warehouse {
+            String::new()
+        } else {
+            format!(" LOCATION '{at}'")
+        }
+    };
     sql_on(
         &wh,
         end,
         &[
-            "CREATE TABLE src (id INT, v STRING) LOCATION 's3://lake/race/src'",
-            "CREATE TABLE dst (id INT, v STRING) LOCATION 's3://lake/race/dst'",
+            &format!("CREATE TABLE src (id INT, v STRING){}", located(&src_at)),
+            &format!("CREATE TABLE dst (id INT, v STRING){}", located(&dst_at)),
         ],
     );
     let copy = "COPY INCREMENTAL src INTO dst WATERMARK id";
@@ -552,12 +576,12 @@ fn racing_and_killed_copies_on(python: &str, end: &str) {
         let appended = (next..next + 10).collect::<Vec<i32>>();
         next += 10;
         let foreign = {
-            let (python, opts) = (python.to_string(), py_opts(end));
+            let (python, opts, src_at) = (python.to_string(), py_opts(end), src_at.clone());
             std::thread::spawn(move || {
                 py(
                     &python,
                     &format!(
-                        "import deltalake, pyarrow as pa\nopts = {opts}\nbatch = pa.table({{'id': pa.array({appended:?}, pa.int32()), 'v': ['py'] * {}}})\nfor attempt in range(20):\n    try:\n        deltalake.write_deltalake('s3://lake/race/src', batch, mode='append', storage_options=opts)\n        break\n    except Exception as e:\n        if 'already exists' not in str(e) and 'onflict' not in str(e): raise",
+                        "import deltalake, pyarrow as pa\nopts = {opts}\nbatch = pa.table({{'id': pa.array({appended:?}, pa.int32()), 'v': ['py'] * {}}})\nfor attempt in range(20):\n    try:\n        deltalake.write_deltalake('{src_at}', batch, mode='append', storage_options=opts)\n        break\n    except Exception as e:\n        if 'already exists' not in str(e) and 'onflict' not in str(e): raise",
                         appended.len()
                     ),
                 )
@@ -596,7 +620,7 @@ fn racing_and_killed_copies_on(python: &str, end: &str) {
     let read = py(
         python,
         &format!(
-            "import deltalake\nopts = {opts}\nids = deltalake.DeltaTable('s3://lake/race/dst', storage_options=opts).to_pyarrow_table().column('id').to_pylist()\nprint(len(ids), len(set(ids)))"
+            "import deltalake\nopts = {opts}\nids = deltalake.DeltaTable('{dst_at}', storage_options=opts).to_pyarrow_table().column('id').to_pylist()\nprint(len(ids), len(set(ids)))"
         ),
     );
     assert!(read.contains(&format!("{n} {n}")), "{read}");
@@ -608,18 +632,18 @@ fn racing_and_killed_copies_on_moto_copy_every_row_once() {
         return;
     };
     let moto = Moto::start(&python, &["lake"]);
-    racing_and_killed_copies_on(&python, &moto.endpoint());
+    racing_and_killed_copies_on(&python, &moto.endpoint(), false);
 }
 
 #[test]
-fn racing_and_killed_copies_on_seaweedfs_copy_every_row_once() {
+fn racing_and_killed_copies_in_a_warehouse_on_seaweedfs_copy_every_row_once() {
     let Some(python) = python_or_skip() else {
         return;
     };
     let Some(weed) = Weed::start(&python, &["lake"]) else {
         return;
     };
-    racing_and_killed_copies_on(&python, &weed.endpoint());
+    racing_and_killed_copies_on(&python, &weed.endpoint(), true);
 }
 
 /// Catalogs and schemas with a MANAGED LOCATION: the tables made in them (by CREATE, CTAS,
@@ -890,31 +914,27 @@ fn an_external_table_at_a_local_path() {
 /// The shard workers of the kill suite (four `SHARD k OF 4` processes at once, one killed and
 /// restarted each round, a writer inserting meanwhile) with every source and target on the
 /// store: a catalog with a MANAGED LOCATION holds them; the control table stays local.
+/// Four `SHARD k OF 4` workers, one killed and restarted each round, on one warehouse that
+/// lives on the store (`tidemark s3://lake/wh`): nothing shared but the store.
 #[test]
-fn shard_workers_on_moto_split_the_job_and_survive_a_killed_worker() {
+fn shard_workers_on_a_warehouse_on_moto_split_the_job_and_survive_a_killed_worker() {
     let Some(python) = python_or_skip() else {
         return;
     };
     let moto = Moto::start(&python, &["lake"]);
     let end = moto.endpoint();
-    let (_d, wh) = warehouse();
-    sql_on(
-        &wh,
-        &end,
-        &[
-            "CREATE CATALOG lake MANAGED LOCATION 's3://lake/wh'",
-            "CREATE SCHEMA lake.src",
-        ],
-    );
-    crate::kill::shard_workers(&|| store_command(&wh, &end), "lake.src.", "lake.default.");
-    // Every target was made on the store.
-    let listed = py(
-        &python,
-        &format!(
-            "import boto3\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nkeys = [o['Key'] for p in c.get_paginator('list_objects_v2').paginate(Bucket='lake', Prefix='wh/default/') for o in p.get('Contents', [])]\nprint(len({{k.split('/')[2] for k in keys if '/_delta_log/' in k}}))"
-        ),
-    );
-    assert!(listed.trim().ends_with("12"), "{listed}");
+    let wh = Path::new("s3://lake/wh");
+    sql_on(wh, &end, &["CREATE SCHEMA src"]);
+    crate::kill::shard_workers(&|| store_command(wh, &end), "src.", "");
+    // Every target was made in the warehouse on the store.
+    let targets: std::collections::BTreeSet<String> =
+        keys(&python, &end, "lake", "wh/main/default/")
+            .iter()
+            .filter(|k| k.contains("/_delta_log/"))
+            .filter_map(|k| k.split('/').nth(3).map(str::to_string))
+            .filter(|t| t.starts_with('t'))
+            .collect();
+    assert_eq!(targets.len(), 12, "{targets:?}");
 }
 
 /// Sail (LakeSail's Spark Connect server, built on DataFusion) in local-cluster mode with 2
@@ -1009,4 +1029,173 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
         &["SELECT count(*), count(DISTINCT id), sum(id) FROM dst"],
     );
     assert!(counts.contains("3,3,6"), "{counts}");
+}
+
+/// The objects under `prefix` in `bucket`, as keys.
+fn keys(python: &str, end: &str, bucket: &str, prefix: &str) -> Vec<String> {
+    py(
+        python,
+        &format!(
+            "import boto3\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nfor p in c.get_paginator('list_objects_v2').paginate(Bucket='{bucket}', Prefix='{prefix}'):\n    for o in p.get('Contents', []): print(o['Key'])"
+        ),
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// The warehouse itself on the store (`tidemark s3://lake/wh`): names, views, functions,
+/// control tables, the copy job and its history, file loads and upkeep all live there, and
+/// tidemark writes nothing locally. Another Delta writer's table under the warehouse's prefix
+/// is a table of the warehouse; what the store cannot do in one step is refused by name.
+#[test]
+fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let opts = py_opts(&end);
+    let wh = Path::new("s3://lake/wh");
+    // Run where any local write would show.
+    let cwd = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("a.csv"), "id,amount\n10,1.50\n11,2.25\n").unwrap();
+    let run = |stmts: &[&str]| -> String {
+        let mut cmd = on_store(wh, &end);
+        cmd.current_dir(cwd.path());
+        for s in stmts {
+            cmd.args(["-c", s]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{stmts:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let fails = |stmt: &str| -> String {
+        let out = on_store(wh, &end)
+            .current_dir(cwd.path())
+            .args(["-c", stmt])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{stmt} should have failed");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    run(&[
+        "CREATE SCHEMA sales",
+        "CREATE SCHEMA bronze",
+        "CREATE TABLE sales.orders (id BIGINT NOT NULL, amount DECIMAL(10,2), at TIMESTAMP)",
+        "INSERT INTO sales.orders VALUES (1, 1.50, TIMESTAMP '2024-01-01 10:00:00Z'), (2, 20.00, TIMESTAMP '2024-01-02 10:00:00Z')",
+        "CREATE VIEW sales.big AS SELECT id FROM sales.orders WHERE amount > 10",
+        "CREATE FUNCTION sales.twice(x DECIMAL(10,2)) RETURNS DECIMAL(12,2) RETURN x * 2",
+        "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark BIGINT NOT NULL)",
+        "INSERT INTO ctl VALUES ('main.sales.orders', 'main.bronze.orders', 'id', -1)",
+        "COPY INCREMENTAL USING CONTROL TABLE ctl",
+    ]);
+    // The next run, in another process, copies only what is new.
+    run(&[
+        "INSERT INTO sales.orders VALUES (3, 3.00, TIMESTAMP '2024-01-03 10:00:00Z')",
+        "COPY INCREMENTAL USING CONTROL TABLE ctl",
+        "COPY INCREMENTAL USING CONTROL TABLE ctl",
+    ]);
+    let seen = run(&[
+        "SELECT count(*), count(DISTINCT id), sum(amount) FROM bronze.orders",
+        "SELECT 'mark', last_watermark FROM ctl",
+        "SELECT * FROM sales.big",
+        "SELECT sales.twice(amount) FROM sales.orders WHERE id = 1",
+        "SELECT 'copied', sum(rows_copied) FROM system.tidemark.copy_runs",
+        "SHOW SCHEMAS",
+        "SHOW TABLES IN sales",
+        "SHOW VIEWS IN sales",
+    ]);
+    for expected in [
+        "3,3,24.50",
+        "mark,3",
+        "copied,3",
+        "\n2\n",
+        "\n3.00\n",
+        "\nbronze\n",
+        "\nsales\n",
+        "main,sales,orders",
+        "big",
+    ] {
+        assert!(seen.contains(expected), "{expected:?} in:\n{seen}");
+    }
+    let detail = run(&["DESCRIBE DETAIL bronze.orders"]);
+    assert!(
+        detail.contains("s3://lake/wh/main/bronze/orders"),
+        "{detail}"
+    );
+
+    // Files loaded once, into a table on the store.
+    let load = format!(
+        "COPY INTO sales.orders FROM '{}' FILEFORMAT = CSV FORMAT_OPTIONS ('header' = 'true')",
+        files.path().display()
+    );
+    run(&[&load, &load]);
+    let loaded = run(&["SELECT count(*) FROM sales.orders WHERE id >= 10"]);
+    assert!(loaded.contains("\n2\n"), "{loaded}");
+
+    // Upkeep.
+    run(&[
+        "OPTIMIZE bronze.orders",
+        "VACUUM bronze.orders",
+        "UPDATE sales.orders SET amount = 0 WHERE id = 11",
+        "DELETE FROM sales.orders WHERE id = 10",
+    ]);
+
+    // Another Delta reader reads the copies where the warehouse keeps them; a table another
+    // writer makes under the warehouse's prefix is the warehouse's.
+    let read = py(
+        &python,
+        &format!(
+            "import deltalake, pyarrow as pa\nopts = {opts}\nt = deltalake.DeltaTable('s3://lake/wh/main/bronze/orders', storage_options=opts).to_pyarrow_table()\nprint(sorted(t.column('id').to_pylist()), t.schema.field('amount').type, t.schema.field('at').type)\ndeltalake.write_deltalake('s3://lake/wh/main/sales/from_python', pa.table({{'k': pa.array([7, 8], pa.int64())}}), storage_options=opts)"
+        ),
+    );
+    assert!(
+        read.contains("[1, 2, 3] decimal128(10, 2) timestamp[us, tz=UTC]"),
+        "{read}"
+    );
+    let foreign = run(&["SELECT sum(k) FROM sales.from_python"]);
+    assert!(foreign.contains("\n15\n"), "{foreign}");
+
+    // What a store cannot do in one step is refused, and changes nothing.
+    let renamed = fails("ALTER TABLE sales.orders RENAME TO sales.orders2");
+    assert!(renamed.contains("object store"), "{renamed}");
+    let cloned = fails("CREATE TABLE sales.c DEEP CLONE sales.orders");
+    assert!(cloned.contains("object store"), "{cloned}");
+    let still = run(&["SHOW TABLES IN sales"]);
+    assert_eq!(names(&still), ["from_python", "orders"], "{still}");
+
+    // DROP removes a table's objects; DROP SCHEMA ... CASCADE its schema's.
+    run(&["DROP TABLE bronze.orders"]);
+    assert!(keys(&python, &end, "lake", "wh/main/bronze/orders/").is_empty());
+    run(&["DROP SCHEMA sales CASCADE"]);
+    assert!(keys(&python, &end, "lake", "wh/main/sales/").is_empty());
+    let left = run(&["SHOW SCHEMAS"]);
+    assert!(left.contains("bronze") && !left.contains("sales"), "{left}");
+
+    // Nothing was written locally.
+    assert_eq!(std::fs::read_dir(cwd.path()).unwrap().count(), 0);
+
+    // A warehouse the store cannot serve is a clear error at start.
+    let missing = on_store(Path::new("s3://no-such-bucket/wh"), &end)
+        .args(["-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        !missing.status.success()
+            && err.contains("cannot reach the warehouse s3://no-such-bucket/wh"),
+        "{err}"
+    );
+    let gs = on_store(Path::new("gs://bucket/wh"), &end)
+        .args(["-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&gs.stderr);
+    assert!(!gs.status.success() && err.contains("gs://"), "{err}");
 }

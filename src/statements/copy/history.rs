@@ -20,13 +20,13 @@ use crate::catalog::{SYSTEM, TableName, Warehouse};
 /// first. `None` until first opened (or after a failed write).
 type Kept = Arc<tokio::sync::Mutex<Option<Appendable>>>;
 
-static KEPT: std::sync::LazyLock<std::sync::Mutex<HashMap<std::path::PathBuf, Kept>>> =
+static KEPT: std::sync::LazyLock<std::sync::Mutex<HashMap<String, Kept>>> =
     std::sync::LazyLock::new(Default::default);
 
 /// The history table of `warehouse`, kept open.
 fn kept(warehouse: &Warehouse) -> Kept {
     let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-    kept.entry(warehouse.root().to_path_buf())
+    kept.entry(warehouse.root().to_string())
         .or_default()
         .clone()
 }
@@ -215,10 +215,15 @@ async fn append_batch(
                 open_appendable(warehouse).await
             };
             opened.await.map_err(|e| {
-                let log = crate::catalog::log::dir(
-                    &warehouse.table_path(&table_name()).unwrap_or_default(),
-                );
-                if crate::catalog::log::newest_version(&log).is_none_or(|(v, _)| v == 0) {
+                let log = warehouse
+                    .table_path(&table_name())
+                    .ok()
+                    .and_then(|p| p.local().map(crate::catalog::log::dir));
+                // (On an object store a failed open is taken for that race too.)
+                if log
+                    .and_then(|log| crate::catalog::log::newest_version(&log))
+                    .is_none_or(|(v, _)| v == 0)
+                {
                     // No commit yet, or only the creating one: another process creating it.
                     Error::Conflict(format!("opening {}: {e}", table_name()))
                 } else {

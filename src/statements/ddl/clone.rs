@@ -10,7 +10,7 @@ use deltalake::kernel::Action;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::protocol::{DeltaOperation, SaveMode};
 
-use crate::catalog::check_writable_table;
+use crate::catalog::{Place, check_writable_table};
 use crate::engine::bind::Travel;
 use crate::engine::{Output, Session};
 use crate::error::{Error, Result};
@@ -145,8 +145,14 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
         .map_err(|e| Error::Other(format!("cannot write {target}'s metadata: {e}")))?;
     let protocol = snapshot.protocol().clone();
 
-    let source_root = wh.table_path(&source)?;
-    let target_root = wh.table_path(&target)?;
+    let (Place::Local(source_root), Place::Local(target_root)) =
+        (wh.table_path(&source)?, wh.table_path(&target)?)
+    else {
+        return Err(Error::Invalid(format!(
+            "cannot clone {source} into {target}: the warehouse is on an object store ({}), where CLONE is not supported yet; nothing was changed (CREATE TABLE {target} AS SELECT * FROM {source} copies the rows)",
+            wh.root()
+        )));
+    };
     // The table's directory (create_builder makes it and checks no view has the name); a
     // directory with anything in it is another table's, being made.
     wh.create_builder(&target).await?;

@@ -12,7 +12,7 @@ use deltalake::protocol::DeltaOperation;
 use super::super::retry::{WHOLE_STATEMENT, on_conflict};
 use super::super::table::{COMMENT_KEY, DEFAULT_KEY, arrow_schema, default_value};
 use super::super::{counts, upkeep};
-use crate::catalog::{TableName, check_writable_table};
+use crate::catalog::{Place, TableName, check_writable_table};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
 use crate::parser::{AsOf, ColumnChange, OnTable, TableAction};
@@ -66,7 +66,15 @@ async fn rename(session: &Session, table: &TableName, to: &ObjectName) -> Result
             to.catalog, to.schema, to.catalog, to.schema
         )));
     }
-    let (from_dir, to_dir) = (wh.table_path(table)?, wh.table_path(&to)?);
+    let (from_dir, to_dir) = match (wh.table_path(table)?, wh.table_path(&to)?) {
+        (Place::Local(from), Place::Local(to)) => (from, to),
+        _ => {
+            return Err(Error::Invalid(format!(
+                "cannot rename {table} to {to}: the warehouse is on an object store ({}), which cannot move a table's files in one step; nothing was changed (make the new name with CREATE TABLE {to} AS SELECT * FROM {table}, then DROP TABLE {table})",
+                wh.root()
+            )));
+        }
+    };
     if to_dir.exists() || wh.view_exists(&to) {
         return Err(Error::AlreadyExists(format!(
             "cannot rename {table} to {to}: {to} already exists"
@@ -78,10 +86,15 @@ async fn rename(session: &Session, table: &TableName, to: &ObjectName) -> Result
         )));
     }
     if let Some(parent) = to_dir.parent() {
-        wh.check_writable(Some(parent))?;
+        wh.check_writable(Some(&Place::Local(parent.to_path_buf())))?;
         std::fs::create_dir_all(parent)?;
     }
-    wh.check_writable(from_dir.parent())?;
+    wh.check_writable(
+        from_dir
+            .parent()
+            .map(|p| Place::Local(p.to_path_buf()))
+            .as_ref(),
+    )?;
     std::fs::rename(&from_dir, &to_dir).map_err(|e| {
         Error::Other(format!(
             "cannot rename {table} to {to} ({} to {}): {e}; nothing was changed",

@@ -372,7 +372,7 @@ async fn detail(session: &Session, table: &TableName, t: &DeltaTable) -> Result<
     let size: i64 = files.iter().map(|f| f.size()).sum();
     let location = match session.warehouse().external_location(table) {
         Some(url) => crate::catalog::external::shown(&url),
-        None => session.warehouse().table_path(table)?.display().to_string(),
+        None => session.warehouse().table_path(table)?.to_string(),
     };
     let list = |values: &[String]| -> ArrayRef {
         let mut b = ListBuilder::new(StringBuilder::new());

@@ -1,0 +1,415 @@
+//! Where the warehouse keeps its names: a local directory, or a prefix on an object store
+//! (`tidemark s3://bucket/wh`). A [`Place`] is one directory or file of the warehouse's tree
+//! (`<catalog>/<schema>/<table>`, a link, a view's definition), with the few operations the
+//! catalog needs on it. On a store a directory is a key prefix: it exists while something is
+//! under it (an empty catalog or schema keeps a marker object), and a table exists when its
+//! `_delta_log/` holds a version, as on disk.
+
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use deltalake::logstore::object_store::{
+    self, ObjectStore, ObjectStoreExt, PutPayload, path::Path as Key,
+};
+use futures::{StreamExt, TryStreamExt};
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// The object that keeps an empty directory (a new catalog or schema) on a store.
+const MARKER: &str = ".tidemark-dir";
+
+/// One object store bucket the warehouse lives in.
+pub struct Bucket {
+    /// `s3://bucket`, for URLs and messages.
+    base: Url,
+    store: Arc<dyn ObjectStore>,
+    /// The runtime the store's connections belong to: the catalog's questions are
+    /// synchronous (DataFusion asks for table names without awaiting).
+    runtime: tokio::runtime::Handle,
+}
+
+impl fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Bucket({})", self.base)
+    }
+}
+
+impl Bucket {
+    /// Run `f` to its end from synchronous code: on the runtime's own threads without
+    /// stalling them (tokio's `block_in_place`), elsewhere on the runtime directly.
+    fn wait<T: Send>(&self, f: impl Future<Output = T> + Send) -> T {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| h.block_on(f))
+            }
+            // A single-threaded runtime cannot wait on itself: another thread waits.
+            Ok(_) => std::thread::scope(|s| {
+                s.spawn(|| self.runtime.block_on(f))
+                    .join()
+                    .expect("a store request does not panic")
+            }),
+            Err(_) => self.runtime.block_on(f),
+        }
+    }
+}
+
+/// A directory or file of the warehouse.
+#[derive(Clone, Debug)]
+pub enum Place {
+    Local(PathBuf),
+    /// `key` is the path inside the bucket, without leading or trailing `/`.
+    Store {
+        bucket: Arc<Bucket>,
+        key: String,
+    },
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Local(p) => write!(f, "{}", p.display()),
+            Place::Store { bucket, key } => {
+                write!(f, "{}/{key}", bucket.base.as_str().trim_end_matches('/'))
+            }
+        }
+    }
+}
+
+impl Place {
+    /// The root of a warehouse on the store at `url` (`s3://bucket/prefix`), its credentials
+    /// and endpoint from the environment; must be called inside the runtime.
+    pub fn on_store(url: &Url) -> Result<Place> {
+        let (store, prefix) = super::external::root_store(url)?;
+        let mut base = url.clone();
+        base.set_path("");
+        Ok(Place::Store {
+            bucket: Arc::new(Bucket {
+                base,
+                store,
+                runtime: tokio::runtime::Handle::current(),
+            }),
+            key: prefix.as_ref().trim_matches('/').to_string(),
+        })
+    }
+
+    /// Whether the store answers for this place (its bucket exists, the credentials hold).
+    pub async fn reachable(&self) -> Result<()> {
+        let Place::Store { bucket, key } = self else {
+            return Ok(());
+        };
+        let prefix = Self::key(key, "");
+        bucket
+            .store
+            .list_with_delimiter((!key.is_empty()).then_some(&prefix))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "cannot reach the warehouse {self}: {e} (check the bucket, the endpoint AWS_ENDPOINT_URL and the credentials)"
+                ))
+            })
+    }
+
+    /// The local path, when this place is on the local file system.
+    pub fn local(&self) -> Option<&Path> {
+        match self {
+            Place::Local(p) => Some(p),
+            Place::Store { .. } => None,
+        }
+    }
+
+    /// `name` inside this directory.
+    pub fn join(&self, name: &str) -> Place {
+        match self {
+            Place::Local(p) => Place::Local(p.join(name)),
+            Place::Store { bucket, key } => Place::Store {
+                bucket: bucket.clone(),
+                key: if key.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{key}/{name}")
+                },
+            },
+        }
+    }
+
+    /// The directory this place is in.
+    pub fn parent(&self) -> Option<Place> {
+        match self {
+            Place::Local(p) => p.parent().map(|p| Place::Local(p.to_path_buf())),
+            Place::Store { bucket, key } => key.rsplit_once('/').map(|(k, _)| Place::Store {
+                bucket: bucket.clone(),
+                key: k.to_string(),
+            }),
+        }
+    }
+
+    /// The place as a directory URL, as delta-rs opens tables.
+    pub fn url(&self) -> Result<Url> {
+        match self {
+            Place::Local(p) => Url::from_directory_path(p)
+                .map_err(|_| Error::Invalid(format!("cannot turn {} into a URL", p.display()))),
+            Place::Store { bucket, key } => {
+                let mut url = bucket.base.clone();
+                if let Ok(mut segments) = url.path_segments_mut() {
+                    segments.clear();
+                    segments.extend(key.split('/').filter(|s| !s.is_empty()));
+                    segments.push("");
+                }
+                Ok(url)
+            }
+        }
+    }
+
+    /// The object key of `name` in this directory (of this place itself when `name` is "").
+    fn key(key: &str, name: &str) -> Key {
+        Key::from_iter(
+            key.split('/')
+                .chain(name.split('/'))
+                .filter(|p| !p.is_empty()),
+        )
+    }
+
+    fn store_error(&self, doing: &str, e: object_store::Error) -> Error {
+        Error::Other(format!("cannot {doing} {self}: {e}"))
+    }
+
+    /// Whether this directory exists.
+    pub fn is_dir(&self) -> bool {
+        match self {
+            Place::Local(p) => p.is_dir(),
+            Place::Store { bucket, key } => {
+                let prefix = Self::key(key, "");
+                bucket.wait(async {
+                    matches!(bucket.store.list(Some(&prefix)).next().await, Some(Ok(_)))
+                })
+            }
+        }
+    }
+
+    /// Whether this file exists.
+    pub fn is_file(&self) -> bool {
+        match self {
+            Place::Local(p) => p.is_file(),
+            Place::Store { bucket, key } => {
+                let k = Self::key(key, "");
+                bucket.wait(async { bucket.store.head(&k).await.is_ok() })
+            }
+        }
+    }
+
+    /// The file's bytes; None when there is no such file.
+    pub fn read(&self) -> Result<Option<Vec<u8>>> {
+        match self {
+            Place::Local(p) => match std::fs::read(p) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::Other(format!("cannot read {}: {e}", p.display()))),
+            },
+            Place::Store { bucket, key } => {
+                let k = Self::key(key, "");
+                bucket.wait(async {
+                    match bucket.store.get(&k).await {
+                        Ok(r) => r
+                            .bytes()
+                            .await
+                            .map(|b| Some(b.to_vec()))
+                            .map_err(|e| self.store_error("read", e)),
+                        Err(object_store::Error::NotFound { .. }) => Ok(None),
+                        Err(e) => Err(self.store_error("read", e)),
+                    }
+                })
+            }
+        }
+    }
+
+    /// Write the file whole: a reader finds the old one or the new one (locally a temporary
+    /// file renamed over it; an object store's PUT is whole by itself).
+    pub fn write(&self, bytes: Vec<u8>) -> Result<()> {
+        match self {
+            Place::Local(p) => {
+                let dir = p.parent().expect("a file is in a directory");
+                std::fs::create_dir_all(dir)?;
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+                std::fs::write(&tmp, bytes)?;
+                std::fs::rename(&tmp, p).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&tmp);
+                })?;
+                Ok(())
+            }
+            Place::Store { bucket, key } => {
+                let k = Self::key(key, "");
+                bucket.wait(async {
+                    bucket
+                        .store
+                        .put(&k, PutPayload::from(bytes))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| self.store_error("write", e))
+                })
+            }
+        }
+    }
+
+    /// Remove the file; false when there was none.
+    pub fn remove_file(&self) -> Result<bool> {
+        match self {
+            Place::Local(p) => match std::fs::remove_file(p) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(Error::Other(format!("cannot remove {}: {e}", p.display()))),
+            },
+            Place::Store { bucket, key } => {
+                let k = Self::key(key, "");
+                bucket.wait(async {
+                    // A store's DELETE of nothing succeeds: ask first.
+                    match bucket.store.head(&k).await {
+                        Err(object_store::Error::NotFound { .. }) => return Ok(false),
+                        Err(e) => return Err(self.store_error("read", e)),
+                        Ok(_) => {}
+                    }
+                    bucket
+                        .store
+                        .delete(&k)
+                        .await
+                        .map(|_| true)
+                        .map_err(|e| self.store_error("remove", e))
+                })
+            }
+        }
+    }
+
+    /// Make this directory (and its parents). On a store a marker object keeps it.
+    pub fn make_dir(&self) -> Result<()> {
+        match self {
+            Place::Local(p) => Ok(std::fs::create_dir_all(p)?),
+            Place::Store { .. } => self.join(MARKER).write(vec![]),
+        }
+    }
+
+    /// Remove this directory if it is empty (on a store: its marker, if it has one).
+    pub fn remove_empty_dir(&self) {
+        match self {
+            Place::Local(p) => {
+                let _ = std::fs::remove_dir(p);
+            }
+            Place::Store { .. } => {
+                let _ = self.join(MARKER).remove_file();
+            }
+        }
+    }
+
+    /// Remove this directory and all it holds. On a store a table's log goes first: a
+    /// removal stopped half-way leaves files that name no table.
+    pub fn remove_dir_all(&self) -> Result<()> {
+        match self {
+            Place::Local(p) => match std::fs::remove_dir_all(p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+                _ => Ok(()),
+            },
+            Place::Store { bucket, key } => {
+                let prefix = Self::key(key, "");
+                bucket.wait(async {
+                    let mut keys: Vec<Key> = bucket
+                        .store
+                        .list(Some(&prefix))
+                        .map_ok(|o| o.location)
+                        .try_collect()
+                        .await
+                        .map_err(|e| self.store_error("list", e))?;
+                    keys.sort_by_key(|k| !super::log::in_log(k.as_ref()));
+                    for k in keys {
+                        match bucket.store.delete(&k).await {
+                            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                            Err(e) => return Err(self.store_error("remove", e)),
+                        }
+                    }
+                    Ok(())
+                })
+            }
+        }
+    }
+
+    /// The names in this directory: its sub-directories (`dirs`) or its files, sorted, without
+    /// hidden ones (a leading `.`); `_` names are the warehouse's own, and left out of
+    /// directories.
+    pub fn list(&self, dirs: bool) -> Vec<String> {
+        let mut names: Vec<String> = match self {
+            Place::Local(p) => {
+                let Ok(entries) = std::fs::read_dir(p) else {
+                    return vec![];
+                };
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() == dirs))
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            }
+            Place::Store { bucket, key } => {
+                let prefix = Self::key(key, "");
+                let listed = bucket.wait(async {
+                    bucket
+                        .store
+                        .list_with_delimiter((!key.is_empty()).then_some(&prefix))
+                        .await
+                });
+                let Ok(listed) = listed else {
+                    return vec![];
+                };
+                if dirs {
+                    listed
+                        .common_prefixes
+                        .iter()
+                        .filter_map(|k| k.filename().map(str::to_string))
+                        .collect()
+                } else {
+                    listed
+                        .objects
+                        .iter()
+                        .filter_map(|o| o.location.filename().map(str::to_string))
+                        .collect()
+                }
+            }
+        };
+        let hidden = |n: &str| n.starts_with('.') || (dirs && n.starts_with('_'));
+        names.retain(|n| !hidden(n));
+        names.sort();
+        names
+    }
+
+    /// Whether this directory holds anything.
+    pub fn is_empty_dir(&self) -> bool {
+        match self {
+            Place::Local(p) => std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none()),
+            Place::Store { .. } => !self.is_dir(),
+        }
+    }
+
+    /// Whether this directory is a Delta table: its log holds a version (see
+    /// [`super::log::has_version`]).
+    pub fn has_version(&self) -> bool {
+        match self {
+            Place::Local(p) => super::log::has_version(&super::log::dir(p)),
+            Place::Store { bucket, key } => {
+                let log = Self::key(key, super::log::DIR);
+                bucket.wait(async {
+                    let mut listed = bucket.store.list(Some(&log));
+                    let dir = format!("{log}/");
+                    while let Some(Ok(o)) = listed.next().await {
+                        // Names in the log itself, not in its sub-directories.
+                        let name = o.location.as_ref().strip_prefix(&dir).unwrap_or_default();
+                        if !name.contains('/') && super::log::is_version_file(name) {
+                            return true;
+                        }
+                    }
+                    false
+                })
+            }
+        }
+    }
+}

@@ -83,6 +83,7 @@ impl Warehouse {
     /// Where the definition of `name` is (or would be).
     fn definition_path<D: Definition>(&self, name: &TableName) -> Result<Place> {
         check_part("table", &name.table)?;
+        self.check_store_name("table", &name.table)?;
         Ok(self
             .schema_path(&name.catalog, &name.schema)?
             .join(&format!("{}{}", name.table, D::SUFFIX)))

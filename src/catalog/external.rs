@@ -43,8 +43,21 @@ pub struct Link {
 /// The link in `dir`, if it has one (an external or managed table's, or a schema's or
 /// catalog's MANAGED LOCATION).
 pub fn read_link(dir: &Place) -> Option<Link> {
-    let bytes = dir.join(LINK).read().ok()??;
-    let text = String::from_utf8(bytes).ok()?;
+    parse_link(&dir.join(LINK).read().ok()??)
+}
+
+/// Whether `dir` has a link naming a table: a link that is not a creating one. A link that
+/// cannot be read still names one (opening it says what is wrong).
+pub fn names_table(dir: &Place) -> bool {
+    match dir.join(LINK).read() {
+        Ok(Some(bytes)) => !parse_link(&bytes).is_some_and(|l| l.creating),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
+fn parse_link(bytes: &[u8]) -> Option<Link> {
+    let text = std::str::from_utf8(bytes).ok()?;
     let mut lines = text.lines();
     let url = Url::parse(lines.next()?.trim()).ok()?;
     let (mut managed, mut creating) = (false, false);

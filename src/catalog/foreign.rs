@@ -261,6 +261,10 @@ impl Warehouse {
 
     /// Whether `catalog` is a foreign catalog.
     pub fn is_foreign(&self, catalog: &str) -> bool {
+        // The built-in catalogs never are (CREATE FOREIGN CATALOG refuses their names).
+        if [super::MAIN, super::SYSTEM, super::SAMPLES].contains(&catalog) {
+            return false;
+        }
         self.catalog_path(catalog)
             .is_ok_and(|d| d.join(FOREIGN_FILE).is_file())
     }

@@ -1,8 +1,11 @@
 //! Commit files read once per process from an object store. A Delta commit
 //! (`_delta_log/00000000000000000007.json`) is written once, by a conditional PUT, and never
-//! changes; delta-rs reads the same commits several times in one statement (opening the table,
-//! planning its scan, reading its history), each time a request to the store. This store keeps
-//! the commits it has read whole and answers later whole reads of them from memory. Everything
+//! changes while its table lives; delta-rs reads the same commits several times in one
+//! statement (opening the table, planning its scan, reading its history), each time a request
+//! to the store. This store keeps the commits it has read whole and answers later whole reads
+//! of them from memory, but only while the log's latest listing shows the very object that was
+//! read (same size and entity tag): a table dropped and made again at the same place (by this
+//! process or another) has new commits of the same names, which are read afresh. Everything
 //! else (listings, `_last_checkpoint`, data files, ranges, writes) goes to the store.
 
 use std::collections::HashMap;
@@ -33,6 +36,38 @@ pub struct CachedLog {
 
 /// The commits read, by store and path.
 static READ: Mutex<Option<HashMap<String, (ObjectMeta, Bytes)>>> = Mutex::new(None);
+/// The commits as the latest listing of their log showed them, by store and path.
+static LISTED: Mutex<Option<HashMap<String, ObjectMeta>>> = Mutex::new(None);
+
+/// Whether `a` and `b` describe one object: same size, and same entity tag (or, without one,
+/// same modification time).
+fn same_object(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    a.size == b.size
+        && match (&a.e_tag, &b.e_tag) {
+            (Some(x), Some(y)) => x == y,
+            _ => a.last_modified == b.last_modified,
+        }
+}
+
+/// Note the commits a listing shows (see [`LISTED`]).
+fn noted(
+    name: String,
+    listed: BoxStream<'static, Result<ObjectMeta>>,
+) -> BoxStream<'static, Result<ObjectMeta>> {
+    use futures::StreamExt;
+    Box::pin(listed.inspect(move |item| {
+        if let Ok(meta) = item
+            && is_commit(&meta.location)
+            && let Ok(mut l) = LISTED.lock()
+        {
+            let l = l.get_or_insert_with(HashMap::new);
+            if l.len() >= 4 * KEPT {
+                l.clear();
+            }
+            l.insert(format!("{name}/{}", meta.location), meta.clone());
+        }
+    }))
+}
 
 impl CachedLog {
     pub fn new(inner: Arc<dyn ObjectStore>, name: String) -> Self {
@@ -119,7 +154,13 @@ impl ObjectStore for CachedLog {
             .lock()
             .ok()
             .and_then(|r| r.as_ref().and_then(|r| r.get(&key).cloned()));
-        if let Some((meta, bytes)) = kept {
+        let listed = LISTED
+            .lock()
+            .ok()
+            .and_then(|l| l.as_ref().and_then(|l| l.get(&key).cloned()));
+        if let (Some((meta, bytes)), Some(listed)) = (kept, listed)
+            && same_object(&meta, &listed)
+        {
             return Ok(answer(meta, bytes));
         }
         let got = self.inner.get_opts(location, options).await?;
@@ -150,7 +191,7 @@ impl ObjectStore for CachedLog {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
+        noted(self.name.clone(), self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -158,7 +199,10 @@ impl ObjectStore for CachedLog {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
+        noted(
+            self.name.clone(),
+            self.inner.list_with_offset(prefix, offset),
+        )
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -177,6 +221,35 @@ impl ObjectStore for CachedLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table dropped and made again at the same place: its new commit of the same name is
+    /// read, not the old one kept.
+    #[tokio::test]
+    async fn a_commit_made_again_is_read_again() {
+        use deltalake::logstore::object_store::{ObjectStoreExt, memory::InMemory};
+        use futures::TryStreamExt;
+        let store = CachedLog::new(Arc::new(InMemory::new()), "mem://again".into());
+        let commit = Path::from("t/_delta_log/00000000000000000000.json");
+        let log = Path::from("t/_delta_log");
+        async fn read(store: &CachedLog, commit: &Path) -> Bytes {
+            let got = store.get_opts(commit, GetOptions::default()).await.unwrap();
+            got.bytes().await.unwrap()
+        }
+        store
+            .put(&commit, PutPayload::from_static(b"old"))
+            .await
+            .unwrap();
+        let _: Vec<_> = store.list(Some(&log)).try_collect().await.unwrap();
+        assert_eq!(read(&store, &commit).await.as_ref(), b"old");
+        assert_eq!(read(&store, &commit).await.as_ref(), b"old");
+        store.delete(&commit).await.unwrap();
+        store
+            .put(&commit, PutPayload::from_static(b"new!"))
+            .await
+            .unwrap();
+        let _: Vec<_> = store.list(Some(&log)).try_collect().await.unwrap();
+        assert_eq!(read(&store, &commit).await.as_ref(), b"new!");
+    }
 
     #[test]
     fn only_commits_are_kept() {

@@ -259,6 +259,7 @@ impl Warehouse {
     /// Directory of a catalog.
     pub fn catalog_path(&self, catalog: &str) -> Result<Place> {
         check_part("catalog", catalog)?;
+        self.check_store_name("catalog", catalog)?;
         // `_connections` and the like are the warehouse's own.
         if catalog.starts_with('_') {
             return Err(Error::Invalid(format!(
@@ -271,6 +272,7 @@ impl Warehouse {
     /// Directory of a schema.
     pub fn schema_path(&self, catalog: &str, schema: &str) -> Result<Place> {
         check_part("schema", schema)?;
+        self.check_store_name("schema", schema)?;
         if self.is_foreign(catalog) {
             return Err(self.foreign_error(catalog, &format!("{catalog}.{schema}")));
         }
@@ -280,9 +282,25 @@ impl Warehouse {
     /// Directory of a table.
     pub fn table_path(&self, name: &TableName) -> Result<Place> {
         check_part("table", &name.table)?;
+        self.check_store_name("table", &name.table)?;
         Ok(self
             .schema_path(&name.catalog, &name.schema)?
             .join(&name.table))
+    }
+
+    /// On a store, a name must be a key part as it is (delta-rs and the store's own escaping
+    /// of characters such as `%`, `#` or `~` would put a table and its name at different keys).
+    fn check_store_name(&self, kind: &str, name: &str) -> Result<()> {
+        if self.root.local().is_some() {
+            return Ok(());
+        }
+        let plain = |c: char| c.is_alphanumeric() || "_-.=+@$ ,;:!'()&".contains(c);
+        match name.chars().find(|c| !plain(*c)) {
+            None => Ok(()),
+            Some(c) => Err(Error::Invalid(format!(
+                "invalid {kind} name '{name}' in a warehouse on an object store: {c:?} would be escaped in the store's keys (use letters, digits, '_', '-' and '.')"
+            ))),
+        }
     }
 
     /// URL of a table, as delta-rs wants it: its directory, or an external table's location.
@@ -399,7 +417,7 @@ impl Warehouse {
     /// Whether a directory holds a Delta table: a log with a version in it (see
     /// [`log::has_version`]), or a link to one elsewhere (an external table).
     pub fn is_table_dir(path: &Place) -> bool {
-        path.has_version() || external::read_link(path).is_some_and(|l| !l.creating)
+        path.has_version() || external::names_table(path)
     }
 
     /// Every place the warehouse links to: external and managed tables' locations and the

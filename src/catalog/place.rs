@@ -5,6 +5,7 @@
 //! under it (an empty catalog or schema keeps a marker object), and a table exists when its
 //! `_delta_log/` holds a version, as on disk.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -29,6 +30,24 @@ pub struct Bucket {
     /// The runtime the store's connections belong to: the catalog's questions are
     /// synchronous (DataFusion asks for table names without awaiting).
     runtime: tokio::runtime::Handle,
+    /// What this statement has learnt of the names (see [`Place::begin_statement`]).
+    seen: std::sync::Mutex<HashMap<(Ask, String), Seen>>,
+}
+
+/// A question about a key whose answer a statement keeps.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Ask {
+    Read,
+    IsFile,
+    IsDir,
+    HasVersion,
+}
+
+/// The answer kept.
+#[derive(Clone)]
+enum Seen {
+    Bytes(Option<Vec<u8>>),
+    Yes(bool),
 }
 
 impl fmt::Debug for Bucket {
@@ -38,6 +57,35 @@ impl fmt::Debug for Bucket {
 }
 
 impl Bucket {
+    /// The answer to `ask` about `key`: kept from earlier in this statement, or asked of the
+    /// store with `f` (and kept when `keep` allows it).
+    fn remember(
+        &self,
+        ask: Ask,
+        key: &str,
+        keep: impl Fn(&Seen) -> bool,
+        f: impl FnOnce() -> Seen,
+    ) -> Seen {
+        let id = (ask, key.to_string());
+        if let Some(seen) = self.seen.lock().ok().and_then(|s| s.get(&id).cloned()) {
+            return seen;
+        }
+        let seen = f();
+        if keep(&seen)
+            && let Ok(mut kept) = self.seen.lock()
+        {
+            kept.insert(id, seen.clone());
+        }
+        seen
+    }
+
+    /// A change through this process: nothing kept holds any more.
+    fn forget(&self) {
+        if let Ok(mut kept) = self.seen.lock() {
+            kept.clear();
+        }
+    }
+
     /// Run `f` to its end from synchronous code: on the runtime's own threads without
     /// stalling them (tokio's `block_in_place`), elsewhere on the runtime directly.
     fn wait<T: Send>(&self, f: impl Future<Output = T> + Send) -> T {
@@ -83,6 +131,15 @@ impl Place {
     /// The root of a warehouse on the store at `url` (`s3://bucket/prefix`), its credentials
     /// and endpoint from the environment; must be called inside the runtime.
     pub fn on_store(url: &Url) -> Result<Place> {
+        let runtime = tokio::runtime::Handle::current();
+        // A runtime of one thread could not wait for the store from the catalog's synchronous
+        // questions (see [`Bucket::wait`]).
+        if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return Err(Error::Invalid(format!(
+                "a warehouse on a store ({}) needs a multi-threaded tokio runtime",
+                super::external::shown(url)
+            )));
+        }
         let (store, prefix) = super::external::root_store(url)?;
         let mut base = url.clone();
         base.set_path("");
@@ -90,7 +147,8 @@ impl Place {
             bucket: Arc::new(Bucket {
                 base,
                 store,
-                runtime: tokio::runtime::Handle::current(),
+                runtime,
+                seen: Default::default(),
             }),
             key: prefix.as_ref().trim_matches('/').to_string(),
         })
@@ -112,6 +170,17 @@ impl Place {
                     "cannot reach the warehouse {self}: {e} (check the bucket, the endpoint AWS_ENDPOINT_URL and the credentials)"
                 ))
             })
+    }
+
+    /// A statement begins: on a store, the names it asks about are asked of the store once
+    /// and kept until the statement ends or this process changes one (a statement asks
+    /// whether `orders` is a table, a view or a link many times while it is planned). A name
+    /// another process makes or drops meanwhile is seen by the next statement. A table is
+    /// never taken to be missing from what was kept: a statement creating one sees it.
+    pub fn begin_statement(&self) {
+        if let Place::Store { bucket, .. } = self {
+            bucket.forget();
+        }
     }
 
     /// The local path, when this place is on the local file system.
@@ -166,12 +235,15 @@ impl Place {
     }
 
     /// The object key of `name` in this directory (of this place itself when `name` is "").
+    /// Keys are raw, as delta-rs makes them from a table's URL (names with characters a
+    /// store would escape are refused before they get here: see `Warehouse::check_store_name`).
     fn key(key: &str, name: &str) -> Key {
-        Key::from_iter(
-            key.split('/')
-                .chain(name.split('/'))
-                .filter(|p| !p.is_empty()),
-        )
+        let parts: Vec<&str> = key
+            .split('/')
+            .chain(name.split('/'))
+            .filter(|p| !p.is_empty())
+            .collect();
+        Key::parse(parts.join("/")).unwrap_or_else(|_| Key::from_iter(parts))
     }
 
     fn store_error(&self, doing: &str, e: object_store::Error) -> Error {
@@ -184,9 +256,15 @@ impl Place {
             Place::Local(p) => p.is_dir(),
             Place::Store { bucket, key } => {
                 let prefix = Self::key(key, "");
-                bucket.wait(async {
-                    matches!(bucket.store.list(Some(&prefix)).next().await, Some(Ok(_)))
-                })
+                let ask = || {
+                    Seen::Yes(bucket.wait(async {
+                        matches!(bucket.store.list(Some(&prefix)).next().await, Some(Ok(_)))
+                    }))
+                };
+                matches!(
+                    bucket.remember(Ask::IsDir, key, |_| true, ask),
+                    Seen::Yes(true)
+                )
             }
         }
     }
@@ -197,7 +275,11 @@ impl Place {
             Place::Local(p) => p.is_file(),
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                bucket.wait(async { bucket.store.head(&k).await.is_ok() })
+                let ask = || Seen::Yes(bucket.wait(async { bucket.store.head(&k).await.is_ok() }));
+                matches!(
+                    bucket.remember(Ask::IsFile, key, |_| true, ask),
+                    Seen::Yes(true)
+                )
             }
         }
     }
@@ -212,17 +294,33 @@ impl Place {
             },
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                bucket.wait(async {
-                    match bucket.store.get(&k).await {
-                        Ok(r) => r
-                            .bytes()
-                            .await
-                            .map(|b| Some(b.to_vec()))
-                            .map_err(|e| self.store_error("read", e)),
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(self.store_error("read", e)),
+                let mut failed = None;
+                let ask = || {
+                    let read = bucket.wait(async {
+                        match bucket.store.get(&k).await {
+                            Ok(r) => r
+                                .bytes()
+                                .await
+                                .map(|b| Some(b.to_vec()))
+                                .map_err(|e| self.store_error("read", e)),
+                            Err(object_store::Error::NotFound { .. }) => Ok(None),
+                            Err(e) => Err(self.store_error("read", e)),
+                        }
+                    });
+                    match read {
+                        Ok(bytes) => Seen::Bytes(bytes),
+                        Err(e) => {
+                            failed = Some(e);
+                            Seen::Yes(false)
+                        }
                     }
-                })
+                };
+                let seen = bucket.remember(Ask::Read, key, |s| matches!(s, Seen::Bytes(_)), ask);
+                match (seen, failed) {
+                    (_, Some(e)) => Err(e),
+                    (Seen::Bytes(bytes), None) => Ok(bytes),
+                    (Seen::Yes(_), None) => Ok(None),
+                }
             }
         }
     }
@@ -244,14 +342,17 @@ impl Place {
             }
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                bucket.wait(async {
+                let changed = bucket.wait(async {
                     bucket
                         .store
                         .put(&k, PutPayload::from(bytes))
                         .await
                         .map(|_| ())
                         .map_err(|e| self.store_error("write", e))
-                })
+                });
+                // Whatever happened, what was kept may be wrong now.
+                bucket.forget();
+                changed
             }
         }
     }
@@ -266,7 +367,7 @@ impl Place {
             },
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                bucket.wait(async {
+                let changed = bucket.wait(async {
                     // A store's DELETE of nothing succeeds: ask first.
                     match bucket.store.head(&k).await {
                         Err(object_store::Error::NotFound { .. }) => return Ok(false),
@@ -279,7 +380,10 @@ impl Place {
                         .await
                         .map(|_| true)
                         .map_err(|e| self.store_error("remove", e))
-                })
+                });
+                // Whatever happened, what was kept may be wrong now.
+                bucket.forget();
+                changed
             }
         }
     }
@@ -314,23 +418,35 @@ impl Place {
             },
             Place::Store { bucket, key } => {
                 let prefix = Self::key(key, "");
-                bucket.wait(async {
-                    let mut keys: Vec<Key> = bucket
+                let changed = bucket.wait(async {
+                    let keys: Vec<Key> = bucket
                         .store
                         .list(Some(&prefix))
                         .map_ok(|o| o.location)
                         .try_collect()
                         .await
                         .map_err(|e| self.store_error("list", e))?;
-                    keys.sort_by_key(|k| !super::log::in_log(k.as_ref()));
-                    for k in keys {
-                        match bucket.store.delete(&k).await {
-                            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                            Err(e) => return Err(self.store_error("remove", e)),
+                    // The log first, then the rest, each in batches.
+                    let (log, rest): (Vec<Key>, Vec<Key>) = keys
+                        .into_iter()
+                        .partition(|k| super::log::in_log(k.as_ref()));
+                    for batch in [log, rest] {
+                        let gone = bucket.store.delete_stream(
+                            futures::stream::iter(batch.into_iter().map(Ok)).boxed(),
+                        );
+                        let results: Vec<_> = gone.collect().await;
+                        for r in results {
+                            match r {
+                                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                                Err(e) => return Err(self.store_error("remove", e)),
+                            }
                         }
                     }
                     Ok(())
-                })
+                });
+                // Whatever happened, what was kept may be wrong now.
+                bucket.forget();
+                changed
             }
         }
     }
@@ -339,10 +455,16 @@ impl Place {
     /// hidden ones (a leading `.`); `_` names are the warehouse's own, and left out of
     /// directories.
     pub fn list(&self, dirs: bool) -> Vec<String> {
+        self.try_list(dirs).unwrap_or_default()
+    }
+
+    /// [`Place::list`], with a store that does not answer an error (a directory that does not
+    /// exist is empty).
+    pub fn try_list(&self, dirs: bool) -> Result<Vec<String>> {
         let mut names: Vec<String> = match self {
             Place::Local(p) => {
                 let Ok(entries) = std::fs::read_dir(p) else {
-                    return vec![];
+                    return Ok(vec![]);
                 };
                 entries
                     .filter_map(|e| e.ok())
@@ -358,9 +480,7 @@ impl Place {
                         .list_with_delimiter((!key.is_empty()).then_some(&prefix))
                         .await
                 });
-                let Ok(listed) = listed else {
-                    return vec![];
-                };
+                let listed = listed.map_err(|e| self.store_error("list", e))?;
                 if dirs {
                     listed
                         .common_prefixes
@@ -379,7 +499,7 @@ impl Place {
         let hidden = |n: &str| n.starts_with('.') || (dirs && n.starts_with('_'));
         names.retain(|n| !hidden(n));
         names.sort();
-        names
+        Ok(names)
     }
 
     /// Whether this directory holds anything.
@@ -397,18 +517,23 @@ impl Place {
             Place::Local(p) => super::log::has_version(&super::log::dir(p)),
             Place::Store { bucket, key } => {
                 let log = Self::key(key, super::log::DIR);
-                bucket.wait(async {
-                    let mut listed = bucket.store.list(Some(&log));
-                    let dir = format!("{log}/");
-                    while let Some(Ok(o)) = listed.next().await {
-                        // Names in the log itself, not in its sub-directories.
-                        let name = o.location.as_ref().strip_prefix(&dir).unwrap_or_default();
-                        if !name.contains('/') && super::log::is_version_file(name) {
-                            return true;
+                let ask = || {
+                    Seen::Yes(bucket.wait(async {
+                        let mut listed = bucket.store.list(Some(&log));
+                        let dir = format!("{log}/");
+                        while let Some(Ok(o)) = listed.next().await {
+                            // Names in the log itself, not in its sub-directories.
+                            let name = o.location.as_ref().strip_prefix(&dir).unwrap_or_default();
+                            if !name.contains('/') && super::log::is_version_file(name) {
+                                return true;
+                            }
                         }
-                    }
-                    false
-                })
+                        false
+                    }))
+                };
+                // Only a table found is kept: one created meanwhile is found.
+                let found = |s: &Seen| matches!(s, Seen::Yes(true));
+                found(&bucket.remember(Ask::HasVersion, key, found, ask))
             }
         }
     }

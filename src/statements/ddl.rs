@@ -93,6 +93,8 @@ pub fn create_catalog(
     if let Some(url) = &url {
         session.warehouse().check_new_location(url)?;
     }
+    // On a store the catalog keeps a marker of its own: it outlives its schemas.
+    path.make_dir()?;
     path.join("default").make_dir()?;
     if let Some(url) = url {
         external::write_link(&path, &url, false)?;
@@ -137,7 +139,8 @@ pub async fn drop_catalog(
         .warehouse()
         .schemas(&catalog)
         .iter()
-        .any(|s| !session.warehouse().tables(&catalog, s).is_empty());
+        .any(|s| !session.warehouse().tables(&catalog, s).is_empty())
+        || (!cascade && holds_anything_on_store(&path, 2)?);
     if has_tables && !cascade {
         return Err(Error::Invalid(format!(
             "catalog '{catalog}' is not empty: use DROP CATALOG {} CASCADE to drop it with its tables",
@@ -150,6 +153,26 @@ pub async fn drop_catalog(
     session.forget_foreign(&catalog);
     delete_located(managed).await?;
     Ok(Output::empty())
+}
+
+/// Whether a directory of a warehouse on a store holds anything `depth` levels down (a
+/// schema's tables at 1, a catalog's at 2), asked so that a store that does not answer is an
+/// error: a DROP without CASCADE must not take a failed listing for an empty schema. A local
+/// directory is not asked (its listing does not fail that way).
+fn holds_anything_on_store(place: &crate::catalog::Place, depth: usize) -> Result<bool> {
+    if place.local().is_some() {
+        return Ok(false);
+    }
+    let dirs = place.try_list(true)?;
+    if depth <= 1 {
+        return Ok(!dirs.is_empty() || !place.try_list(false)?.is_empty());
+    }
+    for d in dirs {
+        if holds_anything_on_store(&place.join(&d), depth - 1)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Resolve a schema name (`s` or `c.s`) in the current catalog.
@@ -293,6 +316,10 @@ pub async fn drop(
                 let mut tables = session.warehouse().tables(&catalog, &schema);
                 tables.extend(session.warehouse().views(&catalog, &schema));
                 tables.extend(session.warehouse().functions(&catalog, &schema));
+                let place = session.warehouse().schema_path(&catalog, &schema)?;
+                if tables.is_empty() && !cascade && holds_anything_on_store(&place, 1)? {
+                    tables.push(String::new());
+                }
                 if !tables.is_empty() && !cascade {
                     return Err(Error::Invalid(format!(
                         "schema '{catalog}.{schema}' has {} table(s), view(s) or function(s): use DROP SCHEMA {}.{} CASCADE to drop them too",

@@ -50,6 +50,7 @@ pub async fn run_streaming(session: &mut Session, sql: &str) -> Result<Reply> {
 
 /// Run one parsed statement.
 pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
+    session.warehouse().root().begin_statement();
     if stmt.writes_tables() {
         session.warehouse().check_writable(None)?;
     }
@@ -158,6 +159,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
 
 /// Run one parsed statement; a query's rows are not collected but streamed.
 pub async fn execute_streaming(session: &mut Session, stmt: Statement) -> Result<Reply> {
+    session.warehouse().root().begin_statement();
     match stmt {
         Statement::Sql(s) if matches!(*s, Sql::Query(_)) => {
             clauses::queries(&s)?;

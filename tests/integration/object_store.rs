@@ -938,9 +938,9 @@ fn shard_workers_on_a_warehouse_on_moto_split_the_job_and_survive_a_killed_worke
 }
 
 /// Sail (LakeSail's Spark Connect server, built on DataFusion) in local-cluster mode with 2
-/// workers over the same store: it reads the tables tidemark wrote (values and types,
-/// timestamps included), tidemark reads the table Sail wrote, and tidemark's copies from a
-/// source Sail appends to copy each row once.
+/// workers over a warehouse on the store: it reads the tables tidemark wrote (values and
+/// types, timestamps included), tidemark reads the table Sail made in the warehouse, and
+/// tidemark's copies from a source Sail appends to copy each row once.
 #[test]
 fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
     let Some(python) = python_or_skip() else {
@@ -982,18 +982,20 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
         );
         String::from_utf8_lossy(&out.stdout).to_string()
     };
-    let (_d, wh) = warehouse();
+    // The warehouse itself on the store: Sail reads and writes its tables where they are.
+    let wh = Path::new("s3://lake/wh").to_path_buf();
+    let at = "s3://lake/wh/main/default";
     sql_on(
         &wh,
         &end,
         &[
-            "CREATE TABLE tm (id INT, amount DECIMAL(10, 2), at TIMESTAMP, day DATE, v STRING) LOCATION 's3://lake/tm'",
+            "CREATE TABLE tm (id INT, amount DECIMAL(10, 2), at TIMESTAMP, day DATE, v STRING)",
             "INSERT INTO tm VALUES (1, 10.50, TIMESTAMP '2024-01-01 10:00:00Z', DATE '2024-01-01', 'a'), (2, NULL, TIMESTAMP '2024-06-30 23:59:59.123456Z', DATE '2024-06-30', 'b')",
         ],
     );
-    let read = sail(
-        "df = spark.read.format('delta').load('s3://lake/tm')\nprint(df.dtypes)\nfor r in sorted(df.toArrow().to_pylist(), key=lambda r: r['id']): print(r['id'], r['amount'], r['at'].isoformat(), r['day'], r['v'])",
-    );
+    let read = sail(&format!(
+        "df = spark.read.format('delta').load('{at}/tm')\nprint(df.dtypes)\nfor r in sorted(df.toArrow().to_pylist(), key=lambda r: r['id']): print(r['id'], r['amount'], r['at'].isoformat(), r['day'], r['v'])",
+    ));
     assert!(
         read.contains("[('id', 'int'), ('amount', 'decimal(10,2)'), ('at', 'timestamp'), ('day', 'date'), ('v', 'string')]"),
         "{read}"
@@ -1001,15 +1003,14 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
     assert!(read.contains("1 10.50 2024-01-01T10:00:00"), "{read}");
     assert!(read.contains("2 None 2024-06-30T23:59:59.123456"), "{read}");
 
-    // Sail writes; tidemark reads.
-    sail(
-        "spark.sql(\"SELECT 1 AS id, TIMESTAMP'2024-03-01 12:00:00' AS at, 'x' AS v\").write.format('delta').mode('overwrite').save('s3://lake/src')",
-    );
+    // Sail makes a table in the warehouse; tidemark reads it and copies from it.
+    sail(&format!(
+        "spark.sql(\"SELECT 1 AS id, TIMESTAMP'2024-03-01 12:00:00' AS at, 'x' AS v\").write.format('delta').mode('overwrite').save('{at}/src')"
+    ));
     let got = sql_on(
         &wh,
         &end,
         &[
-            "CREATE TABLE src LOCATION 's3://lake/src'",
             "SELECT id, typeof(at), v FROM src",
             "COPY INCREMENTAL src INTO dst WATERMARK id",
         ],
@@ -1018,7 +1019,7 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
     // Sail appends to the source between copies: each row once.
     for round in 2..=3 {
         sail(&format!(
-            "spark.sql(\"SELECT {round} AS id, TIMESTAMP'2024-03-0{round} 12:00:00' AS at, 'r{round}' AS v\").write.format('delta').mode('append').save('s3://lake/src')"
+            "spark.sql(\"SELECT {round} AS id, TIMESTAMP'2024-03-0{round} 12:00:00' AS at, 'r{round}' AS v\").write.format('delta').mode('append').save('{at}/src')"
         ));
         sql_on(&wh, &end, &["COPY INCREMENTAL src INTO dst WATERMARK id"]);
         sql_on(&wh, &end, &["COPY INCREMENTAL src INTO dst WATERMARK id"]);
@@ -1029,6 +1030,10 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
         &["SELECT count(*), count(DISTINCT id), sum(id) FROM dst"],
     );
     assert!(counts.contains("3,3,6"), "{counts}");
+    let copied = sail(&format!(
+        "print(sorted(r['id'] for r in spark.read.format('delta').load('{at}/dst').toArrow().to_pylist()))"
+    ));
+    assert!(copied.contains("[1, 2, 3]"), "{copied}");
 }
 
 /// The objects under `prefix` in `bucket`, as keys.
@@ -1161,6 +1166,25 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
     );
     let foreign = run(&["SELECT sum(k) FROM sales.from_python"]);
     assert!(foreign.contains("\n15\n"), "{foreign}");
+
+    // A name dropped and made again in one process is the new table (the commits of the old
+    // one, kept in memory, are not read for it); an empty catalog outlives its schemas.
+    let again = run(&[
+        "CREATE TABLE bronze.again (a INT)",
+        "INSERT INTO bronze.again VALUES (1)",
+        "SELECT * FROM bronze.again",
+        "DROP TABLE bronze.again",
+        "CREATE TABLE bronze.again (b STRING)",
+        "INSERT INTO bronze.again VALUES ('x')",
+        "SELECT 'again', * FROM bronze.again",
+        "CREATE CATALOG spare",
+        "DROP SCHEMA spare.default",
+        "CREATE SCHEMA spare.s",
+        "SHOW SCHEMAS IN spare",
+    ]);
+    assert!(again.contains("again,x") && again.ends_with("schema\ns\n"), "{again}");
+    let odd = fails("CREATE TABLE `a#b` (x INT)");
+    assert!(odd.contains("object store"), "{odd}");
 
     // What a store cannot do in one step is refused, and changes nothing.
     let renamed = fails("ALTER TABLE sales.orders RENAME TO sales.orders2");

@@ -417,7 +417,7 @@ impl Warehouse {
     /// Whether a directory holds a Delta table: a log with a version in it (see
     /// [`log::has_version`]), or a link to one elsewhere (an external table).
     pub fn is_table_dir(path: &Place) -> bool {
-        path.has_version() || external::names_table(path)
+        external::names_table(path) || path.has_version()
     }
 
     /// Every place the warehouse links to: external and managed tables' locations and the

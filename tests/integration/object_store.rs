@@ -1182,7 +1182,10 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
         "CREATE SCHEMA spare.s",
         "SHOW SCHEMAS IN spare",
     ]);
-    assert!(again.contains("again,x") && again.ends_with("schema\ns\n"), "{again}");
+    assert!(
+        again.contains("again,x") && again.ends_with("schema\ns\n"),
+        "{again}"
+    );
     let odd = fails("CREATE TABLE `a#b` (x INT)");
     assert!(odd.contains("object store"), "{odd}");
 

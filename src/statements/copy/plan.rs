@@ -182,9 +182,13 @@ pub(super) async fn plan(
         Some(files)
             if !unchanged && r.merge_keys.is_empty() && r.source.plans_by_file(&r.wm_type)? =>
         {
-            r.source
-                .root()
-                .map(|root| whole_file::plan(files, root, &r.wm, &r.wm_type, from))
+            Some(whole_file::plan(
+                files,
+                r.source.root(),
+                &r.wm,
+                &r.wm_type,
+                from,
+            ))
         }
         _ => None,
     };
@@ -402,9 +406,6 @@ async fn counted_from_statistics(
     above: &DfExpr,
     from: Option<&ScalarValue>,
 ) -> Result<Option<(Option<ScalarValue>, i64)>> {
-    let Some(root) = r.source.root() else {
-        return Ok(None);
-    };
     let decoded = if fp.decode.is_empty() {
         0
     } else {
@@ -413,7 +414,12 @@ async fn counted_from_statistics(
         rows.filter(above.clone())?.count().await? as i64
     };
     let candidates = fp.max_candidates();
-    let best = match whole_file::footer_max(root, &candidates, &r.wm, &r.wm_type) {
+    // Footers are read on the local file system; on a store the candidates are read.
+    let footers = r
+        .source
+        .root()
+        .and_then(|root| whole_file::footer_max(root, &candidates, &r.wm, &r.wm_type));
+    let best = match footers {
         // The largest watermark overall is the largest above the start, if above it.
         Some(m) => m.filter(|m| from.is_none_or(|s| m > s)),
         None => {
@@ -459,10 +465,10 @@ fn strategy(
                 && t.snapshot()?.metadata().partition_columns().is_empty(),
         )
     };
+    // Links and local copies when both tables are on the local file system; copies by the
+    // store itself within one store; a stream of each file's bytes between stores.
     if let Some(fp) = stats
         && session.settings().whole_files
-        // Links and local copies: both tables on the local file system.
-        && r.names.target_dir.is_some()
         && !r.new_columns
         && match &r.target {
             Some(t) => takes_files_whole(t)?,

@@ -157,7 +157,7 @@ fn stat_value(v: &serde_json::Value, dt: &DataType) -> Option<ScalarValue> {
 /// `start`), or skipped (none can).
 pub fn plan(
     files: &[SourceFile],
-    root: &Path,
+    root: Option<&Path>,
     wm: &str,
     dt: &DataType,
     start: Option<&ScalarValue>,
@@ -182,6 +182,7 @@ pub fn plan(
         if let Some(s) = start
             && !all_above
             && add.deletion_vector.is_none()
+            && let Some(root) = root
             && let Some((min, max)) = footer_range(root, &add.path, wm, dt)
         {
             if max.as_ref().is_none_or(|m| m <= s) {
@@ -346,39 +347,147 @@ pub fn link_files(
         // Already URL-decoded by delta-rs: the file's own name.
         let rel = f.add.path.clone();
         let from = source_root.join(&rel);
-        let file_name = Path::new(&rel)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("part.parquet");
-        let name = format!("tm-{batch}-{i:05}-{file_name}");
+        let name = new_name(&batch, i, &rel);
         let to = target_root.join(&name);
         let linked = hard_links && std::fs::hard_link(&from, &to).is_ok();
         if !linked {
             copy_new(&from, &to)?;
         }
-        adds.push(Add {
-            path: name,
-            partition_values: HashMap::new(),
-            size: f.add.size,
-            modification_time: now,
-            data_change: true,
-            // Statistics that may have been rounded through float64 are not carried on.
-            stats: match &f.add.stats {
-                Some(s) if !inexact_stats.is_empty() => {
-                    Some(crate::catalog::filter_column_stats(s, |c| {
-                        !inexact_stats.iter().any(|i| i == c)
-                    }))
-                }
-                other => other.clone(),
-            },
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-            clustering_provider: None,
-        });
+        adds.push(added(f, name, now, inexact_stats));
     }
     Ok(adds)
+}
+
+/// The name a whole file gets in the target: new, never used, ending with the source file's.
+fn new_name(batch: &str, i: usize, rel: &str) -> String {
+    let file_name = Path::new(rel)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("part.parquet");
+    format!("tm-{batch}-{i:05}-{file_name}")
+}
+
+/// The Add action of a whole file copied to `name`, its statistics unchanged.
+fn added(f: &SourceFile, name: String, now: i64, inexact_stats: &[String]) -> Add {
+    Add {
+        path: name,
+        partition_values: HashMap::new(),
+        size: f.add.size,
+        modification_time: now,
+        data_change: true,
+        // Statistics that may have been rounded through float64 are not carried on.
+        stats: match &f.add.stats {
+            Some(s) if !inexact_stats.is_empty() => {
+                Some(crate::catalog::filter_column_stats(s, |c| {
+                    !inexact_stats.iter().any(|i| i == c)
+                }))
+            }
+            other => other.clone(),
+        },
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+        clustering_provider: None,
+    }
+}
+
+/// [`link_files`] where a table is on an object store: within one store (one bucket) the
+/// store copies each file itself, and no byte passes through tidemark; between stores (or
+/// with the local file system) each file's bytes stream from one to the other, never decoded.
+pub async fn copy_objects(
+    source: &DeltaTable,
+    target: &DeltaTable,
+    files: &[SourceFile],
+    inexact_stats: &[String],
+) -> Result<Vec<Add>> {
+    use deltalake::logstore::object_store::path::Path as Key;
+    use futures::{StreamExt, TryStreamExt};
+    let (from_url, to_url) = (source.table_url().clone(), target.table_url().clone());
+    let one_store = crate::catalog::external::is_remote(&from_url)
+        && from_url.scheme() == to_url.scheme()
+        && from_url.host_str() == to_url.host_str()
+        && from_url.port() == to_url.port();
+    let in_bucket = |url: &url::Url, rel: &str| -> Result<Key> {
+        let table = Key::from_url_path(url.path())
+            .map_err(|e| Error::Other(format!("{}: {e}", crate::catalog::external::shown(url))))?;
+        Key::parse(format!("{table}/{rel}").trim_start_matches('/'))
+            .map_err(|e| Error::Other(format!("{rel}: {e}")))
+    };
+    let (from_store, to_store) = (
+        source.log_store().object_store(None),
+        target.log_store().object_store(None),
+    );
+    let bucket = source.log_store().root_object_store(None);
+    let now = chrono::Utc::now().timestamp_millis();
+    let batch = uuid::Uuid::new_v4().simple().to_string();
+    let mut jobs = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        let name = new_name(&batch, i, &f.add.path);
+        let (from, to) = if one_store {
+            (
+                in_bucket(&from_url, &f.add.path)?,
+                in_bucket(&to_url, &name)?,
+            )
+        } else {
+            (
+                Key::parse(&f.add.path).map_err(|e| Error::Other(e.to_string()))?,
+                Key::from(name.as_str()),
+            )
+        };
+        jobs.push(copy_object(
+            if one_store {
+                (bucket.clone(), bucket.clone())
+            } else {
+                (from_store.clone(), to_store.clone())
+            },
+            from,
+            to,
+            one_store,
+            format!(
+                "cannot copy {} of {} to {}",
+                f.add.path,
+                crate::catalog::external::shown(&from_url),
+                crate::catalog::external::shown(&to_url)
+            ),
+        ));
+    }
+    let _: Vec<()> = futures::stream::iter(jobs)
+        .buffered(8)
+        .try_collect()
+        .await?;
+    Ok(files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| added(f, new_name(&batch, i, &f.add.path), now, inexact_stats))
+        .collect())
+}
+
+type Store = std::sync::Arc<dyn deltalake::logstore::object_store::ObjectStore>;
+
+/// One whole file from `from` in the first store to `to` in the second: by the store itself
+/// (`same`: one store), else streamed.
+async fn copy_object(
+    (from_store, to_store): (Store, Store),
+    from: deltalake::logstore::object_store::path::Path,
+    to: deltalake::logstore::object_store::path::Path,
+    same: bool,
+    what: String,
+) -> Result<()> {
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    use futures::TryStreamExt;
+    use tokio::io::AsyncWriteExt;
+    let failed = |e: deltalake::logstore::object_store::Error| Error::Other(format!("{what}: {e}"));
+    if same {
+        return from_store.copy(&from, &to).await.map_err(failed);
+    }
+    let mut bytes = from_store.get(&from).await.map_err(failed)?.into_stream();
+    let mut out = deltalake::logstore::object_store::buffered::BufWriter::new(to_store, to);
+    while let Some(chunk) = bytes.try_next().await.map_err(failed)? {
+        out.write_all(&chunk).await?;
+    }
+    out.shutdown().await?;
+    Ok(())
 }
 
 /// Byte-copy into a file that must not exist yet.

@@ -90,23 +90,23 @@ async fn whole_files(
     window: &[RecordBatch],
     to: &Destination<'_>,
 ) -> Result<Vec<Add>> {
-    let (Some(source), Some(source_root), Some(target_root)) = (
-        r.source.delta(),
-        r.source.root(),
-        r.names.target_dir.as_deref(),
-    ) else {
+    let Some(source) = r.source.delta() else {
         return Err(Error::Other(format!(
             "{} has no files to copy whole",
             r.names.source
         )));
     };
-    let mut adds = whole_file::link_files(
-        source_root,
-        target_root,
-        &files.whole,
-        session.settings().hard_links,
-        &crate::catalog::inexact_stats_columns(source)?,
-    )?;
+    let inexact = crate::catalog::inexact_stats_columns(source)?;
+    let mut adds = match (r.source.root(), r.names.target_dir.as_deref()) {
+        (Some(source_root), Some(target_root)) => whole_file::link_files(
+            source_root,
+            target_root,
+            &files.whole,
+            session.settings().hard_links,
+            &inexact,
+        )?,
+        _ => whole_file::copy_objects(source, &to.table, &files.whole, &inexact).await?,
+    };
     for add in &adds {
         to.uncommitted.note(&add.path);
     }

@@ -84,9 +84,18 @@ pub fn write_link(dir: &Place, url: &Url, managed: bool) -> Result<()> {
 }
 
 /// A link for a table about to be created at `url`: followed by the create, not a table
-/// until [`finish_link`].
-pub fn write_creating_link(dir: &Place, url: &Url, managed: bool) -> Result<()> {
-    write_flags(dir, url, managed, true)
+/// until [`finish_link`]. Written only where there is no link yet: the link another process
+/// wrote first is returned instead (two creates of one name then meet at one place, where
+/// the Delta log lets one of them commit).
+pub fn write_creating_link(dir: &Place, url: &Url, managed: bool) -> Result<Option<Link>> {
+    if dir.join(LINK).write_new(link_text(url, managed, true))? {
+        return Ok(None);
+    }
+    Ok(Some(read_link(dir).ok_or_else(|| {
+        Error::Conflict(format!(
+            "{dir} is being linked by another process at this moment; run the statement again"
+        ))
+    })?))
 }
 
 /// The table of a creating link exists now: the link names it.
@@ -98,6 +107,10 @@ pub fn finish_link(dir: &Place) -> Result<()> {
 }
 
 fn write_flags(dir: &Place, url: &Url, managed: bool, creating: bool) -> Result<()> {
+    dir.join(LINK).write(link_text(url, managed, creating))
+}
+
+fn link_text(url: &Url, managed: bool, creating: bool) -> Vec<u8> {
     let mut text = format!("{url}\n");
     if managed {
         text.push_str(MANAGED);
@@ -107,7 +120,7 @@ fn write_flags(dir: &Place, url: &Url, managed: bool, creating: bool) -> Result<
         text.push_str(CREATING);
         text.push('\n');
     }
-    dir.join(LINK).write(text.into_bytes())
+    text.into_bytes()
 }
 
 /// Whether the places `a` and `b` overlap: one is `b` or lies under the other.

@@ -376,7 +376,9 @@ impl Warehouse {
             e
         };
         external::check_empty(&url).await.map_err(refuse)?;
-        external::write_creating_link(&dir, &url, true)
+        // Another process creating this name at this moment wrote its link first: this
+        // create goes to its place, where only one of the two commits.
+        external::write_creating_link(&dir, &url, true).map(|_| ())
     }
 
     /// After a create of `name` succeeded: a link made for it names the table now.

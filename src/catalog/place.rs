@@ -357,6 +357,65 @@ impl Place {
         }
     }
 
+    /// Write the file whole if there is none yet: false (and nothing written) when there is
+    /// one. Two processes writing it at once: one writes, the other is told.
+    pub fn write_new(&self, bytes: Vec<u8>) -> Result<bool> {
+        match self {
+            Place::Local(p) => {
+                let dir = p.parent().expect("a file is in a directory");
+                std::fs::create_dir_all(dir)?;
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+                std::fs::write(&tmp, &bytes)?;
+                // A hard link is made only where no file is, with the whole text at once.
+                let linked = std::fs::hard_link(&tmp, p);
+                let _ = std::fs::remove_file(&tmp);
+                match linked {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                    // A file system without hard links: made only where none is, then written.
+                    Err(_) => {
+                        use std::io::Write;
+                        match std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(p)
+                        {
+                            Ok(mut f) => {
+                                f.write_all(&bytes)?;
+                                f.sync_all()?;
+                                Ok(true)
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                            Err(e) => Err(e.into()),
+                        }
+                    }
+                }
+            }
+            Place::Store { bucket, key } => {
+                let k = Self::key(key, "");
+                let put = bucket.wait(async {
+                    let create = object_store::PutOptions {
+                        mode: object_store::PutMode::Create,
+                        ..Default::default()
+                    };
+                    match bucket
+                        .store
+                        .put_opts(&k, PutPayload::from(bytes), create)
+                        .await
+                    {
+                        Ok(_) => Ok(true),
+                        Err(object_store::Error::AlreadyExists { .. })
+                        | Err(object_store::Error::Precondition { .. }) => Ok(false),
+                        Err(e) => Err(self.store_error("write", e)),
+                    }
+                });
+                bucket.forget();
+                put
+            }
+        }
+    }
+
     /// Remove the file; false when there was none.
     pub fn remove_file(&self) -> Result<bool> {
         match self {

@@ -652,7 +652,15 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
     // until the create commits), so every step below writes there; a failed create leaves no
     // name behind.
     external::check_safe_commits(&external::handle_at(&url)?).await?;
-    external::write_creating_link(&dir, &url, false)?;
+    if let Some(theirs) = external::write_creating_link(&dir, &url, false)?
+        && theirs.url != url
+    {
+        return Err(Error::Conflict(format!(
+            "cannot create {table} at LOCATION '{}': another process is creating {table} at {} at this moment; nothing was changed",
+            external::shown(&url),
+            external::shown(&theirs.url)
+        )));
+    }
     let made = create_table_here(session, create, table.clone(), true).await;
     if made.is_err() {
         session.warehouse().forget_failed_create(&table).await;

@@ -561,6 +561,38 @@ impl Place {
         Ok(names)
     }
 
+    /// Every object under this place on a store (the place itself if it is one), each with
+    /// its key relative to the place (empty for the place itself), size and modification
+    /// time in milliseconds; in key order.
+    pub fn objects(&self) -> Result<Vec<(String, u64, i64)>> {
+        let Place::Store { bucket, key } = self else {
+            return Err(Error::Other(format!("{self} is not on an object store")));
+        };
+        let k = Self::key(key, "");
+        bucket.wait(async {
+            let mut found = vec![];
+            match bucket.store.head(&k).await {
+                Ok(o) => found.push((String::new(), o.size, o.last_modified.timestamp_millis())),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.store_error("read", e)),
+            }
+            let mut listed = bucket.store.list((!key.is_empty()).then_some(&k));
+            let dir = format!("{k}/");
+            while let Some(o) = listed.next().await {
+                let o = o.map_err(|e| self.store_error("list", e))?;
+                let name = o.location.as_ref();
+                let rel = if key.is_empty() {
+                    name
+                } else {
+                    name.strip_prefix(&dir).unwrap_or(name)
+                };
+                found.push((rel.to_string(), o.size, o.last_modified.timestamp_millis()));
+            }
+            found.sort();
+            Ok(found)
+        })
+    }
+
     /// Whether this directory holds anything.
     pub fn is_empty_dir(&self) -> bool {
         match self {

@@ -1278,3 +1278,74 @@ fn creates_of_one_name_at_once_in_a_located_schema_make_one_table() {
         .collect();
     assert_eq!(logs.len(), 3, "{logs:?}");
 }
+
+/// Files on the store: `read_files` and `COPY INTO` read `s3://` paths (a directory with its
+/// nested ones, a glob, one file, FILES), leave hidden files out, and COPY INTO loads each
+/// file once, ever (a run again, or a file rewritten in place, loads nothing; `force` does).
+#[test]
+fn read_files_and_copy_into_read_files_on_the_store() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    py(
+        &python,
+        &format!(
+            "import boto3, io, pyarrow as pa, pyarrow.parquet as pq\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nc.put_object(Bucket='lake', Key='in/a.csv', Body=b'id,name\\n1,x\\n2,y\\n')\nc.put_object(Bucket='lake', Key='in/b.csv', Body=b'id,name\\n3,z\\n')\nc.put_object(Bucket='lake', Key='in/_SUCCESS', Body=b'')\nc.put_object(Bucket='lake', Key='in/day/c.csv', Body=b'id,name\\n4,w\\n')\nc.put_object(Bucket='lake', Key='js/e.json', Body=b'{{\"id\": 5, \"tags\": [\"a\"]}}\\n')\nb = io.BytesIO()\npq.write_table(pa.table({{'id': pa.array([6, 7], pa.int64())}}), b)\nc.put_object(Bucket='lake', Key='pq/f.parquet', Body=b.getvalue())"
+        ),
+    );
+    let wh = Path::new("s3://lake/wh");
+    let read = sql_on(
+        wh,
+        &end,
+        &[
+            "SELECT 'all', count(*), sum(id) FROM read_files('s3://lake/in/', format => 'csv', header => true)",
+            "SELECT 'glob', count(*) FROM read_files('s3://lake/in/*.csv', header => true)",
+            "SELECT 'one', name FROM read_files('s3://lake/in/b.csv', header => true)",
+            "SELECT 'json', id, tags[0] FROM read_files('s3://lake/js/', format => 'json')",
+            "SELECT 'parquet', sum(id) FROM read_files('s3://lake/pq/f.parquet')",
+        ],
+    );
+    for expected in ["all,4,10", "glob,3", "one,z", "json,5,a", "parquet,13"] {
+        assert!(read.contains(expected), "{expected} in:\n{read}");
+    }
+    let missing = fails_on(
+        wh,
+        &end,
+        "SELECT * FROM read_files('s3://lake/none/', format => 'csv')",
+    );
+    assert!(
+        missing.contains("path does not exist: s3://lake/none/"),
+        "{missing}"
+    );
+
+    let load =
+        "COPY INTO t FROM 's3://lake/in' FILEFORMAT = CSV FORMAT_OPTIONS ('header' = 'true')";
+    sql_on(
+        wh,
+        &end,
+        &["CREATE TABLE t (id INT, name STRING)", load, load],
+    );
+    let once = sql_on(wh, &end, &["SELECT count(*), sum(id) FROM t"]);
+    assert!(once.contains("4,10"), "{once}");
+    // A file rewritten in place is not loaded again; `force` loads the files named again.
+    py(
+        &python,
+        &format!(
+            "import boto3\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nc.put_object(Bucket='lake', Key='in/a.csv', Body=b'id,name\\n1,x\\n2,y\\n9,q\\n')"
+        ),
+    );
+    sql_on(wh, &end, &[load]);
+    let same = sql_on(wh, &end, &["SELECT count(*) FROM t"]);
+    assert!(same.ends_with("\n4\n"), "{same}");
+    sql_on(
+        wh,
+        &end,
+        &[
+            "COPY INTO t FROM 's3://lake/in' FILEFORMAT = CSV FILES = ('b.csv') FORMAT_OPTIONS ('header' = 'true') COPY_OPTIONS ('force' = 'true')",
+        ],
+    );
+    let forced = sql_on(wh, &end, &["SELECT count(*), sum(id) FROM t"]);
+    assert!(forced.contains("5,13"), "{forced}");
+}

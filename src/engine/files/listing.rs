@@ -10,22 +10,166 @@ use super::ReadOptions;
 use super::options::Walk;
 use crate::error::{Error, Result};
 
-/// One file to read.
+/// One file to read: on the local file system or an object store.
 #[derive(Debug, Clone)]
 pub(crate) struct SourceFile {
-    /// Absolute.
-    pub path: PathBuf,
+    /// `file:///absolute/path` or `s3://bucket/key`: the file's identity (what COPY INTO
+    /// records as loaded).
+    pub url: url::Url,
     pub size: u64,
     /// Last modification, milliseconds since the epoch.
     pub modified_ms: i64,
 }
 
 impl SourceFile {
-    /// The file's `file://` URL: its identity (what COPY INTO records as loaded).
+    /// The file's URL.
     pub(crate) fn url(&self) -> Result<url::Url> {
-        url::Url::from_file_path(&self.path)
-            .map_err(|_| Error::Invalid(format!("{} is not an absolute path", self.path.display())))
+        Ok(self.url.clone())
     }
+
+    /// The file for messages: its local path, or its URL.
+    pub(crate) fn shown(&self) -> String {
+        match self.url.to_file_path() {
+            Ok(p) if self.url.scheme() == "file" => p.display().to_string(),
+            _ => crate::catalog::external::shown(&self.url),
+        }
+    }
+
+    /// The file's name (its last path part).
+    pub(crate) fn name(&self) -> String {
+        self.url
+            .path_segments()
+            .and_then(|mut s| s.next_back().map(str::to_string))
+            .map(|n| {
+                percent_encoding::percent_decode_str(&n)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The file's text as given (for its extension and compression).
+    pub(crate) fn text(&self) -> String {
+        match self.url.to_file_path() {
+            Ok(p) if self.url.scheme() == "file" => p.to_string_lossy().into_owned(),
+            _ => self.url.path().to_string(),
+        }
+    }
+}
+
+/// The object-store URL a user's path names (`s3://bucket/key`), if it is one tidemark reads.
+pub(crate) fn store_url(who: &str, path: &str) -> Result<Option<url::Url>> {
+    let Some((scheme, _)) = path.split_once("://") else {
+        return Ok(None);
+    };
+    if !matches!(scheme.to_ascii_lowercase().as_str(), "s3" | "s3a") {
+        return Ok(None);
+    }
+    let url = url::Url::parse(path)
+        .map_err(|e| Error::Invalid(format!("{who}: {path} is not a valid URL: {e}")))?;
+    if !url.username().is_empty()
+        || url.password().is_some()
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || url.host_str().is_none_or(str::is_empty)
+    {
+        return Err(Error::Invalid(format!(
+            "{who}: {} is not a plain s3://bucket/path (no credentials or parameters in it: give those through AWS_* variables)",
+            crate::catalog::external::shown(&url)
+        )));
+    }
+    Ok(Some(url))
+}
+
+/// The files of an object-store path (see [`list`]).
+fn list_store(who: &str, url: &url::Url, how: Walk) -> Result<Listing> {
+    let key = percent_encoding::percent_decode_str(url.path().trim_start_matches('/'))
+        .decode_utf8_lossy()
+        .into_owned();
+    let parts: Vec<&str> = key.split('/').filter(|p| !p.is_empty()).collect();
+    let split = parts.iter().position(|p| is_glob(p)).unwrap_or(parts.len());
+    let glob = (split < parts.len())
+        .then(|| Glob::new(&parts[split..].join("/")))
+        .transpose()?;
+    let mut base = url.clone();
+    if let Ok(mut s) = base.path_segments_mut() {
+        s.clear();
+        s.extend(&parts[..split]);
+    }
+    let place = crate::catalog::Place::on_store(&base)
+        .map_err(|e| e.context(format!("{who}: {}", crate::catalog::external::shown(url))))?;
+    let objects = place.objects()?;
+    let at = |rel: &str| -> url::Url {
+        let mut u = base.clone();
+        if let Ok(mut s) = u.path_segments_mut() {
+            s.extend(rel.split('/').filter(|p| !p.is_empty()));
+        }
+        u
+    };
+    // The path names one object: that file.
+    if glob.is_none()
+        && let Some((_, size, modified)) = objects.iter().find(|(rel, _, _)| rel.is_empty())
+    {
+        return Ok(Listing {
+            files: vec![SourceFile {
+                url: base.clone(),
+                size: *size,
+                modified_ms: *modified,
+            }],
+        });
+    }
+    let mut files = vec![];
+    for (rel, size, modified) in &objects {
+        let rel_parts: Vec<&str> = rel.split('/').collect();
+        if rel.is_empty() || rel_parts.iter().any(|p| hidden(p)) || rel.ends_with("._COPYING_") {
+            continue;
+        }
+        if let Some(g) = &glob
+            && !(1..=rel_parts.len()).any(|n| g.matches(&rel_parts[..n].join("/")))
+        {
+            continue;
+        }
+        if !how.ignore_partitions
+            && let Some(dir) = rel_parts[..rel_parts.len() - 1]
+                .iter()
+                .find(|p| p.contains('='))
+        {
+            return Err(Error::Invalid(format!(
+                "{who}: {} is in a partition directory ({dir}), and tidemark reads no partition columns: read its files without the column (recursiveFileLookup = true, or partitionColumns = ''), or name the files with a glob",
+                crate::catalog::external::shown(&at(rel))
+            )));
+        }
+        files.push(SourceFile {
+            url: at(rel),
+            size: *size,
+            modified_ms: *modified,
+        });
+    }
+    if files.is_empty() && glob.is_none() && objects.is_empty() {
+        return Err(Error::class(
+            "PATH_NOT_FOUND",
+            format!(
+                "{who}: path does not exist: {}",
+                crate::catalog::external::shown(url)
+            ),
+        ));
+    }
+    Ok(Listing { files })
+}
+
+/// The file at the object-store URL `url` (named, not matched), if there is one.
+pub(crate) fn store_file(who: &str, url: &url::Url) -> Result<Option<SourceFile>> {
+    let place = crate::catalog::Place::on_store(url)
+        .map_err(|e| e.context(format!("{who}: {}", crate::catalog::external::shown(url))))?;
+    Ok(place
+        .objects()?
+        .into_iter()
+        .find(|(rel, _, _)| rel.is_empty())
+        .map(|(_, size, modified)| SourceFile {
+            url: url.clone(),
+            size,
+            modified_ms: modified,
+        }))
 }
 
 /// A glob as Databricks writes them: `*` and `?` within one path part, `[abc]`, `[a-z]`,
@@ -124,7 +268,7 @@ pub(crate) fn local_path(who: &str, path: &str) -> Result<PathBuf> {
                 .map_err(|_| Error::Invalid(format!("{who}: {path} names no local file")));
         }
         return Err(Error::Invalid(format!(
-            "{who}: {path} is on object storage ({scheme}://), which tidemark does not read yet: copy the files to a local directory"
+            "{who}: {path} is on object storage ({scheme}://), which tidemark does not read yet (it reads s3:// and local paths): copy the files to a local directory"
         )));
     }
     let p = PathBuf::from(path);
@@ -142,6 +286,9 @@ fn is_glob(part: &str) -> bool {
 /// The files `path` names: a file, a directory's files (its nested directories too), or
 /// those a glob matches (a matched directory gives all its files).
 pub(crate) fn list(who: &str, path: &str, how: Walk) -> Result<Listing> {
+    if let Some(url) = store_url(who, path)? {
+        return list_store(who, &url, how);
+    }
     let full = local_path(who, path)?;
     let parts: Vec<String> = full
         .components()
@@ -170,7 +317,8 @@ pub(crate) fn list(who: &str, path: &str, how: Walk) -> Result<Listing> {
         std::fs::canonicalize(&base).map_err(|e| not_found(who, &base.to_string_lossy(), e))?;
     let mut files = vec![];
     walk(who, &base, how, &mut |f| {
-        let rel = f.path.strip_prefix(&base).unwrap_or(&f.path);
+        let path = f.url.to_file_path().unwrap_or_default();
+        let rel = path.strip_prefix(&base).unwrap_or(&path);
         let rel: Vec<String> = rel
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -181,7 +329,7 @@ pub(crate) fn list(who: &str, path: &str, how: Walk) -> Result<Listing> {
         }
         Ok(())
     })?;
-    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files.sort_by(|a, b| a.url.cmp(&b.url));
     Ok(Listing { files })
 }
 
@@ -214,6 +362,7 @@ pub(crate) fn file(who: &str, path: &Path) -> Result<Option<SourceFile>> {
 }
 
 fn source_file(path: PathBuf, meta: &std::fs::Metadata) -> SourceFile {
+    let url = url::Url::from_file_path(&path).expect("a canonical path is absolute");
     let modified_ms = meta
         .modified()
         .ok()
@@ -221,7 +370,7 @@ fn source_file(path: PathBuf, meta: &std::fs::Metadata) -> SourceFile {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     SourceFile {
-        path,
+        url,
         size: meta.len(),
         modified_ms,
     }
@@ -288,14 +437,7 @@ fn walk_from(
 pub(crate) fn filter_names(files: Vec<SourceFile>, options: &ReadOptions) -> Vec<SourceFile> {
     match &options.file_name {
         None => files,
-        Some(g) => files
-            .into_iter()
-            .filter(|f| {
-                f.path
-                    .file_name()
-                    .is_some_and(|n| g.matches(&n.to_string_lossy()))
-            })
-            .collect(),
+        Some(g) => files.into_iter().filter(|f| g.matches(&f.name())).collect(),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Files read as a table, for `read_files(...)` and `COPY INTO`: a path (a file, a directory,
 //! or a glob; `listing.rs`), Spark's reader options by name (`options.rs`), and one schema
 //! across the files (here). Every option is applied or refused by name; a malformed record
-//! stops the read (Spark's FAILFAST), never becomes a silent NULL. Local paths only:
-//! object-store URLs are refused by name.
+//! stops the read (Spark's FAILFAST), never becomes a silent NULL. Local paths and `s3://`
+//! URLs (read through the bucket's store, registered with the engine); other object stores
+//! are refused by name.
 
 mod listing;
 mod options;
@@ -17,7 +18,9 @@ use datafusion::datasource::listing::{
 };
 use datafusion::execution::object_store::ObjectStoreUrl;
 
-pub(crate) use listing::{Glob, Listing, SourceFile, file, filter_names, list, local_path};
+pub(crate) use listing::{
+    Glob, Listing, SourceFile, file, filter_names, list, local_path, store_file, store_url,
+};
 pub(crate) use options::{Format, ReadOptions, Reader, Walk};
 
 use super::Session;
@@ -40,13 +43,10 @@ impl Session {
             return Ok(s.clone());
         }
         let state = self.ctx.state();
-        let store = self
-            .ctx
-            .runtime_env()
-            .object_store(ObjectStoreUrl::local_filesystem())?;
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
         for file in files {
-            let compression = compression_of(&file.path.to_string_lossy()).1;
+            let store = self.files_store(file)?;
+            let compression = compression_of(&file.text()).1;
             let format = options.file_format(self, options.infer_types, compression);
             let meta = object_meta(file)?;
             let schema = format
@@ -55,7 +55,7 @@ impl Session {
                 .map_err(|e| {
                     Error::Invalid(format!(
                         "{who}: cannot read {} as {}: {e}",
-                        file.path.display(),
+                        file.shown(),
                         options.format.name()
                     ))
                 })?;
@@ -95,24 +95,19 @@ impl Session {
         options: &ReadOptions,
     ) -> Result<()> {
         let state = self.ctx.state();
-        let store = self
-            .ctx
-            .runtime_env()
-            .object_store(ObjectStoreUrl::local_filesystem())?;
         let wanted: Vec<String> = schema
             .fields()
             .iter()
             .map(|f| f.name().to_lowercase())
             .collect();
         for file in files {
-            let compression = compression_of(&file.path.to_string_lossy()).1;
+            let store = self.files_store(file)?;
+            let compression = compression_of(&file.text()).1;
             let format = options.file_format(self, false, compression);
             let header = format
                 .infer_schema(&state, &store, &[object_meta(file)?])
                 .await
-                .map_err(|e| {
-                    Error::Invalid(format!("{who}: cannot read {}: {e}", file.path.display()))
-                })?;
+                .map_err(|e| Error::Invalid(format!("{who}: cannot read {}: {e}", file.shown())))?;
             let names: Vec<String> = header
                 .fields()
                 .iter()
@@ -121,13 +116,33 @@ impl Session {
             if names != wanted {
                 return Err(Error::Invalid(format!(
                     "{who}: the header of {} names ({}), and the columns given are ({}): CSV columns are read by position, so name them in the file's order",
-                    file.path.display(),
+                    file.shown(),
                     names.join(", "),
                     wanted.join(", ")
                 )));
             }
         }
         Ok(())
+    }
+
+    /// The object store a file is read through: the local file system, or its bucket's
+    /// store (registered with the engine on first use, so that its tables read it too).
+    fn files_store(
+        &self,
+        file: &SourceFile,
+    ) -> Result<Arc<dyn deltalake::logstore::object_store::ObjectStore>> {
+        let env = self.ctx.runtime_env();
+        if file.url.scheme() == "file" {
+            return Ok(env.object_store(ObjectStoreUrl::local_filesystem())?);
+        }
+        let base =
+            ObjectStoreUrl::parse(format!("{}://{}", file.url.scheme(), file.url.authority()))?;
+        if let Ok(store) = env.object_store(&base) {
+            return Ok(store);
+        }
+        let (store, _) = crate::catalog::external::root_store(&file.url)?;
+        env.register_object_store(base.as_ref(), store.clone());
+        Ok(store)
     }
 
     /// `table` registered for one statement (the guard drops it): the name FROM reads it by.
@@ -158,7 +173,10 @@ impl Session {
         }
         let urls = files
             .iter()
-            .map(|f| Ok(ListingTableUrl::try_new(f.url()?, None)?))
+            .map(|f| {
+                self.files_store(f)?;
+                Ok(ListingTableUrl::try_new(f.url()?, None)?)
+            })
             .collect::<Result<Vec<_>>>()?;
         let compression = one_compression(files, options.format)?;
         let schema = in_session_zone(schema, options.format, &self.ctx.state());
@@ -222,13 +240,13 @@ fn one_compression(files: &[SourceFile], format: Format) -> Result<FileCompressi
     }
     let mut found: Option<(FileCompressionType, &SourceFile)> = None;
     for f in files {
-        let c = compression_of(&f.path.to_string_lossy()).1;
+        let c = compression_of(&f.text()).1;
         match &found {
             Some((have, first)) if *have != c => {
                 return Err(Error::Invalid(format!(
                     "{} and {} are compressed differently: read them separately",
-                    first.path.display(),
-                    f.path.display()
+                    first.shown(),
+                    f.shown()
                 )));
             }
             Some(_) => {}
@@ -239,8 +257,12 @@ fn one_compression(files: &[SourceFile], format: Format) -> Result<FileCompressi
 }
 
 fn object_meta(file: &SourceFile) -> Result<deltalake::logstore::object_store::ObjectMeta> {
-    let location = deltalake::logstore::object_store::path::Path::from_absolute_path(&file.path)
-        .map_err(|e| Error::Invalid(format!("{}: {e}", file.path.display())))?;
+    use deltalake::logstore::object_store::path::Path as Key;
+    let location = match file.url.to_file_path() {
+        Ok(path) if file.url.scheme() == "file" => Key::from_absolute_path(&path),
+        _ => Key::from_url_path(file.url.path()),
+    }
+    .map_err(|e| Error::Invalid(format!("{}: {e}", file.shown())))?;
     Ok(deltalake::logstore::object_store::ObjectMeta {
         location,
         last_modified: chrono::DateTime::from_timestamp_millis(file.modified_ms)
@@ -283,9 +305,9 @@ fn merge(
     if options.format == Format::Csv && names(&have) != names(&fields) {
         return Err(Error::Invalid(format!(
             "{who}: the CSV files have different columns: {} has ({}), {} has ({}); read them separately",
-            first.path.display(),
+            first.shown(),
             names(&have).join(", "),
-            file.path.display(),
+            file.shown(),
             names(&fields).join(", ")
         )));
     }
@@ -299,9 +321,9 @@ fn merge(
                 return Err(Error::Invalid(format!(
                     "{who}: column {} of {} and column {} of {} differ only in case",
                     have[i].name(),
-                    first.path.display(),
+                    first.shown(),
                     f.name(),
-                    file.path.display()
+                    file.shown()
                 )));
             }
             Some(i) => {
@@ -311,9 +333,9 @@ fn merge(
                             "{who}: column {} is {} in {} but {} in {}",
                             f.name(),
                             type_name(have[i].data_type()),
-                            first.path.display(),
+                            first.shown(),
                             type_name(f.data_type()),
-                            file.path.display()
+                            file.shown()
                         ))
                     })?;
                 have[i] = Field::new(f.name(), wider, true);

@@ -124,7 +124,7 @@ fn detect_format(path: &str, options: &[(String, String)]) -> Result<Option<Form
     let mut formats = listing
         .files
         .iter()
-        .map(|f| Format::of_extension(&f.path.to_string_lossy()));
+        .map(|f| Format::of_extension(&f.text()));
     let Some(Some(first)) = formats.next() else {
         return Ok(None);
     };

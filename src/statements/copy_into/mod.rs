@@ -152,6 +152,45 @@ fn copy_options(pairs: &[(String, String)]) -> Result<CopyOptions> {
     Ok(o)
 }
 
+/// The FILES named inside the object-store directory `base`.
+fn store_files(
+    who: &str,
+    base: &url::Url,
+    names: &[String],
+    options: &ReadOptions,
+) -> Result<Listing> {
+    let mut files = vec![];
+    for name in names {
+        let parts: Vec<&str> = name.split('/').filter(|p| !p.is_empty()).collect();
+        if name.starts_with('/') || parts.iter().any(|p| *p == ".." || *p == ".") {
+            return Err(Error::Invalid(format!(
+                "{who}: FILES names files inside {}, and '{name}' is not one (no absolute path, no ..)",
+                crate::catalog::external::shown(base)
+            )));
+        }
+        let mut url = base.clone();
+        if let Ok(mut s) = url.path_segments_mut() {
+            s.pop_if_empty().extend(&parts);
+        }
+        match files::store_file(who, &url)? {
+            Some(f) => files.push(f),
+            None if options.ignore_missing => {}
+            None => {
+                return Err(Error::class(
+                    "PATH_NOT_FOUND",
+                    format!(
+                        "{who}: file does not exist: {}",
+                        crate::catalog::external::shown(&url)
+                    ),
+                ));
+            }
+        }
+    }
+    files.sort_by(|a, b| a.url.cmp(&b.url));
+    files.dedup_by(|a, b| a.url == b.url);
+    Ok(Listing { files })
+}
+
 /// The files FROM, FILES and PATTERN name.
 fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
     const WHO: &str = "COPY INTO";
@@ -161,6 +200,9 @@ fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
                 "COPY INTO takes at most 1000 FILES, found {}: use PATTERN",
                 names.len()
             )));
+        }
+        if let Some(base) = files::store_url(WHO, &c.from)? {
+            return store_files(WHO, &base, names, options);
         }
         let base = files::local_path(WHO, &c.from)?;
         if base.is_file() {
@@ -195,8 +237,8 @@ fn list(c: &CopyInto, options: &ReadOptions) -> Result<Listing> {
             }
         }
         let mut files = found;
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        files.dedup_by(|a, b| a.path == b.path);
+        files.sort_by(|a, b| a.url.cmp(&b.url));
+        files.dedup_by(|a, b| a.url == b.url);
         return Ok(Listing { files });
     }
     match &c.pattern {

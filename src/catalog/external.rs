@@ -38,6 +38,30 @@ pub struct Link {
     pub managed: bool,
     /// A table still being created: not a table yet.
     pub creating: bool,
+    /// The creating link's own mark: which create wrote it.
+    pub token: Option<String>,
+}
+
+/// The marks of the creating links this process wrote (see [`write_creating_link`]).
+static MINE: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// A line of a creating link that names the create that wrote it.
+const TOKEN: &str = "token ";
+
+/// Whether this process wrote the creating link `link` (a failed create removes only its own:
+/// another process's create may be about to commit there).
+pub fn is_mine(link: &Link) -> bool {
+    link.token.as_ref().is_some_and(|t| {
+        MINE.lock()
+            .map(|m| m.as_ref().is_some_and(|m| m.contains(t)))
+            .unwrap_or(false)
+    })
+}
+
+/// The link in `dir`, or None; a link the store cannot give is an error (unlike
+/// [`read_link`]), for statements that must not guess.
+pub fn try_read_link(dir: &Place) -> Result<Option<Link>> {
+    Ok(dir.join(LINK).read()?.and_then(|b| parse_link(&b)))
 }
 
 /// The link in `dir`, if it has one (an external or managed table's, or a schema's or
@@ -60,15 +84,19 @@ fn parse_link(bytes: &[u8]) -> Option<Link> {
     let text = std::str::from_utf8(bytes).ok()?;
     let mut lines = text.lines();
     let url = Url::parse(lines.next()?.trim()).ok()?;
-    let (mut managed, mut creating) = (false, false);
+    let (mut managed, mut creating, mut token) = (false, false, None);
     for flag in lines {
         managed |= flag == MANAGED;
         creating |= flag == CREATING;
+        if let Some(t) = flag.strip_prefix(TOKEN) {
+            token = Some(t.to_string());
+        }
     }
     Some(Link {
         url,
         managed,
         creating,
+        token,
     })
 }
 
@@ -88,7 +116,13 @@ pub fn write_link(dir: &Place, url: &Url, managed: bool) -> Result<()> {
 /// wrote first is returned instead (two creates of one name then meet at one place, where
 /// the Delta log lets one of them commit).
 pub fn write_creating_link(dir: &Place, url: &Url, managed: bool) -> Result<Option<Link>> {
-    if dir.join(LINK).write_new(link_text(url, managed, true))? {
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let mut text = link_text(url, managed, true);
+    text.extend_from_slice(format!("{TOKEN}{token}\n").as_bytes());
+    if dir.join(LINK).write_new(text)? {
+        if let Ok(mut m) = MINE.lock() {
+            m.get_or_insert_with(HashSet::new).insert(token);
+        }
         return Ok(None);
     }
     Ok(Some(read_link(dir).ok_or_else(|| {

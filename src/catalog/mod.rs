@@ -392,8 +392,9 @@ impl Warehouse {
         let Ok(dir) = self.table_path(name) else {
             return;
         };
+        // Only a link this process wrote: another process's create may commit there yet.
         let Some(url) = external::read_link(&dir)
-            .filter(|l| l.creating)
+            .filter(|l| l.creating && external::is_mine(l))
             .map(|l| l.url)
         else {
             return;

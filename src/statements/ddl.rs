@@ -165,7 +165,9 @@ fn holds_anything_on_store(place: &crate::catalog::Place, depth: usize) -> Resul
     }
     let dirs = place.try_list(true)?;
     if depth <= 1 {
-        return Ok(!dirs.is_empty() || !place.try_list(false)?.is_empty());
+        // The warehouse's own files (`_tidemark_location`) are not the schema's.
+        let files = place.try_list(false)?;
+        return Ok(!dirs.is_empty() || files.iter().any(|f| !f.starts_with('_')));
     }
     for d in dirs {
         if holds_anything_on_store(&place.join(&d), depth - 1)? {
@@ -287,6 +289,15 @@ pub async fn drop(
                             "{table} is a view, not a table: use DROP VIEW {table}"
                         )));
                     }
+                    // A name left by a create stopped half-way (its place holds no table):
+                    // dropped, so that the name can be created anywhere again.
+                    let dir = session.warehouse().table_path(&table)?;
+                    if let Some(l) = external::try_read_link(&dir)?.filter(|l| l.creating)
+                        && !external::holds_table(&l.url).await?
+                    {
+                        dir.remove_dir_all()?;
+                        continue;
+                    }
                     if if_exists {
                         continue;
                     }
@@ -295,7 +306,12 @@ pub async fn drop(
                 // An external table's name goes, its data stays at its location; a managed
                 // table's data at its schema's location goes with it.
                 let dir = session.warehouse().table_path(&table)?;
-                let managed = external::read_link(&dir)
+                // A link the store cannot give now: nothing is dropped (a managed table's
+                // data would be left without its name).
+                let managed = external::try_read_link(&dir)
+                    .map_err(|e| {
+                        e.context(format!("cannot read {table}'s link; nothing was dropped"))
+                    })?
                     .filter(|l| l.managed)
                     .map(|l| l.url);
                 dir.remove_dir_all()?;
@@ -656,7 +672,7 @@ pub async fn create_table(session: &Session, create: CreateTable) -> Result<Outp
         && theirs.url != url
     {
         return Err(Error::Conflict(format!(
-            "cannot create {table} at LOCATION '{}': another process is creating {table} at {} at this moment; nothing was changed",
+            "cannot create {table} at LOCATION '{}': another process is creating {table} at {} at this moment, or a create stopped half-way left the name; nothing was changed (if no other process is creating it, DROP TABLE {table} removes the name)",
             external::shown(&url),
             external::shown(&theirs.url)
         )));

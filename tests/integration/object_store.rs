@@ -1194,6 +1194,11 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
         again.contains("again,x") && again.ends_with("schema\ns\n"),
         "{again}"
     );
+    // An empty schema whose tables would live elsewhere drops without CASCADE.
+    run(&[
+        "CREATE SCHEMA located MANAGED LOCATION 's3://lake/located'",
+        "DROP SCHEMA located",
+    ]);
     let odd = fails("CREATE TABLE `a#b` (x INT)");
     assert!(odd.contains("object store"), "{odd}");
 
@@ -1348,4 +1353,33 @@ fn read_files_and_copy_into_read_files_on_the_store() {
     );
     let forced = sql_on(wh, &end, &["SELECT count(*), sum(id) FROM t"]);
     assert!(forced.contains("5,13"), "{forced}");
+}
+
+/// A name left by a create stopped half-way (a creating link whose place holds no table) is no
+/// table; a create at another LOCATION says how to remove it, and DROP TABLE does.
+#[test]
+fn a_name_left_by_a_stopped_create_is_dropped_and_made_again() {
+    let (d, wh) = warehouse();
+    let elsewhere = d.path().join("x");
+    let dir = wh.join("main/default/t");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("_tidemark_location"),
+        format!("file://{}/\ncreating\ntoken 0\n", elsewhere.display()),
+    )
+    .unwrap();
+    let at = d.path().join("y");
+    let create = format!("CREATE TABLE t (x INT) LOCATION '{}'", at.display());
+    let err = fails_on(&wh, "http://127.0.0.1:9", &create);
+    assert!(
+        err.contains("DROP TABLE main.default.t removes the name"),
+        "{err}"
+    );
+    sql_on(
+        &wh,
+        "http://127.0.0.1:9",
+        &["DROP TABLE t", &create, "INSERT INTO t VALUES (1)"],
+    );
+    let read = sql_on(&wh, "http://127.0.0.1:9", &["DESCRIBE DETAIL t"]);
+    assert!(read.contains(&format!("{}", at.display())), "{read}");
 }

@@ -180,7 +180,12 @@ pub(super) async fn plan(
     }
     let stats = match &files {
         Some(files)
-            if !unchanged && r.merge_keys.is_empty() && r.source.plans_by_file(&r.wm_type)? =>
+            if !unchanged
+                && r.merge_keys.is_empty()
+                && r.source.plans_by_file(&r.wm_type)?
+                // Files named by absolute paths (a shallow clone's) are read as the table
+                // reads them, never copied whole.
+                && files.iter().all(|f| !whole_file::absolute(&f.add.path)) =>
         {
             Some(whole_file::plan(
                 files,

@@ -69,6 +69,12 @@ pub fn null_count(files: &[SourceFile]) -> Option<i64> {
     })
 }
 
+/// Whether a log's file path is absolute (`s3://...`, `file:///...`, `/...`): not under the
+/// table's root.
+pub fn absolute(path: &str) -> bool {
+    path.starts_with('/') || path.contains("://") || path.starts_with("file:")
+}
+
 /// Which source files to link whole and which to decode.
 #[derive(Debug, Default)]
 pub struct FilePlan {
@@ -364,7 +370,18 @@ fn new_name(batch: &str, i: usize, rel: &str) -> String {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("part.parquet");
-    format!("tm-{batch}-{i:05}-{file_name}")
+    // Plain characters only: every store and every reader names the file alike.
+    let plain: String = file_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("tm-{batch}-{i:05}-{plain}")
 }
 
 /// The Add action of a whole file copied to `name`, its statistics unchanged.
@@ -432,7 +449,7 @@ pub async fn copy_objects(
         } else {
             (
                 Key::parse(&f.add.path).map_err(|e| Error::Other(e.to_string()))?,
-                Key::from(name.as_str()),
+                Key::parse(&name).map_err(|e| Error::Other(e.to_string()))?,
             )
         };
         jobs.push(copy_object(
@@ -478,16 +495,25 @@ async fn copy_object(
     use futures::TryStreamExt;
     use tokio::io::AsyncWriteExt;
     let failed = |e: deltalake::logstore::object_store::Error| Error::Other(format!("{what}: {e}"));
-    if same {
-        return from_store.copy(&from, &to).await.map_err(failed);
+    // The store's own copy; one it refuses (S3 copies at most 5 GiB in one request) streams.
+    if same && from_store.copy(&from, &to).await.is_ok() {
+        return Ok(());
     }
     let mut bytes = from_store.get(&from).await.map_err(failed)?.into_stream();
     let mut out = deltalake::logstore::object_store::buffered::BufWriter::new(to_store, to);
-    while let Some(chunk) = bytes.try_next().await.map_err(failed)? {
-        out.write_all(&chunk).await?;
+    let streamed = async {
+        while let Some(chunk) = bytes.try_next().await.map_err(failed)? {
+            out.write_all(&chunk).await?;
+        }
+        out.shutdown().await?;
+        Ok::<_, Error>(())
     }
-    out.shutdown().await?;
-    Ok(())
+    .await;
+    if streamed.is_err() {
+        // No upload left half-made on the store.
+        let _ = out.abort().await;
+    }
+    streamed
 }
 
 /// Byte-copy into a file that must not exist yet.
@@ -512,6 +538,16 @@ pub(crate) fn copy_new(from: &Path, to: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_files_get_plain_names_every_store_keeps_as_they_are() {
+        assert_eq!(
+            new_name("b", 7, "dir/part~1 x%2.snappy.parquet"),
+            "tm-b-00007-part_1_x_2.snappy.parquet"
+        );
+        assert!(absolute("s3://b/t/p.parquet") && absolute("/t/p.parquet"));
+        assert!(!absolute("part-0.parquet") && !absolute("d=1/part-0.parquet"));
+    }
 
     #[test]
     fn timestamp_stats_are_widened_by_the_truncation() {

@@ -105,6 +105,17 @@ impl Bucket {
     }
 }
 
+/// `bytes` written to a hidden file beside `p` (its directory made first), to be moved or
+/// linked into place whole.
+fn staged(p: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    let dir = p.parent().expect("a file is in a directory");
+    std::fs::create_dir_all(dir)?;
+    let name = p.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, bytes)?;
+    Ok(tmp)
+}
+
 /// A directory or file of the warehouse.
 #[derive(Clone, Debug)]
 pub enum Place {
@@ -330,11 +341,7 @@ impl Place {
     pub fn write(&self, bytes: Vec<u8>) -> Result<()> {
         match self {
             Place::Local(p) => {
-                let dir = p.parent().expect("a file is in a directory");
-                std::fs::create_dir_all(dir)?;
-                let name = p.file_name().unwrap_or_default().to_string_lossy();
-                let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-                std::fs::write(&tmp, bytes)?;
+                let tmp = staged(p, &bytes)?;
                 std::fs::rename(&tmp, p).inspect_err(|_| {
                     let _ = std::fs::remove_file(&tmp);
                 })?;
@@ -362,11 +369,7 @@ impl Place {
     pub fn write_new(&self, bytes: Vec<u8>) -> Result<bool> {
         match self {
             Place::Local(p) => {
-                let dir = p.parent().expect("a file is in a directory");
-                std::fs::create_dir_all(dir)?;
-                let name = p.file_name().unwrap_or_default().to_string_lossy();
-                let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-                std::fs::write(&tmp, &bytes)?;
+                let tmp = staged(p, &bytes)?;
                 // A hard link is made only where no file is, with the whole text at once.
                 let linked = std::fs::hard_link(&tmp, p);
                 let _ = std::fs::remove_file(&tmp);

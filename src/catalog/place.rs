@@ -572,27 +572,62 @@ impl Place {
             return Err(Error::Other(format!("{self} is not on an object store")));
         };
         let k = Self::key(key, "");
-        bucket.wait(async {
+        let mut found = bucket.wait(async {
             let mut found = vec![];
-            match bucket.store.head(&k).await {
-                Ok(o) => found.push((String::new(), o.size, o.last_modified.timestamp_millis())),
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(self.store_error("read", e)),
+            // (The bucket itself is no object.)
+            if !key.is_empty() {
+                match bucket.store.head(&k).await {
+                    Ok(o) => {
+                        found.push((String::new(), o.size, o.last_modified.timestamp_millis()))
+                    }
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(self.store_error("read", e)),
+                }
             }
             let mut listed = bucket.store.list((!key.is_empty()).then_some(&k));
             let dir = format!("{k}/");
             while let Some(o) = listed.next().await {
                 let o = o.map_err(|e| self.store_error("list", e))?;
                 let name = o.location.as_ref();
+                // A folder marker of the place itself (`dir/`) is not under it.
                 let rel = if key.is_empty() {
-                    name
+                    Some(name)
                 } else {
-                    name.strip_prefix(&dir).unwrap_or(name)
+                    name.strip_prefix(&dir)
                 };
-                found.push((rel.to_string(), o.size, o.last_modified.timestamp_millis()));
+                if let Some(rel) = rel.filter(|r| !r.is_empty()) {
+                    found.push((rel.to_string(), o.size, o.last_modified.timestamp_millis()));
+                }
             }
-            found.sort();
             Ok(found)
+        })?;
+        // Empty folder markers (`day/`, listed as `day`) of directories holding files.
+        let dirs: std::collections::HashSet<&str> = found
+            .iter()
+            .flat_map(|(rel, _, _)| rel.match_indices('/').map(move |(i, _)| &rel[..i]))
+            .collect();
+        let markers: std::collections::HashSet<String> = found
+            .iter()
+            .filter(|(rel, size, _)| *size == 0 && dirs.contains(rel.as_str()))
+            .map(|(rel, _, _)| rel.clone())
+            .collect();
+        found.retain(|(rel, _, _)| !markers.contains(rel));
+        found.sort();
+        Ok(found)
+    }
+
+    /// The size and modification time (ms) of this file on a store; None when there is none.
+    pub fn file_meta(&self) -> Result<Option<(u64, i64)>> {
+        let Place::Store { bucket, key } = self else {
+            return Err(Error::Other(format!("{self} is not on an object store")));
+        };
+        let k = Self::key(key, "");
+        bucket.wait(async {
+            match bucket.store.head(&k).await {
+                Ok(o) => Ok(Some((o.size, o.last_modified.timestamp_millis()))),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(self.store_error("read", e)),
+            }
         })
     }
 

@@ -283,6 +283,15 @@ pub async fn drop(
             ObjectType::Table => {
                 let table = session.table_name(name)?;
                 crate::catalog::check_writable_table(&table, false)?;
+                // A create that committed and stopped before naming its table: named now,
+                // then dropped as the table it is.
+                if !session.warehouse().table_exists(&table)
+                    && let Ok(dir) = session.warehouse().table_path(&table)
+                    && let Some(l) = external::try_read_link(&dir)?.filter(|l| l.creating)
+                    && external::holds_table(&l.url).await?
+                {
+                    external::finish_link(&dir)?;
+                }
                 if !session.warehouse().table_exists(&table) {
                     if session.warehouse().view_exists(&table) {
                         return Err(Error::Invalid(format!(

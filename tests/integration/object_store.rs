@@ -1297,7 +1297,7 @@ fn read_files_and_copy_into_read_files_on_the_store() {
     py(
         &python,
         &format!(
-            "import boto3, io, pyarrow as pa, pyarrow.parquet as pq\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nc.put_object(Bucket='lake', Key='in/a.csv', Body=b'id,name\\n1,x\\n2,y\\n')\nc.put_object(Bucket='lake', Key='in/b.csv', Body=b'id,name\\n3,z\\n')\nc.put_object(Bucket='lake', Key='in/_SUCCESS', Body=b'')\nc.put_object(Bucket='lake', Key='in/day/c.csv', Body=b'id,name\\n4,w\\n')\nc.put_object(Bucket='lake', Key='js/e.json', Body=b'{{\"id\": 5, \"tags\": [\"a\"]}}\\n')\nb = io.BytesIO()\npq.write_table(pa.table({{'id': pa.array([6, 7], pa.int64())}}), b)\nc.put_object(Bucket='lake', Key='pq/f.parquet', Body=b.getvalue())"
+            "import boto3, io, pyarrow as pa, pyarrow.parquet as pq\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nc.put_object(Bucket='lake', Key='in/a.csv', Body=b'id,name\\n1,x\\n2,y\\n')\nc.put_object(Bucket='lake', Key='in/b.csv', Body=b'id,name\\n3,z\\n')\nc.put_object(Bucket='lake', Key='in/_SUCCESS', Body=b'')\nc.put_object(Bucket='lake', Key='in/day/c.csv', Body=b'id,name\\n4,w\\n')\nc.put_object(Bucket='lake', Key='in/', Body=b'')\nc.put_object(Bucket='lake', Key='in/day/', Body=b'')\nc.put_object(Bucket='lake', Key='js/e.json', Body=b'{{\"id\": 5, \"tags\": [\"a\"]}}\\n')\nb = io.BytesIO()\npq.write_table(pa.table({{'id': pa.array([6, 7], pa.int64())}}), b)\nc.put_object(Bucket='lake', Key='pq/f.parquet', Body=b.getvalue())"
         ),
     );
     let wh = Path::new("s3://lake/wh");
@@ -1310,9 +1310,17 @@ fn read_files_and_copy_into_read_files_on_the_store() {
             "SELECT 'one', name FROM read_files('s3://lake/in/b.csv', header => true)",
             "SELECT 'json', id, tags[0] FROM read_files('s3://lake/js/', format => 'json')",
             "SELECT 'parquet', sum(id) FROM read_files('s3://lake/pq/f.parquet')",
+            "SELECT 'mark', count(*) FROM read_files('s3://lake/in/?.csv', header => true)",
         ],
     );
-    for expected in ["all,4,10", "glob,3", "one,z", "json,5,a", "parquet,13"] {
+    for expected in [
+        "all,4,10",
+        "glob,3",
+        "one,z",
+        "json,5,a",
+        "parquet,13",
+        "mark,3",
+    ] {
         assert!(read.contains(expected), "{expected} in:\n{read}");
     }
     let missing = fails_on(
@@ -1321,9 +1329,15 @@ fn read_files_and_copy_into_read_files_on_the_store() {
         "SELECT * FROM read_files('s3://lake/none/', format => 'csv')",
     );
     assert!(
-        missing.contains("path does not exist: s3://lake/none/"),
+        missing.contains("path does not exist: s3://lake/none"),
         "{missing}"
     );
+    let missing = fails_on(
+        wh,
+        &end,
+        "SELECT * FROM read_files('s3://lake/none/*.csv', format => 'csv')",
+    );
+    assert!(missing.contains("path does not exist"), "{missing}");
 
     let load =
         "COPY INTO t FROM 's3://lake/in' FILEFORMAT = CSV FORMAT_OPTIONS ('header' = 'true')";
@@ -1341,7 +1355,8 @@ fn read_files_and_copy_into_read_files_on_the_store() {
             "import boto3\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nc.put_object(Bucket='lake', Key='in/a.csv', Body=b'id,name\\n1,x\\n2,y\\n9,q\\n')"
         ),
     );
-    sql_on(wh, &end, &[load]);
+    // The same files through s3a:// are the same files.
+    sql_on(wh, &end, &[load, &load.replace("s3://", "s3a://")]);
     let same = sql_on(wh, &end, &["SELECT count(*) FROM t"]);
     assert!(same.ends_with("\n4\n"), "{same}");
     sql_on(

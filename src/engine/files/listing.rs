@@ -57,36 +57,63 @@ impl SourceFile {
     }
 }
 
-/// The object-store URL a user's path names (`s3://bucket/key`), if it is one tidemark reads.
+/// The object-store URL a user's path names (`s3://bucket/key`), if it is one tidemark reads:
+/// the key as written (a `?`, `#` or `%` in it is part of the key, and globs keep theirs),
+/// `s3a://` read as `s3://` (one file, one URL: what COPY INTO records).
 pub(crate) fn store_url(who: &str, path: &str) -> Result<Option<url::Url>> {
-    let Some((scheme, _)) = path.split_once("://") else {
+    let Some((scheme, rest)) = path.split_once("://") else {
         return Ok(None);
     };
     if !matches!(scheme.to_ascii_lowercase().as_str(), "s3" | "s3a") {
         return Ok(None);
     }
-    let url = url::Url::parse(path)
-        .map_err(|e| Error::Invalid(format!("{who}: {path} is not a valid URL: {e}")))?;
-    if !url.username().is_empty()
-        || url.password().is_some()
-        || url.query().is_some()
-        || url.fragment().is_some()
-        || url.host_str().is_none_or(str::is_empty)
-    {
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    let plain_bucket = !bucket.is_empty()
+        && bucket
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c));
+    if !plain_bucket {
+        // Never echoed: it may hold credentials.
         return Err(Error::Invalid(format!(
-            "{who}: {} is not a plain s3://bucket/path (no credentials or parameters in it: give those through AWS_* variables)",
-            crate::catalog::external::shown(&url)
+            "{who}: an {scheme}:// path is {scheme}://bucket/key with a plain bucket name, and no credentials or parameters in it (credentials come from the AWS_* variables)"
         )));
+    }
+    let mut url = url::Url::parse(&format!("s3://{bucket}/"))
+        .map_err(|e| Error::Invalid(format!("{who}: bucket {bucket}: {e}")))?;
+    if let Ok(mut s) = url.path_segments_mut() {
+        s.clear().extend(key.split('/').filter(|p| !p.is_empty()));
     }
     Ok(Some(url))
 }
 
+/// The raw key parts of an object-store URL made by [`store_url`].
+fn key_parts(url: &url::Url) -> Vec<String> {
+    url.path_segments()
+        .map(|s| {
+            s.filter(|p| !p.is_empty())
+                .map(|p| {
+                    percent_encoding::percent_decode_str(p)
+                        .decode_utf8_lossy()
+                        .into_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `url` with the key parts `rel` (`a/b.csv`) after its own.
+pub(crate) fn store_child(url: &url::Url, rel: &str) -> url::Url {
+    let mut u = url.clone();
+    if let Ok(mut s) = u.path_segments_mut() {
+        s.pop_if_empty()
+            .extend(rel.split('/').filter(|p| !p.is_empty()));
+    }
+    u
+}
+
 /// The files of an object-store path (see [`list`]).
 fn list_store(who: &str, url: &url::Url, how: Walk) -> Result<Listing> {
-    let key = percent_encoding::percent_decode_str(url.path().trim_start_matches('/'))
-        .decode_utf8_lossy()
-        .into_owned();
-    let parts: Vec<&str> = key.split('/').filter(|p| !p.is_empty()).collect();
+    let parts = key_parts(url);
     let split = parts.iter().position(|p| is_glob(p)).unwrap_or(parts.len());
     let glob = (split < parts.len())
         .then(|| Glob::new(&parts[split..].join("/")))
@@ -99,13 +126,7 @@ fn list_store(who: &str, url: &url::Url, how: Walk) -> Result<Listing> {
     let place = crate::catalog::Place::on_store(&base)
         .map_err(|e| e.context(format!("{who}: {}", crate::catalog::external::shown(url))))?;
     let objects = place.objects()?;
-    let at = |rel: &str| -> url::Url {
-        let mut u = base.clone();
-        if let Ok(mut s) = u.path_segments_mut() {
-            s.extend(rel.split('/').filter(|p| !p.is_empty()));
-        }
-        u
-    };
+    let at = |rel: &str| store_child(&base, rel);
     // The path names one object: that file.
     if glob.is_none()
         && let Some((_, size, modified)) = objects.iter().find(|(rel, _, _)| rel.is_empty())
@@ -145,7 +166,8 @@ fn list_store(who: &str, url: &url::Url, how: Walk) -> Result<Listing> {
             modified_ms: *modified,
         });
     }
-    if files.is_empty() && glob.is_none() && objects.is_empty() {
+    // Nothing under the place (a glob's base included): no such path.
+    if objects.is_empty() {
         return Err(Error::class(
             "PATH_NOT_FOUND",
             format!(
@@ -157,19 +179,29 @@ fn list_store(who: &str, url: &url::Url, how: Walk) -> Result<Listing> {
     Ok(Listing { files })
 }
 
-/// The file at the object-store URL `url` (named, not matched), if there is one.
-pub(crate) fn store_file(who: &str, url: &url::Url) -> Result<Option<SourceFile>> {
-    let place = crate::catalog::Place::on_store(url)
-        .map_err(|e| e.context(format!("{who}: {}", crate::catalog::external::shown(url))))?;
-    Ok(place
-        .objects()?
-        .into_iter()
-        .find(|(rel, _, _)| rel.is_empty())
-        .map(|(_, size, modified)| SourceFile {
-            url: url.clone(),
-            size,
-            modified_ms: modified,
-        }))
+/// The files named `names` (relative, as COPY INTO's FILES give them) inside the object-store
+/// directory `base`: each with the URL a listing gives it, or None where there is none.
+pub(crate) fn store_files(
+    who: &str,
+    base: &url::Url,
+    names: &[String],
+) -> Result<Vec<(url::Url, Option<SourceFile>)>> {
+    let place = crate::catalog::Place::on_store(base)
+        .map_err(|e| e.context(format!("{who}: {}", crate::catalog::external::shown(base))))?;
+    let mut found = vec![];
+    for name in names {
+        let url = store_child(base, name);
+        let file = place
+            .join(name.trim_matches('/'))
+            .file_meta()?
+            .map(|(size, modified)| SourceFile {
+                url: url.clone(),
+                size,
+                modified_ms: modified,
+            });
+        found.push((url, file));
+    }
+    Ok(found)
 }
 
 /// A glob as Databricks writes them: `*` and `?` within one path part, `[abc]`, `[a-z]`,

@@ -19,7 +19,7 @@ use datafusion::datasource::listing::{
 use datafusion::execution::object_store::ObjectStoreUrl;
 
 pub(crate) use listing::{
-    Glob, Listing, SourceFile, file, filter_names, list, local_path, store_file, store_url,
+    Glob, Listing, SourceFile, file, filter_names, list, local_path, store_files, store_url,
 };
 pub(crate) use options::{Format, ReadOptions, Reader, Walk};
 

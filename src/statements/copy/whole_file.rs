@@ -496,9 +496,18 @@ async fn copy_object(
     use tokio::io::AsyncWriteExt;
     let failed = |e: deltalake::logstore::object_store::Error| Error::Other(format!("{what}: {e}"));
     // The store's own copy; one it refuses (S3 copies at most 5 GiB in one request) streams.
-    if same && from_store.copy(&from, &to).await.is_ok() {
-        return Ok(());
-    }
+    let refused = if same {
+        match from_store.copy(&from, &to).await {
+            Ok(()) => return Ok(()),
+            Err(e) => Some(e),
+        }
+    } else {
+        None
+    };
+    let failed = |e: deltalake::logstore::object_store::Error| match &refused {
+        Some(r) => Error::Other(format!("{what}: {e} (and the store's own copy: {r})")),
+        None => failed(e),
+    };
     let mut bytes = from_store.get(&from).await.map_err(failed)?.into_stream();
     let mut out = deltalake::logstore::object_store::buffered::BufWriter::new(to_store, to);
     let streamed = async {

@@ -159,7 +159,6 @@ fn store_files(
     names: &[String],
     options: &ReadOptions,
 ) -> Result<Listing> {
-    let mut files = vec![];
     for name in names {
         let parts: Vec<&str> = name.split('/').filter(|p| !p.is_empty()).collect();
         if name.starts_with('/') || parts.iter().any(|p| *p == ".." || *p == ".") {
@@ -168,11 +167,10 @@ fn store_files(
                 crate::catalog::external::shown(base)
             )));
         }
-        let mut url = base.clone();
-        if let Ok(mut s) = url.path_segments_mut() {
-            s.pop_if_empty().extend(&parts);
-        }
-        match files::store_file(who, &url)? {
+    }
+    let mut files = vec![];
+    for (url, file) in files::store_files(who, base, names)? {
+        match file {
             Some(f) => files.push(f),
             None if options.ignore_missing => {}
             None => {

@@ -67,7 +67,7 @@ pub fn try_read_link(dir: &Place) -> Result<Option<Link>> {
 /// The link in `dir`, if it has one (an external or managed table's, or a schema's or
 /// catalog's MANAGED LOCATION).
 pub fn read_link(dir: &Place) -> Option<Link> {
-    parse_link(&dir.join(LINK).read().ok()??)
+    try_read_link(dir).ok().flatten()
 }
 
 /// Whether `dir` has a link naming a table: a link that is not a creating one. A link that

@@ -58,25 +58,33 @@ impl fmt::Debug for Bucket {
 
 impl Bucket {
     /// The answer to `ask` about `key`: kept from earlier in this statement, or asked of the
-    /// store with `f` (and kept when `keep` allows it).
+    /// store with `f` (and kept when `keep` allows it; an error never is).
     fn remember(
         &self,
         ask: Ask,
         key: &str,
         keep: impl Fn(&Seen) -> bool,
-        f: impl FnOnce() -> Seen,
-    ) -> Seen {
+        f: impl FnOnce() -> Result<Seen>,
+    ) -> Result<Seen> {
         let id = (ask, key.to_string());
         if let Some(seen) = self.seen.lock().ok().and_then(|s| s.get(&id).cloned()) {
-            return seen;
+            return Ok(seen);
         }
-        let seen = f();
+        let seen = f()?;
         if keep(&seen)
             && let Ok(mut kept) = self.seen.lock()
         {
             kept.insert(id, seen.clone());
         }
-        seen
+        Ok(seen)
+    }
+
+    /// Run the change `f` (a write or a removal) to its end; whatever happened, what was kept
+    /// may be wrong now.
+    fn change<T: Send>(&self, f: impl Future<Output = T> + Send) -> T {
+        let done = self.wait(f);
+        self.forget();
+        done
     }
 
     /// A change through this process: nothing kept holds any more.
@@ -268,13 +276,13 @@ impl Place {
             Place::Store { bucket, key } => {
                 let prefix = Self::key(key, "");
                 let ask = || {
-                    Seen::Yes(bucket.wait(async {
+                    Ok(Seen::Yes(bucket.wait(async {
                         matches!(bucket.store.list(Some(&prefix)).next().await, Some(Ok(_)))
-                    }))
+                    })))
                 };
                 matches!(
                     bucket.remember(Ask::IsDir, key, |_| true, ask),
-                    Seen::Yes(true)
+                    Ok(Seen::Yes(true))
                 )
             }
         }
@@ -286,10 +294,14 @@ impl Place {
             Place::Local(p) => p.is_file(),
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                let ask = || Seen::Yes(bucket.wait(async { bucket.store.head(&k).await.is_ok() }));
+                let ask = || {
+                    Ok(Seen::Yes(
+                        bucket.wait(async { bucket.store.head(&k).await.is_ok() }),
+                    ))
+                };
                 matches!(
                     bucket.remember(Ask::IsFile, key, |_| true, ask),
-                    Seen::Yes(true)
+                    Ok(Seen::Yes(true))
                 )
             }
         }
@@ -305,32 +317,22 @@ impl Place {
             },
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                let mut failed = None;
                 let ask = || {
-                    let read = bucket.wait(async {
+                    bucket.wait(async {
                         match bucket.store.get(&k).await {
                             Ok(r) => r
                                 .bytes()
                                 .await
-                                .map(|b| Some(b.to_vec()))
+                                .map(|b| Seen::Bytes(Some(b.to_vec())))
                                 .map_err(|e| self.store_error("read", e)),
-                            Err(object_store::Error::NotFound { .. }) => Ok(None),
+                            Err(object_store::Error::NotFound { .. }) => Ok(Seen::Bytes(None)),
                             Err(e) => Err(self.store_error("read", e)),
                         }
-                    });
-                    match read {
-                        Ok(bytes) => Seen::Bytes(bytes),
-                        Err(e) => {
-                            failed = Some(e);
-                            Seen::Yes(false)
-                        }
-                    }
+                    })
                 };
-                let seen = bucket.remember(Ask::Read, key, |s| matches!(s, Seen::Bytes(_)), ask);
-                match (seen, failed) {
-                    (_, Some(e)) => Err(e),
-                    (Seen::Bytes(bytes), None) => Ok(bytes),
-                    (Seen::Yes(_), None) => Ok(None),
+                match bucket.remember(Ask::Read, key, |_| true, ask)? {
+                    Seen::Bytes(bytes) => Ok(bytes),
+                    Seen::Yes(_) => Ok(None),
                 }
             }
         }
@@ -349,17 +351,14 @@ impl Place {
             }
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                let changed = bucket.wait(async {
+                bucket.change(async {
                     bucket
                         .store
                         .put(&k, PutPayload::from(bytes))
                         .await
                         .map(|_| ())
                         .map_err(|e| self.store_error("write", e))
-                });
-                // Whatever happened, what was kept may be wrong now.
-                bucket.forget();
-                changed
+                })
             }
         }
     }
@@ -397,7 +396,7 @@ impl Place {
             }
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                let put = bucket.wait(async {
+                bucket.change(async {
                     let create = object_store::PutOptions {
                         mode: object_store::PutMode::Create,
                         ..Default::default()
@@ -412,9 +411,7 @@ impl Place {
                         | Err(object_store::Error::Precondition { .. }) => Ok(false),
                         Err(e) => Err(self.store_error("write", e)),
                     }
-                });
-                bucket.forget();
-                put
+                })
             }
         }
     }
@@ -429,7 +426,7 @@ impl Place {
             },
             Place::Store { bucket, key } => {
                 let k = Self::key(key, "");
-                let changed = bucket.wait(async {
+                bucket.change(async {
                     // A store's DELETE of nothing succeeds: ask first.
                     match bucket.store.head(&k).await {
                         Err(object_store::Error::NotFound { .. }) => return Ok(false),
@@ -442,10 +439,7 @@ impl Place {
                         .await
                         .map(|_| true)
                         .map_err(|e| self.store_error("remove", e))
-                });
-                // Whatever happened, what was kept may be wrong now.
-                bucket.forget();
-                changed
+                })
             }
         }
     }
@@ -480,7 +474,7 @@ impl Place {
             },
             Place::Store { bucket, key } => {
                 let prefix = Self::key(key, "");
-                let changed = bucket.wait(async {
+                bucket.change(async {
                     let keys: Vec<Key> = bucket
                         .store
                         .list(Some(&prefix))
@@ -505,10 +499,7 @@ impl Place {
                         }
                     }
                     Ok(())
-                });
-                // Whatever happened, what was kept may be wrong now.
-                bucket.forget();
-                changed
+                })
             }
         }
     }
@@ -572,18 +563,15 @@ impl Place {
             return Err(Error::Other(format!("{self} is not on an object store")));
         };
         let k = Self::key(key, "");
-        let mut found = bucket.wait(async {
+        // The place itself, if it is a file (the bucket itself is none).
+        let mut found: Vec<(String, u64, i64)> = vec![];
+        if !key.is_empty()
+            && let Some((size, modified)) = self.file_meta()?
+        {
+            found.push((String::new(), size, modified));
+        }
+        found.extend(bucket.wait(async {
             let mut found = vec![];
-            // (The bucket itself is no object.)
-            if !key.is_empty() {
-                match bucket.store.head(&k).await {
-                    Ok(o) => {
-                        found.push((String::new(), o.size, o.last_modified.timestamp_millis()))
-                    }
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(self.store_error("read", e)),
-                }
-            }
             let mut listed = bucket.store.list((!key.is_empty()).then_some(&k));
             let dir = format!("{k}/");
             while let Some(o) = listed.next().await {
@@ -599,8 +587,8 @@ impl Place {
                     found.push((rel.to_string(), o.size, o.last_modified.timestamp_millis()));
                 }
             }
-            Ok(found)
-        })?;
+            Ok::<_, Error>(found)
+        })?);
         // Empty folder markers (`day/`, listed as `day`) of directories holding files.
         let dirs: std::collections::HashSet<&str> = found
             .iter()
@@ -631,14 +619,6 @@ impl Place {
         })
     }
 
-    /// Whether this directory holds anything.
-    pub fn is_empty_dir(&self) -> bool {
-        match self {
-            Place::Local(p) => std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none()),
-            Place::Store { .. } => !self.is_dir(),
-        }
-    }
-
     /// Whether this directory is a Delta table: its log holds a version (see
     /// [`super::log::has_version`]).
     pub fn has_version(&self) -> bool {
@@ -647,7 +627,7 @@ impl Place {
             Place::Store { bucket, key } => {
                 let log = Self::key(key, super::log::DIR);
                 let ask = || {
-                    Seen::Yes(bucket.wait(async {
+                    Ok(Seen::Yes(bucket.wait(async {
                         let mut listed = bucket.store.list(Some(&log));
                         let dir = format!("{log}/");
                         while let Some(Ok(o)) = listed.next().await {
@@ -658,11 +638,13 @@ impl Place {
                             }
                         }
                         false
-                    }))
+                    })))
                 };
                 // Only a table found is kept: one created meanwhile is found.
                 let found = |s: &Seen| matches!(s, Seen::Yes(true));
-                found(&bucket.remember(Ask::HasVersion, key, found, ask))
+                bucket
+                    .remember(Ask::HasVersion, key, found, ask)
+                    .is_ok_and(|s| found(&s))
             }
         }
     }

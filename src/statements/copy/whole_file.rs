@@ -439,25 +439,24 @@ pub async fn copy_objects(
     let now = chrono::Utc::now().timestamp_millis();
     let batch = uuid::Uuid::new_v4().simple().to_string();
     let mut jobs = Vec::with_capacity(files.len());
+    let mut adds = Vec::with_capacity(files.len());
     for (i, f) in files.iter().enumerate() {
         let name = new_name(&batch, i, &f.add.path);
-        let (from, to) = if one_store {
+        let (stores, from, to) = if one_store {
             (
+                (bucket.clone(), bucket.clone()),
                 in_bucket(&from_url, &f.add.path)?,
                 in_bucket(&to_url, &name)?,
             )
         } else {
             (
+                (from_store.clone(), to_store.clone()),
                 Key::parse(&f.add.path).map_err(|e| Error::Other(e.to_string()))?,
                 Key::parse(&name).map_err(|e| Error::Other(e.to_string()))?,
             )
         };
         jobs.push(copy_object(
-            if one_store {
-                (bucket.clone(), bucket.clone())
-            } else {
-                (from_store.clone(), to_store.clone())
-            },
+            stores,
             from,
             to,
             one_store,
@@ -468,16 +467,13 @@ pub async fn copy_objects(
                 crate::catalog::external::shown(&to_url)
             ),
         ));
+        adds.push(added(f, name, now, inexact_stats));
     }
     let _: Vec<()> = futures::stream::iter(jobs)
         .buffered(8)
         .try_collect()
         .await?;
-    Ok(files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| added(f, new_name(&batch, i, &f.add.path), now, inexact_stats))
-        .collect())
+    Ok(adds)
 }
 
 type Store = std::sync::Arc<dyn deltalake::logstore::object_store::ObjectStore>;

@@ -73,11 +73,15 @@ pub fn read_link(dir: &Place) -> Option<Link> {
 /// Whether `dir` has a link naming a table: a link that is not a creating one. A link that
 /// cannot be read still names one (opening it says what is wrong).
 pub fn names_table(dir: &Place) -> bool {
-    match dir.join(LINK).read() {
-        Ok(Some(bytes)) => !parse_link(&bytes).is_some_and(|l| l.creating),
-        Ok(None) => false,
-        Err(_) => true,
-    }
+    try_names_table(dir).unwrap_or(true)
+}
+
+/// [`names_table`], with a link the store cannot give an error.
+pub fn try_names_table(dir: &Place) -> Result<bool> {
+    Ok(dir
+        .join(LINK)
+        .read()?
+        .is_some_and(|bytes| !parse_link(&bytes).is_some_and(|l| l.creating)))
 }
 
 fn parse_link(bytes: &[u8]) -> Option<Link> {

@@ -423,6 +423,14 @@ impl Warehouse {
         external::names_table(path) || path.has_version()
     }
 
+    /// [`Warehouse::is_table_dir`], with a store that does not answer an error.
+    fn try_is_table_dir(path: &Place) -> Result<bool> {
+        if path.local().is_some() {
+            return Ok(Self::is_table_dir(path));
+        }
+        Ok(external::try_names_table(path)? || path.try_has_version()?)
+    }
+
     /// Every place the warehouse links to: external and managed tables' locations and the
     /// MANAGED LOCATIONs of catalogs and schemas, each with what links it ("table c.s.t").
     pub fn links(&self) -> Vec<(String, Url)> {
@@ -493,48 +501,65 @@ impl Warehouse {
 
     /// Catalog names on disk (plus the built-in ones), sorted.
     pub fn catalogs(&self) -> Vec<String> {
-        let mut names = self.root.list(true);
-        for builtin in [MAIN, SAMPLES, SYSTEM] {
-            if !names.iter().any(|n| n == builtin) {
-                names.push(builtin.to_string());
-            }
-        }
-        names.sort();
-        names
+        self.try_catalogs()
+            .unwrap_or_else(|_| with_builtins(vec![], [MAIN, SAMPLES, SYSTEM]))
+    }
+
+    /// [`Warehouse::catalogs`], with a store that does not answer an error (SHOW CATALOGS
+    /// must not list fewer than there are).
+    pub fn try_catalogs(&self) -> Result<Vec<String>> {
+        Ok(with_builtins(
+            self.root.try_list(true)?,
+            [MAIN, SAMPLES, SYSTEM],
+        ))
     }
 
     /// Schema names of a catalog, sorted.
     pub fn schemas(&self, catalog: &str) -> Vec<String> {
+        self.try_schemas(catalog).unwrap_or_default()
+    }
+
+    /// [`Warehouse::schemas`], with a store that does not answer an error.
+    pub fn try_schemas(&self, catalog: &str) -> Result<Vec<String>> {
         if catalog == SAMPLES {
-            return vec!["wanderbricks".into()];
+            return Ok(vec!["wanderbricks".into()]);
         }
-        let mut names = self
-            .catalog_path(catalog)
-            .map(|p| p.list(true))
-            .unwrap_or_default();
-        if catalog == MAIN && !names.iter().any(|n| n == DEFAULT_SCHEMA) {
-            names.push(DEFAULT_SCHEMA.into());
-            names.sort();
-        }
-        names
+        let names = match self.catalog_path(catalog) {
+            Ok(p) => p.try_list(true)?,
+            Err(_) => vec![],
+        };
+        Ok(if catalog == MAIN {
+            with_builtins(names, [DEFAULT_SCHEMA])
+        } else {
+            names
+        })
     }
 
     /// Table names of a schema, sorted.
     pub fn tables(&self, catalog: &str, schema: &str) -> Vec<String> {
+        self.try_tables(catalog, schema).unwrap_or_default()
+    }
+
+    /// [`Warehouse::tables`], with a store that does not answer an error (SHOW TABLES must not
+    /// list fewer than there are).
+    pub fn try_tables(&self, catalog: &str, schema: &str) -> Result<Vec<String>> {
         if catalog == SAMPLES {
-            return if schema == "wanderbricks" {
+            return Ok(if schema == "wanderbricks" {
                 samples::TABLES.iter().map(|s| s.to_string()).collect()
             } else {
                 vec![]
-            };
+            });
         }
         let Ok(dir) = self.schema_path(catalog, schema) else {
-            return vec![];
+            return Ok(vec![]);
         };
-        dir.list(true)
-            .into_iter()
-            .filter(|t| Self::is_table_dir(&dir.join(t)))
-            .collect()
+        let mut tables = vec![];
+        for t in dir.try_list(true)? {
+            if Self::try_is_table_dir(&dir.join(&t))? {
+                tables.push(t);
+            }
+        }
+        Ok(tables)
     }
 
     /// Whether a catalog exists (built-ins always do).
@@ -677,6 +702,17 @@ fn read_only(name: &TableName) -> Error {
         "catalog '{SAMPLES}' is read-only: cannot write {name} (copy it into your own catalog, e.g. CREATE TABLE main.default.{} AS SELECT * FROM {name})",
         quote_ident(&name.table)
     ))
+}
+
+/// `names` with the built-in ones it lacks, sorted.
+fn with_builtins<const N: usize>(mut names: Vec<String>, builtins: [&str; N]) -> Vec<String> {
+    for builtin in builtins {
+        if !names.iter().any(|n| n == builtin) {
+            names.push(builtin.to_string());
+        }
+    }
+    names.sort();
+    names
 }
 
 /// ", did you mean 'x'?" when one of `candidates` is close to `wanted`.

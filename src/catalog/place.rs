@@ -622,29 +622,33 @@ impl Place {
     /// Whether this directory is a Delta table: its log holds a version (see
     /// [`super::log::has_version`]).
     pub fn has_version(&self) -> bool {
+        self.try_has_version().unwrap_or(false)
+    }
+
+    /// [`Place::has_version`], with a store that does not answer an error.
+    pub fn try_has_version(&self) -> Result<bool> {
         match self {
-            Place::Local(p) => super::log::has_version(&super::log::dir(p)),
+            Place::Local(p) => Ok(super::log::has_version(&super::log::dir(p))),
             Place::Store { bucket, key } => {
                 let log = Self::key(key, super::log::DIR);
                 let ask = || {
-                    Ok(Seen::Yes(bucket.wait(async {
+                    bucket.wait(async {
                         let mut listed = bucket.store.list(Some(&log));
                         let dir = format!("{log}/");
-                        while let Some(Ok(o)) = listed.next().await {
+                        while let Some(o) = listed.next().await {
+                            let o = o.map_err(|e| self.store_error("list", e))?;
                             // Names in the log itself, not in its sub-directories.
                             let name = o.location.as_ref().strip_prefix(&dir).unwrap_or_default();
                             if !name.contains('/') && super::log::is_version_file(name) {
-                                return true;
+                                return Ok(Seen::Yes(true));
                             }
                         }
-                        false
-                    })))
+                        Ok(Seen::Yes(false))
+                    })
                 };
                 // Only a table found is kept: one created meanwhile is found.
                 let found = |s: &Seen| matches!(s, Seen::Yes(true));
-                bucket
-                    .remember(Ask::HasVersion, key, found, ask)
-                    .is_ok_and(|s| found(&s))
+                Ok(found(&bucket.remember(Ask::HasVersion, key, found, ask)?))
             }
         }
     }

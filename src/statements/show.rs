@@ -65,7 +65,7 @@ pub async fn show(
     let wh = &session.warehouse();
     match what {
         ShowWhat::Views => show_views(session, within),
-        ShowWhat::Catalogs => Ok(strings("catalog", wh.catalogs())),
+        ShowWhat::Catalogs => Ok(strings("catalog", wh.try_catalogs()?)),
         ShowWhat::Schemas => {
             let catalog = parts
                 .first()
@@ -80,7 +80,7 @@ pub async fn show(
                     names.into_iter().map(|(s, _)| s).collect(),
                 ));
             }
-            Ok(strings("schema", wh.schemas(&catalog)))
+            Ok(strings("schema", wh.try_schemas(&catalog)?))
         }
         ShowWhat::Tables => {
             let (catalog, schema) = schema_in(session, &parts, "TABLES")?;
@@ -100,7 +100,7 @@ pub async fn show(
                             wh.missing_table_error(&TableName::new(&catalog, &schema, "_"))
                         );
                     }
-                    wh.tables(&catalog, &schema)
+                    wh.try_tables(&catalog, &schema)?
                 }
             };
             let n = tables.len();

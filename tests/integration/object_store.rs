@@ -161,7 +161,14 @@ struct Careless {
 
 impl Careless {
     fn start(python: &str, to: u16) -> Careless {
+        Self::denying(python, to, true, "")
+    }
+
+    /// A proxy in front of `to` that answers 403 to every request whose path and query hold
+    /// `deny` (when not empty), and drops `If-None-Match` if `careless`.
+    fn denying(python: &str, to: u16, careless: bool, deny: &str) -> Careless {
         let port = free_port();
+        let careless = if careless { "True" } else { "False" };
         let script = format!(
             r#"
 import http.client, http.server
@@ -171,7 +178,14 @@ class P(http.server.BaseHTTPRequestHandler):
     def go(self):
         n = int(self.headers.get('Content-Length') or 0)
         body = self.rfile.read(n) if n else None
-        headers = {{k: v for k, v in self.headers.items() if k.lower() != 'if-none-match'}}
+        if {deny:?} and {deny:?} in self.path:
+            data = b'<?xml version="1.0"?><Error><Code>AccessDenied</Code><Message>denied</Message></Error>'
+            self.send_response(403)
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        headers = {{k: v for k, v in self.headers.items() if not ({careless} and k.lower() == 'if-none-match')}}
         c = http.client.HTTPConnection('127.0.0.1', {to})
         c.request(self.command, self.path, body=body, headers=headers)
         r = c.getresponse()
@@ -1397,4 +1411,37 @@ fn a_name_left_by_a_stopped_create_is_dropped_and_made_again() {
     );
     let read = sql_on(&wh, "http://127.0.0.1:9", &["DESCRIBE DETAIL t"]);
     assert!(read.contains(&format!("{}", at.display())), "{read}");
+}
+
+/// A store that refuses to list a schema (403) while it answers the rest: SHOW TABLES is an
+/// error naming the store, never a shorter list; SHOW SCHEMAS likewise for the catalog.
+#[test]
+fn a_listing_the_store_refuses_is_an_error_not_fewer_names() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let wh = Path::new("s3://lake/wh");
+    sql_on(
+        wh,
+        &moto.endpoint(),
+        &["CREATE TABLE t (x INT)", "CREATE SCHEMA s"],
+    );
+    let schema = Careless::denying(&python, moto.port, false, "prefix=wh%2Fmain%2Fdefault%2F");
+    let end = format!("http://127.0.0.1:{}", schema.port);
+    let err = fails_on(wh, &end, "SHOW TABLES");
+    assert!(
+        err.contains("cannot list s3://lake/wh/main/default"),
+        "{err}"
+    );
+    let catalog = Careless::denying(&python, moto.port, false, "prefix=wh%2Fmain%2F");
+    let end = format!("http://127.0.0.1:{}", catalog.port);
+    let err = fails_on(wh, &end, "SHOW SCHEMAS");
+    assert!(err.contains("cannot list s3://lake/wh/main"), "{err}");
+    // Through the store itself, both list what there is.
+    let listed = sql_on(wh, &moto.endpoint(), &["SHOW TABLES", "SHOW SCHEMAS"]);
+    assert!(
+        listed.contains("main,default,t") && listed.contains("\ns\n"),
+        "{listed}"
+    );
 }

@@ -194,7 +194,9 @@ class P(http.server.BaseHTTPRequestHandler):
         for k, v in r.getheaders():
             if k.lower() not in ('transfer-encoding', 'content-length', 'connection'):
                 self.send_header(k, v)
-        self.send_header('Content-Length', str(len(data)))
+        # A HEAD answers with the object's length, and no body.
+        length = r.getheader('Content-Length', '0') if self.command == 'HEAD' else str(len(data))
+        self.send_header('Content-Length', length)
         self.end_headers()
         self.wfile.write(data)
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = go
@@ -1444,4 +1446,63 @@ fn a_listing_the_store_refuses_is_an_error_not_fewer_names() {
         listed.contains("main,default,t") && listed.contains("\ns\n"),
         "{listed}"
     );
+}
+
+/// A copy with nothing new knows it from a few names of the two logs: it reads no commit of
+/// the source (a proxy refuses the source's first commit, and the run still answers). A source
+/// deleted and written again by another tool at the same version is new commit files, and its
+/// rows are copied.
+#[test]
+fn nothing_new_is_known_by_name_and_a_source_made_again_is_read() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let opts = py_opts(&end);
+    let write_source = |first_id: i64| {
+        py(
+            &python,
+            &format!(
+                "import boto3, datetime as dt, pyarrow as pa, deltalake\n\
+                 s3 = boto3.resource('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
+                 s3.Bucket('lake').objects.filter(Prefix='src/').delete()\n\
+                 for i in range({first_id}, {first_id} + 2):\n\
+                 \x20   t = pa.table({{'id': pa.array([i], pa.int64()), 'ts': pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(hours=i)], pa.timestamp('us', tz='UTC'))}})\n\
+                 \x20   deltalake.write_deltalake('s3://lake/src', t, mode='append', storage_options={opts})\n"
+            ),
+        )
+    };
+    write_source(1);
+    let (_d, wh) = warehouse();
+    let copy = "COPY INCREMENTAL src INTO lake.default.dst WATERMARK ts";
+    let first = sql_on(
+        &wh,
+        &end,
+        &[
+            "CREATE TABLE src LOCATION 's3://lake/src'",
+            "CREATE CATALOG lake MANAGED LOCATION 's3://lake/wh'",
+            copy,
+        ],
+    );
+    assert!(first.contains("succeeded"), "{first}");
+    let blind = Careless::denying(
+        &python,
+        moto.port,
+        false,
+        "src/_delta_log/00000000000000000000.json",
+    );
+    let blind_end = format!("http://127.0.0.1:{}", blind.port);
+    let out = sql_on(&wh, &blind_end, &[copy]);
+    assert!(out.contains("nothing_new"), "{out}");
+    // The proxy does refuse the commit: a query of the source fails through it.
+    fails_on(&wh, &blind_end, "SELECT count(*) FROM src");
+    // Written again at the same version, with other rows.
+    write_source(10);
+    let out = sql_on(&wh, &end, &[copy]);
+    assert!(out.contains("succeeded"), "{out}");
+    let rows = sql_on(&wh, &end, &["SELECT id FROM lake.default.dst ORDER BY id"]);
+    assert_eq!(rows, "id\n1\n2\n10\n11\n");
+    let out = sql_on(&wh, &blind_end, &[copy]);
+    assert!(out.contains("nothing_new"), "{out}");
 }

@@ -10,7 +10,7 @@ use deltalake::DeltaTable;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::{Add, StructField, Transaction};
 
-use super::metadata::{META_KEY, Mark, RunMetadata};
+use super::metadata::{CommitFile, META_KEY, Mark, RunMetadata};
 use super::plan::{CopyPlan, Strategy};
 use super::resolve::Resolved;
 use super::start::StartPoint;
@@ -26,6 +26,7 @@ pub(super) fn properties(
     start: &StartPoint,
     plan: &CopyPlan,
     run_id: &str,
+    source_commit: Option<CommitFile>,
 ) -> CommitProperties {
     let run = r.last_run + 1;
     let files = match &plan.strategy {
@@ -39,7 +40,9 @@ pub(super) fn properties(
         source: r.names.source.to_string(),
         source_version: r.source.version(),
         source_id: r.source.id(),
+        source_commit,
         watermark_column: r.wm.clone(),
+        watermark_type: Some(r.wm_type.to_string()),
         previous_mark: start.value().and_then(Mark::of),
         control_mark: r.control_mark.as_ref().and_then(Mark::of),
         new_mark: plan.new_mark.as_ref().and_then(Mark::of),

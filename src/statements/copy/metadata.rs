@@ -5,6 +5,9 @@
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use deltalake::DeltaTable;
+use deltalake::logstore::object_store::{
+    ObjectMeta, ObjectStore, ObjectStoreExt, path::Path as StorePath,
+};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -91,8 +94,15 @@ pub(super) struct RunMetadata {
     /// over).
     #[serde(deserialize_with = "lenient")]
     pub source_id: Option<String>,
+    /// The source's newest commit file as the run found it: a later run that finds this very
+    /// file still the newest knows the source is unchanged, without reading its log.
+    #[serde(deserialize_with = "lenient")]
+    pub source_commit: Option<CommitFile>,
     #[serde(deserialize_with = "lenient")]
     pub watermark_column: String,
+    /// The watermark's type, as Arrow writes it (`Timestamp(µs, "UTC")`).
+    #[serde(deserialize_with = "lenient")]
+    pub watermark_type: Option<String>,
     /// The start point the run copied from.
     #[serde(deserialize_with = "lenient")]
     pub previous_mark: Option<Mark>,
@@ -117,6 +127,36 @@ pub(super) struct RunMetadata {
     pub whole_files: Option<usize>,
     #[serde(deserialize_with = "lenient")]
     pub decoded_files: Option<usize>,
+}
+
+/// One commit file of a log, as the store describes it. Delta commits are written once and
+/// never rewritten, so a file of the same name with the same size and entity tag (or, without
+/// one, modification time) is the same commit; a table dropped and made again writes new ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct CommitFile {
+    pub size: u64,
+    pub e_tag: Option<String>,
+    pub modified_ms: i64,
+}
+
+impl CommitFile {
+    pub(super) fn of(meta: &ObjectMeta) -> Self {
+        CommitFile {
+            size: meta.size,
+            e_tag: meta.e_tag.clone(),
+            modified_ms: meta.last_modified.timestamp_millis(),
+        }
+    }
+
+    /// Whether `self` and `other` describe one file.
+    pub(super) fn same(&self, other: &CommitFile) -> bool {
+        let tag = |t: &Option<String>| t.as_deref().map(|t| t.trim_matches('"').to_string());
+        self.size == other.size
+            && match (tag(&self.e_tag), tag(&other.e_tag)) {
+                (Some(a), Some(b)) => a == b,
+                _ => self.modified_ms == other.modified_ms,
+            }
+    }
 }
 
 /// A field read leniently: a value of another type reads as the field's default, so that one
@@ -220,10 +260,67 @@ pub(super) fn newest_commit(table_dir: &std::path::Path) -> Option<(u64, RunMeta
         return None;
     };
     let bytes = std::fs::read(crate::catalog::log::commit_path(&log, version)).ok()?;
+    Some((version, commit_entry(&bytes)?))
+}
+
+/// The same from a table on an object store (`store` rooted at the table): its
+/// `_last_checkpoint`, the log listed from there, and the newest commit read by name.
+pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, RunMetadata)> {
+    let from = match store
+        .get(&StorePath::from("_delta_log/_last_checkpoint"))
+        .await
+    {
+        Ok(got) => {
+            let hint: serde_json::Value = serde_json::from_slice(&got.bytes().await.ok()?).ok()?;
+            hint.get("version")?.as_u64()?
+        }
+        Err(deltalake::logstore::object_store::Error::NotFound { .. }) => 0,
+        Err(_) => return None,
+    };
+    let offset = StorePath::from(format!("_delta_log/{from:020}"));
+    let listed: Vec<ObjectMeta> = store
+        .list_with_offset(Some(&StorePath::from("_delta_log")), &offset)
+        .try_collect()
+        .await
+        .ok()?;
+    let version = listed
+        .iter()
+        .filter_map(|m| {
+            let name = m.location.filename()?;
+            let digits = name.strip_suffix(".json")?;
+            (digits.len() == 20).then(|| digits.parse::<u64>().ok())?
+        })
+        .max()?;
+    let bytes = store
+        .get(&StorePath::from(format!("_delta_log/{version:020}.json")))
+        .await
+        .ok()?
+        .bytes()
+        .await
+        .ok()?;
+    Some((version, commit_entry(&bytes)?))
+}
+
+/// The file of commit `version` in `store` (rooted at the table); None when there is none.
+pub(super) async fn commit_file(
+    store: &dyn ObjectStore,
+    version: u64,
+) -> deltalake::logstore::object_store::Result<Option<CommitFile>> {
+    match store
+        .head(&StorePath::from(format!("_delta_log/{version:020}.json")))
+        .await
+    {
+        Ok(meta) => Ok(Some(CommitFile::of(&meta))),
+        Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// tidemark's entry in the commitInfo of a commit file's bytes.
+fn commit_entry(bytes: &[u8]) -> Option<RunMetadata> {
     bytes.split(|b| *b == b'\n').find_map(|line| {
         let action: serde_json::Value = serde_json::from_slice(line).ok()?;
-        let entry = action.get("commitInfo")?.get(META_KEY)?;
-        Some((version, RunMetadata::from_entry(entry)?))
+        RunMetadata::from_entry(action.get("commitInfo")?.get(META_KEY)?)
     })
 }
 
@@ -286,5 +383,69 @@ mod tests {
         )
         .unwrap();
         assert!(newest_commit(d.path()).is_none());
+    }
+
+    #[test]
+    fn watermark_types_read_back_as_written() {
+        use datafusion::arrow::datatypes::TimeUnit;
+        for t in [
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            DataType::Timestamp(TimeUnit::Microsecond, Some("+02:00".into())),
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            DataType::Date32,
+            DataType::Int32,
+            DataType::Int64,
+            DataType::Decimal128(38, 4),
+            DataType::Utf8,
+            DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8)),
+        ] {
+            assert_eq!(t.to_string().parse::<DataType>().unwrap(), t, "{t}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_newest_commit_and_a_commit_file_on_a_store() {
+        use deltalake::logstore::object_store::{PutPayload, memory::InMemory};
+        let store = InMemory::new();
+        let put = |path: String, body: String| {
+            let store = &store;
+            async move {
+                store
+                    .put(&StorePath::from(path), PutPayload::from(body))
+                    .await
+                    .unwrap();
+            }
+        };
+        assert!(newest_commit_in(&store).await.is_none());
+        assert_eq!(commit_file(&store, 0).await.unwrap(), None);
+        for v in 0..=12u64 {
+            put(
+                format!("_delta_log/{v:020}.json"),
+                format!("{{\"add\":{{}}}}\n{{\"commitInfo\":{{\"tidemark\":{{\"run\":{v}}}}}}}\n"),
+            )
+            .await;
+        }
+        put(
+            "_delta_log/00000000000000000010.checkpoint.parquet".into(),
+            "p".into(),
+        )
+        .await;
+        put(
+            "_delta_log/_last_checkpoint".into(),
+            r#"{"version":10,"size":1}"#.into(),
+        )
+        .await;
+        let (v, meta) = newest_commit_in(&store).await.unwrap();
+        assert_eq!((v, meta.run), (12, 12));
+        // A commit file is the same file until it is written again.
+        let first = commit_file(&store, 12).await.unwrap().unwrap();
+        assert!(first.same(&commit_file(&store, 12).await.unwrap().unwrap()));
+        put("_delta_log/00000000000000000012.json".into(), "{}\n".into()).await;
+        let again = commit_file(&store, 12).await.unwrap().unwrap();
+        assert!(!first.same(&again));
+        assert!(
+            newest_commit_in(&store).await.is_none(),
+            "no tidemark entry"
+        );
     }
 }

@@ -180,7 +180,10 @@ async fn attempt(
     record.target_version = match plan.strategy {
         plan::Strategy::NothingNew => r.target_version(),
         _ => {
-            let props = commit::properties(&r, &start, &plan, &record.run_id);
+            // What the next run compares the source with to know it unchanged.
+            let source_commit = r.source.commit_file().await;
+            let props =
+                commit::properties(&r, &start, &plan, &record.run_id, source_commit.clone());
             let target = commit::target(session, &r, &plan).await?;
             commit::check_txn(&r).await?;
             let progress = CopyProgress::start(
@@ -216,7 +219,7 @@ async fn attempt(
                 r.target_version()
             } else {
                 let props = match plan.seen {
-                    Some(_) => commit::properties(&r, &start, &plan, &record.run_id),
+                    Some(_) => commit::properties(&r, &start, &plan, &record.run_id, source_commit),
                     None => props.clone(),
                 };
                 let committed = commit::commit(&to.table, written, props).await?;

@@ -148,6 +148,16 @@ impl Source {
         Some(self.delta()?.snapshot().ok()?.metadata().id().to_string())
     }
 
+    /// The file of the pinned version's commit, as the store describes it now (Delta sources;
+    /// None when the store does not answer).
+    pub(super) async fn commit_file(&self) -> Option<super::metadata::CommitFile> {
+        let t = self.delta()?;
+        let store = t.log_store().object_store(None);
+        super::metadata::commit_file(store.as_ref(), t.version()?)
+            .await
+            .ok()?
+    }
+
     /// The snapshot's files with their statistics for watermark `wm` (Delta sources), parsed
     /// once for every decision of the plan.
     pub(super) fn files(&self, wm: &str, wm_type: &DataType) -> Result<Option<Vec<SourceFile>>> {

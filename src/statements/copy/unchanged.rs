@@ -1,9 +1,13 @@
-//! The shortcut of a copy with nothing to do, decided from two log names without reading
+//! The shortcut of a copy with nothing to do, decided from a few log names without reading
 //! either table's files: the target's newest commit is this pair's last run, the source is
-//! still at the version and table id that run read, and this run starts at that run's mark.
+//! still at the very commit that run read (the same file, and no next version; for runs that
+//! did not record the file, the same version and table id), and this run starts at that
+//! run's mark. On an object store that is five requests.
 
 use super::control::{self, ControlRow};
-use super::metadata;
+use datafusion::arrow::datatypes::DataType;
+
+use super::metadata::{self, RunMetadata};
 use super::resolve::{Names, find_column, requested_watermark};
 use crate::catalog::SAMPLES;
 use crate::engine::Session;
@@ -41,39 +45,27 @@ pub(super) async fn check(
     {
         return None;
     }
-    let (target_version, meta) = metadata::newest_commit(names.target_dir.as_deref()?)?;
+    let (target_version, meta) = match names.target_dir.as_deref() {
+        Some(dir) => metadata::newest_commit(dir)?,
+        None => {
+            let target = session.warehouse().handle(&names.target).await.ok()?;
+            metadata::newest_commit_in(target.log_store().object_store(None).as_ref()).await?
+        }
+    };
     if meta.app_id != names.app() {
         return None;
     }
-    let source = deltalake::kernel::Snapshot::try_new(
-        session
-            .warehouse()
-            .handle(&names.source)
-            .await
-            .ok()?
-            .log_store()
-            .as_ref(),
-        None,
-    )
-    .await
-    .ok()?;
-    let source_version = source.version() as i64;
-    if meta.source_version != Some(source_version)
-        || meta.source_id.as_deref() != Some(source.metadata().id())
-    {
-        return None;
-    }
+    let source = session.warehouse().handle(&names.source).await.ok()?;
+    let (source_version, wm_type) = match by_name(&source, &meta).await {
+        Seen::Same(wm_type) => (meta.source_version?, wm_type),
+        Seen::Changed => return None,
+        Seen::Unknown => by_snapshot(&source, &meta, names).await?,
+    };
     let wanted = requested_watermark(c, control_row).ok()??;
     let null_rows = meta.null_rows?;
     if !wanted.eq_ignore_ascii_case(&meta.watermark_column) {
         return None;
     }
-    let (_, wm_type) = find_column(
-        &source.arrow_schema(),
-        &meta.watermark_column,
-        &names.source,
-    )
-    .ok()?;
     let mark = meta.new_mark.as_ref()?.value(&wm_type)?;
     // With a control row, it must already hold the mark: any other value is a backfill or a
     // repair, which the full run handles.
@@ -89,4 +81,64 @@ pub(super) async fn check(
         null_rows,
         target_version: target_version as i64,
     })
+}
+
+/// What the source's log says of the version the last run read.
+enum Seen {
+    /// Still the newest, with the watermark's type.
+    Same(DataType),
+    Changed,
+    /// The last run did not record enough to tell by name.
+    Unknown,
+}
+
+/// Two names of the source's log: the commit the last run read must be the very file it saw,
+/// and the next version must not exist. No commit is read.
+async fn by_name(source: &deltalake::DeltaTable, meta: &RunMetadata) -> Seen {
+    let (Some(version), Some(seen), Some(wm_type)) = (
+        meta.source_version,
+        meta.source_commit.as_ref(),
+        meta.watermark_type.as_deref(),
+    ) else {
+        return Seen::Unknown;
+    };
+    let Ok(wm_type) = wm_type.parse::<DataType>() else {
+        return Seen::Unknown;
+    };
+    let store = source.log_store().object_store(None);
+    let Ok(version) = u64::try_from(version) else {
+        return Seen::Changed;
+    };
+    match metadata::commit_file(store.as_ref(), version).await {
+        Ok(Some(now)) if now.same(seen) => {}
+        _ => return Seen::Changed,
+    }
+    match metadata::commit_file(store.as_ref(), version + 1).await {
+        Ok(None) => Seen::Same(wm_type),
+        _ => Seen::Changed,
+    }
+}
+
+/// The source's snapshot: its version and table id must be the last run's.
+async fn by_snapshot(
+    source: &deltalake::DeltaTable,
+    meta: &RunMetadata,
+    names: &Names,
+) -> Option<(i64, DataType)> {
+    let source = deltalake::kernel::Snapshot::try_new(source.log_store().as_ref(), None)
+        .await
+        .ok()?;
+    let source_version = source.version() as i64;
+    if meta.source_version != Some(source_version)
+        || meta.source_id.as_deref() != Some(source.metadata().id())
+    {
+        return None;
+    }
+    let (_, wm_type) = find_column(
+        &source.arrow_schema(),
+        &meta.watermark_column,
+        &names.source,
+    )
+    .ok()?;
+    Some((source_version, wm_type))
 }

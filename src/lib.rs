@@ -13,6 +13,7 @@ mod parser;
 pub mod shell;
 mod statements;
 
+pub use catalog::external::is_store_scheme;
 pub use engine::progress::View as ProgressView;
 pub use engine::{Output, Session, Settings};
 pub use error::{Error, Result};

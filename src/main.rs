@@ -107,7 +107,7 @@ fn main() -> ExitCode {
     std::process::exit(code.into())
 }
 
-/// The warehouse the argument names: an S3 URL, or a directory. A URL tidemark does not serve
+/// The warehouse the argument names: an object-store URL, or a directory. A URL tidemark does not serve
 /// is refused (`gs://bucket/wh` would otherwise be a local directory named `gs:`), and so is a
 /// path that exists but is not a directory.
 fn warehouse_dir(arg: &std::path::Path) -> Result<Where, String> {
@@ -119,7 +119,7 @@ fn warehouse_dir(arg: &std::path::Path) -> Result<Where, String> {
             .ok_or_else(|| {
                 format!("warehouse '{text}' is not a local file URL: write file:///absolute/path")
             })?,
-        Some((scheme, _)) if ["s3", "s3a"].contains(&scheme.to_ascii_lowercase().as_str()) => {
+        Some((scheme, _)) if tidemark::is_store_scheme(scheme) => {
             return Ok(Where::Store(text.to_string()));
         }
         Some((scheme, _))
@@ -129,7 +129,7 @@ fn warehouse_dir(arg: &std::path::Path) -> Result<Where, String> {
                     .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
         {
             return Err(format!(
-                "warehouse '{text}': {scheme}:// warehouses are not supported; tidemark serves a local directory (its path, or file:///path) or an S3 prefix (s3://bucket/path)"
+                "warehouse '{text}': {scheme}:// warehouses are not supported; tidemark serves a local directory (its path, or file:///path) or a prefix on an object store (s3://bucket/path, az://container/path, abfss://container@account.dfs.core.windows.net/path)"
             ));
         }
         _ => arg.to_path_buf(),

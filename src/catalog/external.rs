@@ -167,7 +167,7 @@ pub fn overlaps(a: &Url, b: &Url) -> bool {
         "s3a" => "s3".to_string(),
         s => s.to_string(),
     };
-    if scheme(a) != scheme(b) || a.host_str() != b.host_str() {
+    if scheme(a) != scheme(b) || a.host_str() != b.host_str() || a.username() != b.username() {
         return false;
     }
     let segments = |u: &Url| -> Vec<String> {
@@ -244,8 +244,35 @@ pub async fn delete_all(url: &Url) -> Result<()> {
     Ok(())
 }
 
-/// A LOCATION as a URL: `s3://` (and `s3a://`) object stores, `file://` URLs and local paths
-/// (made absolute). Object stores this build does not reach are refused by name.
+/// The object stores tidemark reaches: S3 (`s3a://` is `s3://`), and Azure Blob Storage and
+/// ADLS Gen2 (`az://container/path`, `abfss://container@account.dfs.core.windows.net/path`).
+pub const STORE_SCHEMES: [&str; 6] = ["s3", "s3a", "az", "azure", "abfs", "abfss"];
+
+/// Whether `scheme` names an object store tidemark reaches.
+pub fn is_store_scheme(scheme: &str) -> bool {
+    STORE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
+}
+
+/// Whether the URL's user name is the container (ADLS Gen2's `container@account...`), not a
+/// credential.
+fn names_container(url: &Url) -> bool {
+    matches!(url.scheme(), "abfs" | "abfss")
+}
+
+/// Where a store of `url`'s kind takes its endpoint and credentials from, for messages.
+pub fn store_settings(url: &Url) -> &'static str {
+    match url.scheme() {
+        "az" | "azure" | "abfs" | "abfss" => {
+            "AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY (or another Azure credential), AZURE_STORAGE_USE_EMULATOR for Azurite"
+        }
+        _ => {
+            "the endpoint AWS_ENDPOINT_URL and the credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)"
+        }
+    }
+}
+
+/// A LOCATION as a URL: an object store ([`STORE_SCHEMES`]), a `file://` URL or a local path
+/// (made absolute).
 pub fn parse_location(text: &str) -> Result<Url> {
     let text = text.trim();
     if text.is_empty() {
@@ -254,14 +281,15 @@ pub fn parse_location(text: &str) -> Result<Url> {
     let url = match Url::parse(text) {
         // `C:\...` parses as a scheme of one letter; tidemark runs on Unix, but be plain.
         Ok(url) if url.scheme().len() > 1 => {
-            if !url.username().is_empty()
+            if (!url.username().is_empty() && !names_container(&url))
                 || url.password().is_some()
                 || url.query().is_some()
                 || url.fragment().is_some()
             {
                 return Err(Error::Invalid(format!(
-                    "LOCATION '{}' carries credentials or parameters: give the place only (s3://bucket/path), and credentials through the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...), never in SQL",
-                    shown(&url)
+                    "LOCATION '{}' carries credentials or parameters: give the place only (s3://bucket/path), and credentials through the environment ({}), never in SQL",
+                    shown(&url),
+                    store_settings(&url)
                 )));
             }
             url
@@ -274,10 +302,14 @@ pub fn parse_location(text: &str) -> Result<Url> {
         }
     };
     match url.scheme() {
-        "s3" | "s3a" => {
+        "abfs" | "abfss" if url.username().is_empty() => Err(Error::Invalid(format!(
+            "LOCATION '{text}' names no container (write {}://container@account.dfs.core.windows.net/path)",
+            url.scheme()
+        ))),
+        scheme if is_store_scheme(scheme) => {
             if url.host_str().is_none_or(str::is_empty) {
                 return Err(Error::Invalid(format!(
-                    "LOCATION '{text}' names no bucket (write s3://bucket/path)"
+                    "LOCATION '{text}' names no bucket (write {scheme}://bucket/path)"
                 )));
             }
             Ok(url)
@@ -291,12 +323,15 @@ pub fn parse_location(text: &str) -> Result<Url> {
                 Error::Invalid(format!("LOCATION '{text}' is not a usable directory path"))
             })
         }
-        "gs" | "az" | "abfs" | "abfss" | "adl" | "wasb" | "wasbs" => Err(Error::Invalid(format!(
-            "LOCATION '{text}': {}:// object stores are not built into tidemark yet (s3:// and S3-compatible stores, file:// and local paths are)",
+        "gs" => Err(Error::Invalid(format!(
+            "LOCATION '{text}': gs:// (Google Cloud Storage) is not served yet (s3://, az://, abfss://, file:// and local paths are)"
+        ))),
+        "adl" | "wasb" | "wasbs" => Err(Error::Invalid(format!(
+            "LOCATION '{text}': {}:// is not served (for Azure write az://container/path or abfss://container@account.dfs.core.windows.net/path)",
             url.scheme()
         ))),
         other => Err(Error::Invalid(format!(
-            "LOCATION '{text}': unknown scheme {other}:// (tidemark reads s3://, file:// and local paths)"
+            "LOCATION '{text}': unknown scheme {other}:// (tidemark reads s3://, az://, abfss://, file:// and local paths)"
         ))),
     }
 }
@@ -421,7 +456,9 @@ pub fn is_remote(url: &Url) -> bool {
 /// A location for messages: without user name, password or query (credentials).
 pub fn shown(url: &Url) -> String {
     let mut url = url.clone();
-    let _ = url.set_username("");
+    if !names_container(&url) {
+        let _ = url.set_username("");
+    }
     let _ = url.set_password(None);
     url.set_query(None);
     url.set_fragment(None);
@@ -430,7 +467,15 @@ pub fn shown(url: &Url) -> String {
 
 /// Where a store is, for messages: scheme and bucket, never credentials.
 pub fn store_name(url: &Url) -> String {
-    format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""))
+    match names_container(url) {
+        true => format!(
+            "{}://{}@{}",
+            url.scheme(),
+            url.username(),
+            url.host_str().unwrap_or("")
+        ),
+        false => format!("{}://{}", url.scheme(), url.host_str().unwrap_or("")),
+    }
 }
 
 /// The stores already shown to refuse a second conditional PUT (this process).
@@ -473,8 +518,9 @@ pub async fn check_safe_commits(table: &DeltaTable) -> Result<()> {
     };
     let unreachable = |e: object_store::Error| {
         Error::Invalid(format!(
-            "cannot write to {key} ({}): {e}; nothing was changed (check the bucket, the endpoint AWS_ENDPOINT_URL and the credentials)",
-            shown(&url)
+            "cannot write to {key} ({}): {e}; nothing was changed (check the bucket, {})",
+            shown(&url),
+            store_settings(&url)
         ))
     };
     store
@@ -536,8 +582,19 @@ mod tests {
             parse_location("gs://b/x")
                 .unwrap_err()
                 .to_string()
-                .contains("gs://")
+                .contains("gs:// (Google Cloud Storage) is not served yet")
         );
+        // Azure: the container of an ADLS Gen2 URL is its user name, kept in messages and
+        // in the store's name; a password there is a credential.
+        let adls = parse_location("abfss://c@acct.dfs.core.windows.net/t").unwrap();
+        assert_eq!(shown(&adls), "abfss://c@acct.dfs.core.windows.net/t");
+        assert_eq!(store_name(&adls), "abfss://c@acct.dfs.core.windows.net");
+        let other = parse_location("abfss://d@acct.dfs.core.windows.net/t").unwrap();
+        assert!(!overlaps(&adls, &other));
+        assert!(parse_location("abfss://c:secret@acct.dfs.core.windows.net/t").is_err());
+        assert!(parse_location("abfss://acct.dfs.core.windows.net/t").is_err());
+        assert_eq!(parse_location("az://c/t").unwrap().as_str(), "az://c/t");
+        assert!(parse_location("wasbs://c@a.blob.core.windows.net/t").is_err());
         assert!(
             parse_location("s3:///x")
                 .unwrap_err()

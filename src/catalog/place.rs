@@ -186,7 +186,8 @@ impl Place {
             .map(|_| ())
             .map_err(|e| {
                 Error::Invalid(format!(
-                    "cannot reach the warehouse {self}: {e} (check the bucket, the endpoint AWS_ENDPOINT_URL and the credentials)"
+                    "cannot reach the warehouse {self}: {e} (check the bucket, {})",
+                    super::external::store_settings(&bucket.base)
                 ))
             })
     }

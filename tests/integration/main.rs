@@ -1,5 +1,6 @@
 //! tidemark's integration tests, in one binary (every extra test target re-links DataFusion).
 
+mod azure;
 mod cli;
 mod common;
 mod compat;

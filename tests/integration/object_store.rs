@@ -222,7 +222,7 @@ impl Drop for Careless {
     }
 }
 
-fn py(python: &str, code: &str) -> String {
+pub(crate) fn py(python: &str, code: &str) -> String {
     // Python's deltalake sometimes aborts at interpreter exit after reading from an object
     // store ("terminate called without an active exception"), after its work is done: leave
     // without the interpreter's teardown.
@@ -237,32 +237,75 @@ fn py(python: &str, code: &str) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// How tidemark and Python's `deltalake` reach a test's store: an S3 server at an endpoint,
+/// or Azurite's blob service (its URL); each with one container or bucket, `lake`.
+#[derive(Clone)]
+pub(crate) enum Reach {
+    S3(String),
+    Azure(String),
+}
+
+impl Reach {
+    /// The URL of the bucket or container `lake`.
+    pub(crate) fn root(&self) -> &'static str {
+        match self {
+            Reach::S3(_) => "s3://lake",
+            Reach::Azure(_) => "az://lake",
+        }
+    }
+
+    /// The environment a user sets to reach the store.
+    pub(crate) fn set_env(&self, cmd: &mut Command) {
+        match self {
+            Reach::S3(endpoint) => {
+                cmd.env("AWS_ENDPOINT_URL", endpoint)
+                    .env("AWS_ALLOW_HTTP", "true")
+                    .env("AWS_ACCESS_KEY_ID", "test")
+                    .env("AWS_SECRET_ACCESS_KEY", "test")
+                    .env("AWS_REGION", "us-east-1");
+            }
+            Reach::Azure(blob) => {
+                cmd.env("AZURE_STORAGE_USE_EMULATOR", "true")
+                    .env("AZURITE_BLOB_STORAGE_URL", blob);
+            }
+        }
+    }
+
+    /// Python that sets `opts` (Python `deltalake`'s storage options) for the store.
+    pub(crate) fn py_opts(&self) -> String {
+        match self {
+            Reach::S3(endpoint) => format!("opts = {}", py_opts(endpoint)),
+            Reach::Azure(blob) => format!(
+                "import os\nos.environ['AZURITE_BLOB_STORAGE_URL'] = '{blob}'\nopts = {{'AZURE_STORAGE_USE_EMULATOR': 'true'}}"
+            ),
+        }
+    }
+}
+
 /// tidemark over `wh` with the store at `endpoint` in its environment (as a user sets it).
 fn store_command(wh: &Path, endpoint: &str) -> Command {
+    command_reaching(wh, &Reach::S3(endpoint.to_string()))
+}
+
+/// tidemark over `wh` with the environment that reaches the store.
+pub(crate) fn command_reaching(wh: &Path, reach: &Reach) -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("tidemark"));
     cmd.arg(wh)
         .env_remove("TIDEMARK_WAREHOUSE")
         .env("NO_COLOR", "1")
-        .env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
         // A store nobody listens on fails in seconds.
         .env("TIDEMARK_STORE_RETRY_TIMEOUT", "3s")
         .env_remove("AWS_PROFILE")
         .env_remove("AWS_S3_ALLOW_UNSAFE_RENAME")
         .env_remove("TIDEMARK_RISK_UNSAFE_COMMITS")
         .args(["--format", "csv"]);
+    reach.set_env(&mut cmd);
     cmd
 }
 
-fn on_store(wh: &Path, endpoint: &str) -> assert_cmd::Command {
-    assert_cmd::Command::from_std(store_command(wh, endpoint))
-}
-
-fn sql_on(wh: &Path, endpoint: &str, stmts: &[&str]) -> String {
-    let mut cmd = on_store(wh, endpoint);
+/// Statements run in one tidemark process reaching the store; its output.
+pub(crate) fn sql_reaching(wh: &Path, reach: &Reach, stmts: &[&str]) -> String {
+    let mut cmd = command_reaching(wh, reach);
     for s in stmts {
         cmd.args(["-c", s]);
     }
@@ -274,6 +317,14 @@ fn sql_on(wh: &Path, endpoint: &str, stmts: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn on_store(wh: &Path, endpoint: &str) -> assert_cmd::Command {
+    assert_cmd::Command::from_std(store_command(wh, endpoint))
+}
+
+fn sql_on(wh: &Path, endpoint: &str, stmts: &[&str]) -> String {
+    sql_reaching(wh, &Reach::S3(endpoint.to_string()), stmts)
 }
 
 fn fails_on(wh: &Path, endpoint: &str, stmt: &str) -> String {
@@ -540,21 +591,22 @@ fn a_store_whose_conditional_put_does_not_hold_is_refused_before_any_write() {
 /// store are conditional PUTs; the loser of a race retries or fails with a retryable error.
 /// Copies killed and racing while Python's `deltalake` appends to the source: with the tables
 /// external to a local warehouse, or (`store_warehouse`) in a warehouse on the store itself.
-fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
-    let opts = py_opts(end);
+pub(crate) fn racing_and_killed_copies_on(python: &str, reach: &Reach, store_warehouse: bool) {
+    let opts = reach.py_opts();
+    let root = reach.root();
     let (_d, local) = warehouse();
     let (wh, src_at, dst_at) = if store_warehouse {
-        let at = "s3://lake/wh/main/default";
+        let at = format!("{root}/wh/main/default");
         (
-            Path::new("s3://lake/wh").to_path_buf(),
+            Path::new(&format!("{root}/wh")).to_path_buf(),
             format!("{at}/src"),
             format!("{at}/dst"),
         )
     } else {
         (
             local,
-            "s3://lake/race/src".into(),
-            "s3://lake/race/dst".into(),
+            format!("{root}/race/src"),
+            format!("{root}/race/dst"),
         )
     };
     let located = |at: &str| {
@@ -564,9 +616,9 @@ fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
             format!(" LOCATION '{at}'")
         }
     };
-    sql_on(
+    sql_reaching(
         &wh,
-        end,
+        reach,
         &[
             &format!("CREATE TABLE src (id INT, v STRING){}", located(&src_at)),
             &format!("CREATE TABLE dst (id INT, v STRING){}", located(&dst_at)),
@@ -581,13 +633,13 @@ fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
             .map(|i| format!("({i}, 'r{round}')"))
             .collect();
         next += 25;
-        sql_on(
+        sql_reaching(
             &wh,
-            end,
+            reach,
             &[&format!("INSERT INTO src VALUES {}", values.join(", "))],
         );
         // One copy killed part-way (its process gone mid-run, at a random moment).
-        let mut doomed = store_command(&wh, end)
+        let mut doomed = command_reaching(&wh, reach)
             .args(["-c", copy])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -600,12 +652,12 @@ fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
         let appended = (next..next + 10).collect::<Vec<i32>>();
         next += 10;
         let foreign = {
-            let (python, opts, src_at) = (python.to_string(), py_opts(end), src_at.clone());
+            let (python, opts, src_at) = (python.to_string(), opts.clone(), src_at.clone());
             std::thread::spawn(move || {
                 py(
                     &python,
                     &format!(
-                        "import deltalake, pyarrow as pa\nopts = {opts}\nbatch = pa.table({{'id': pa.array({appended:?}, pa.int32()), 'v': ['py'] * {}}})\nfor attempt in range(20):\n    try:\n        deltalake.write_deltalake('{src_at}', batch, mode='append', storage_options=opts)\n        break\n    except Exception as e:\n        if 'already exists' not in str(e) and 'onflict' not in str(e): raise",
+                        "import deltalake, pyarrow as pa\n{opts}\nbatch = pa.table({{'id': pa.array({appended:?}, pa.int32()), 'v': ['py'] * {}}})\nfor attempt in range(20):\n    try:\n        deltalake.write_deltalake('{src_at}', batch, mode='append', storage_options=opts)\n        break\n    except Exception as e:\n        if 'already exists' not in str(e) and 'onflict' not in str(e): raise",
                         appended.len()
                     ),
                 )
@@ -613,8 +665,13 @@ fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
         };
         let racers: Vec<_> = (0..3)
             .map(|_| {
-                let (wh, end) = (wh.clone(), end.to_string());
-                std::thread::spawn(move || on_store(&wh, &end).args(["-c", copy]).output().unwrap())
+                let (wh, reach) = (wh.clone(), reach.clone());
+                std::thread::spawn(move || {
+                    command_reaching(&wh, &reach)
+                        .args(["-c", copy])
+                        .output()
+                        .unwrap()
+                })
             })
             .collect();
         foreign.join().unwrap();
@@ -629,10 +686,10 @@ fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
             }
         }
     }
-    sql_on(&wh, end, &[copy]);
-    let check = sql_on(
+    sql_reaching(&wh, reach, &[copy]);
+    let check = sql_reaching(
         &wh,
-        end,
+        reach,
         &["SELECT count(*), count(DISTINCT id), min(id), max(id) FROM dst"],
     );
     let n = next - 1;
@@ -644,7 +701,7 @@ fn racing_and_killed_copies_on(python: &str, end: &str, store_warehouse: bool) {
     let read = py(
         python,
         &format!(
-            "import deltalake\nopts = {opts}\nids = deltalake.DeltaTable('{dst_at}', storage_options=opts).to_pyarrow_table().column('id').to_pylist()\nprint(len(ids), len(set(ids)))"
+            "import deltalake\n{opts}\nids = deltalake.DeltaTable('{dst_at}', storage_options=opts).to_pyarrow_table().column('id').to_pylist()\nprint(len(ids), len(set(ids)))"
         ),
     );
     assert!(read.contains(&format!("{n} {n}")), "{read}");
@@ -656,7 +713,7 @@ fn racing_and_killed_copies_on_moto_copy_every_row_once() {
         return;
     };
     let moto = Moto::start(&python, &["lake"]);
-    racing_and_killed_copies_on(&python, &moto.endpoint(), false);
+    racing_and_killed_copies_on(&python, &Reach::S3(moto.endpoint()), false);
 }
 
 #[test]
@@ -667,7 +724,7 @@ fn racing_and_killed_copies_in_a_warehouse_on_seaweedfs_copy_every_row_once() {
     let Some(weed) = Weed::start(&python, &["lake"]) else {
         return;
     };
-    racing_and_killed_copies_on(&python, &weed.endpoint(), true);
+    racing_and_killed_copies_on(&python, &Reach::S3(weed.endpoint()), true);
 }
 
 /// Catalogs and schemas with a MANAGED LOCATION: the tables made in them (by CREATE, CTAS,

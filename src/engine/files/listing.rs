@@ -57,16 +57,26 @@ impl SourceFile {
     }
 }
 
-/// The object-store URL a user's path names (`s3://bucket/key`), if it is one tidemark reads:
-/// the key as written (a `?`, `#` or `%` in it is part of the key, and globs keep theirs),
-/// `s3a://` read as `s3://` (one file, one URL: what COPY INTO records).
+/// The object-store URL a user's path names (`s3://bucket/key`, `az://container/key`), if
+/// it is one tidemark reads: the key as written (a `?`, `#` or `%` in
+/// it is part of the key, and globs keep theirs), `s3a://` read as `s3://` and `azure://` as
+/// `az://` (one file, one URL: what COPY INTO records).
 pub(crate) fn store_url(who: &str, path: &str) -> Result<Option<url::Url>> {
     let Some((scheme, rest)) = path.split_once("://") else {
         return Ok(None);
     };
-    if !matches!(scheme.to_ascii_lowercase().as_str(), "s3" | "s3a") {
-        return Ok(None);
-    }
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        "s3" | "s3a" => "s3",
+        "az" | "azure" => "az",
+        // Files are found by bucket (DataFusion keeps one store per host), and an ADLS URL's
+        // container is not part of its host.
+        "abfs" | "abfss" => {
+            return Err(Error::Invalid(format!(
+                "{who}: files on Azure are read as az://container/key (the account from AZURE_STORAGE_ACCOUNT_NAME), not {scheme}://"
+            )));
+        }
+        _ => return Ok(None),
+    };
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     let plain_bucket = !bucket.is_empty()
         && bucket
@@ -75,10 +85,10 @@ pub(crate) fn store_url(who: &str, path: &str) -> Result<Option<url::Url>> {
     if !plain_bucket {
         // Never echoed: it may hold credentials.
         return Err(Error::Invalid(format!(
-            "{who}: an {scheme}:// path is {scheme}://bucket/key with a plain bucket name, and no credentials or parameters in it (credentials come from the AWS_* variables)"
+            "{who}: an {scheme}:// path is {scheme}://bucket/key with a plain bucket name, and no credentials or parameters in it (credentials come from the environment)"
         )));
     }
-    let mut url = url::Url::parse(&format!("s3://{bucket}/"))
+    let mut url = url::Url::parse(&format!("{scheme}://{bucket}/"))
         .map_err(|e| Error::Invalid(format!("{who}: bucket {bucket}: {e}")))?;
     if let Ok(mut s) = url.path_segments_mut() {
         s.clear().extend(key.split('/').filter(|p| !p.is_empty()));
@@ -300,7 +310,7 @@ pub(crate) fn local_path(who: &str, path: &str) -> Result<PathBuf> {
                 .map_err(|_| Error::Invalid(format!("{who}: {path} names no local file")));
         }
         return Err(Error::Invalid(format!(
-            "{who}: {path} is on object storage ({scheme}://), which tidemark does not read yet (it reads s3:// and local paths): copy the files to a local directory"
+            "{who}: {path} is on object storage ({scheme}://), which tidemark does not read (it reads s3://, az:// and local paths)"
         )));
     }
     let p = PathBuf::from(path);

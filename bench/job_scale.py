@@ -45,9 +45,12 @@ for n in sizes:
     for i in range(n):
         deltalake.write_deltalake(f"{wh}/main/src/t{i}", batch(0, 100))
     values = ", ".join(f"('main.src.t{i}', 'main.dst.t{i}', 'created_at', TIMESTAMP '1970-01-01 00:00:00Z')" for i in range(n))
-    tm(wh, "CREATE SCHEMA main.dst",
-       "CREATE TABLE main.src.ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark TIMESTAMP NOT NULL)",
-       f"INSERT INTO main.src.ctl VALUES {values}")
+    setup = os.path.join(work, f"setup{n}.sql")
+    with open(setup, "w") as f:
+        f.write("CREATE SCHEMA main.dst;\n"
+                "CREATE TABLE main.src.ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark TIMESTAMP NOT NULL);\n"
+                f"INSERT INTO main.src.ctl VALUES {values};\n")
+    subprocess.run([tidemark, wh, "-q", "-f", setup], check=True, capture_output=True)
     full, out = tm(wh, JOB)
     assert out.count(",succeeded") == n, out[-2000:]
     noop = min(tm(wh, JOB)[0] for _ in range(3))

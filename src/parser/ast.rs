@@ -27,6 +27,8 @@ pub enum Statement {
         history: bool,
         extended: bool,
     },
+    /// `DESCRIBE [QUERY] query`: the columns a query returns, planned and not run.
+    DescribeQuery { query: Box<Query> },
     /// A statement on one existing table: `ALTER TABLE ... RENAME TO | ALTER COLUMN`,
     /// `TRUNCATE`, `RESTORE`, `COMMENT ON`, `SHOW CREATE TABLE | TBLPROPERTIES | COLUMNS`,
     /// `DESCRIBE DETAIL`.
@@ -193,6 +195,7 @@ impl Statement {
             Statement::Use { .. }
             | Statement::Show { .. }
             | Statement::Describe { .. }
+            | Statement::DescribeQuery { .. }
             | Statement::Declare { .. }
             | Statement::SetVariables { .. }
             | Statement::SetVariablesFromQuery { .. }
@@ -497,6 +500,7 @@ impl fmt::Display for Statement {
                 }
                 Ok(())
             }
+            Statement::DescribeQuery { query } => write!(f, "DESCRIBE QUERY {query}"),
             Statement::Describe {
                 table,
                 history,

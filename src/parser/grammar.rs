@@ -153,6 +153,22 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
     }
     if is_word(&w0, "DESCRIBE") || is_word(&w0, "DESC") {
         p.next_token();
+        // `DESCRIBE [QUERY] query` (QUERY is optional in Databricks; `DESCRIBE query` is a
+        // table of that name).
+        let starts_query = |t: &Token| {
+            is_word(t, "SELECT")
+                || is_word(t, "WITH")
+                || is_word(t, "VALUES")
+                || *t == Token::LParen
+        };
+        if is_word(&p.peek_token().token, "QUERY") && starts_query(&p.peek_nth_token(1).token) {
+            p.next_token();
+        }
+        if starts_query(&p.peek_token().token) {
+            return Ok(Some(Statement::DescribeQuery {
+                query: p.parse_query().map_err(pe)?,
+            }));
+        }
         let history = parse_word(p, "HISTORY");
         if !history {
             parse_word(p, "TABLE");

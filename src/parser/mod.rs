@@ -1046,6 +1046,19 @@ mod tests {
         assert!(
             matches!(p("SHOW COLUMNS FROM t IN s"), Statement::OnTable(t) if t.table.to_string() == "s.t")
         );
+        for sql in [
+            "DESCRIBE QUERY SELECT 1 AS a",
+            "DESC SELECT 1 AS a",
+            "DESCRIBE WITH x AS (SELECT 1 AS a) SELECT * FROM x",
+            "DESCRIBE QUERY VALUES (1)",
+            "DESCRIBE (SELECT 1)",
+        ] {
+            let s = p(sql);
+            assert!(matches!(s, Statement::DescribeQuery { .. }), "{sql}");
+            assert_eq!(p(&s.to_string()), s, "{sql}");
+        }
+        assert!(matches!(p("DESCRIBE query"), Statement::Describe { .. }));
+        assert!(matches!(p("DESCRIBE query.t"), Statement::Describe { .. }));
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::ShowFunctions { kind, within, like } => {
             ddl::function::show(session, kind, within.as_ref(), like.as_deref())
         }
+        Statement::DescribeQuery { query } => show::describe_query(session, *query).await,
         Statement::Describe {
             table,
             history,

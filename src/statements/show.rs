@@ -200,6 +200,35 @@ pub async fn describe(session: &Session, name: &ObjectName, extended: bool) -> R
     if extended {
         rows.extend(table::extended_rows(session, &table, is_view).await?);
     }
+    column_rows(&rows, columns)
+}
+
+/// `DESCRIBE [QUERY] query`: the columns the query returns, as DESCRIBE shows a table's; the
+/// query is planned, not run.
+pub async fn describe_query(
+    session: &Session,
+    query: datafusion::sql::sqlparser::ast::Query,
+) -> Result<Output> {
+    let (df, _bound) = super::query::query_dataframe(session, query).await?;
+    let rows: Vec<ColumnRow> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            (
+                f.name().clone(),
+                type_name(f.data_type()),
+                f.is_nullable(),
+                None,
+                None,
+            )
+        })
+        .collect();
+    column_rows(&rows, rows.len())
+}
+
+/// DESCRIBE's result: one row per column (the first `columns` rows), then extended rows.
+fn column_rows(rows: &[ColumnRow], columns: usize) -> Result<Output> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("col_name", DataType::Utf8, false),
         Field::new("data_type", DataType::Utf8, false),

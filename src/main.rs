@@ -129,7 +129,7 @@ fn warehouse_dir(arg: &std::path::Path) -> Result<Where, String> {
                     .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
         {
             return Err(format!(
-                "warehouse '{text}': {scheme}:// warehouses are not supported; tidemark serves a local directory (its path, or file:///path) or a prefix on an object store (s3://bucket/path, az://container/path, abfss://container@account.dfs.core.windows.net/path)"
+                "warehouse {scheme}://...: {scheme}:// warehouses are not supported; tidemark serves a local directory (its path, or file:///path) or a prefix on an object store (s3://bucket/path, az://container/path, abfss://container@account.dfs.core.windows.net/path, gs://bucket/path)"
             ));
         }
         _ => arg.to_path_buf(),

@@ -161,21 +161,31 @@ fn link_text(url: &Url, managed: bool, creating: bool) -> Vec<u8> {
     text.into_bytes()
 }
 
-/// Whether the places `a` and `b` overlap: one is `b` or lies under the other.
+/// Whether the places `a` and `b` overlap: one is `b` or lies under the other. Spellings of
+/// one store are one: `s3a://` is `s3://`, and an Azure container is one place whichever way
+/// it is written (`az://c/x`, `azure://c/x`, `abfss://c@account.../x`: the account of `az://`
+/// comes from the environment, so any two accounts count as one here).
 pub fn overlaps(a: &Url, b: &Url) -> bool {
-    let scheme = |u: &Url| match u.scheme() {
-        "s3a" => "s3".to_string(),
-        s => s.to_string(),
+    let place = |u: &Url| -> (String, String, Vec<String>) {
+        let mut segments: Vec<String> = u
+            .path_segments()
+            .map(|s| s.filter(|p| !p.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        let host = u.host_str().unwrap_or_default().to_string();
+        match u.scheme() {
+            "s3a" | "s3" => ("s3".into(), host, segments),
+            "az" | "azure" => ("azure".into(), host, segments),
+            "abfs" | "abfss" => ("azure".into(), u.username().to_string(), segments),
+            scheme => {
+                segments.insert(0, u.username().to_string());
+                (scheme.to_string(), host, segments)
+            }
+        }
     };
-    if scheme(a) != scheme(b) || a.host_str() != b.host_str() || a.username() != b.username() {
+    let ((sa, ha, a), (sb, hb, b)) = (place(a), place(b));
+    if sa != sb || ha != hb {
         return false;
     }
-    let segments = |u: &Url| -> Vec<String> {
-        u.path_segments()
-            .map(|s| s.filter(|p| !p.is_empty()).map(str::to_string).collect())
-            .unwrap_or_default()
-    };
-    let (a, b) = (segments(a), segments(b));
     let n = a.len().min(b.len());
     a[..n] == b[..n]
 }
@@ -244,13 +254,35 @@ pub async fn delete_all(url: &Url) -> Result<()> {
     Ok(())
 }
 
-/// The object stores tidemark reaches: S3 (`s3a://` is `s3://`), and Azure Blob Storage and
-/// ADLS Gen2 (`az://container/path`, `abfss://container@account.dfs.core.windows.net/path`).
-pub const STORE_SCHEMES: [&str; 6] = ["s3", "s3a", "az", "azure", "abfs", "abfss"];
+/// The object stores tidemark reaches: S3 (`s3a://` is `s3://`), Azure Blob Storage and ADLS
+/// Gen2 (`az://container/path`, `abfss://container@account.dfs.core.windows.net/path`), and
+/// Google Cloud Storage (`gs://bucket/path`).
+pub const STORE_SCHEMES: [&str; 7] = ["s3", "s3a", "az", "azure", "abfs", "abfss", "gs"];
 
 /// Whether `scheme` names an object store tidemark reaches.
 pub fn is_store_scheme(scheme: &str) -> bool {
     STORE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
+}
+
+/// Whether `name` can be an Azure container's (3 to 63 lower-case letters, digits and dashes):
+/// anything else in an ADLS URL's user name is refused without being shown.
+fn is_container_name(name: &str) -> bool {
+    (3..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// A place the user typed, for messages: parsed and shown without credentials, or only its
+/// scheme when it does not parse.
+pub fn shown_text(text: &str) -> String {
+    match Url::parse(text) {
+        Ok(url) => shown(&url),
+        Err(_) => match text.split_once("://") {
+            Some((scheme, _)) => format!("{scheme}://..."),
+            None => text.to_string(),
+        },
+    }
 }
 
 /// Whether the URL's user name is the container (ADLS Gen2's `container@account...`), not a
@@ -264,6 +296,9 @@ pub fn store_settings(url: &Url) -> &'static str {
     match url.scheme() {
         "az" | "azure" | "abfs" | "abfss" => {
             "AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY (or another Azure credential), AZURE_STORAGE_USE_EMULATOR for Azurite"
+        }
+        "gs" => {
+            "GOOGLE_SERVICE_ACCOUNT (a service account's key file), or GOOGLE_APPLICATION_CREDENTIALS"
         }
         _ => {
             "the endpoint AWS_ENDPOINT_URL and the credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)"
@@ -302,17 +337,30 @@ pub fn parse_location(text: &str) -> Result<Url> {
         }
     };
     match url.scheme() {
-        "abfs" | "abfss" if url.username().is_empty() => Err(Error::Invalid(format!(
-            "LOCATION '{text}' names no container (write {}://container@account.dfs.core.windows.net/path)",
+        "abfs" | "abfss" if !is_container_name(url.username()) => Err(Error::Invalid(format!(
+            "LOCATION {}://...{} names no container (write {}://container@account.dfs.core.windows.net/path; a container's name is 3 to 63 lower-case letters, digits and dashes)",
+            url.scheme(),
+            url.host_str().map(|h| format!("@{h}")).unwrap_or_default(),
             url.scheme()
         ))),
         scheme if is_store_scheme(scheme) => {
             if url.host_str().is_none_or(str::is_empty) {
                 return Err(Error::Invalid(format!(
-                    "LOCATION '{text}' names no bucket (write {scheme}://bucket/path)"
+                    "LOCATION '{}' names no bucket (write {scheme}://bucket/path)",
+                    shown(&url)
                 )));
             }
-            Ok(url)
+            // One spelling per store (`azure://` is `az://`, `abfs://` is `abfss://`).
+            let canonical = match scheme {
+                "azure" => Some("az"),
+                "abfs" => Some("abfss"),
+                _ => None,
+            };
+            match canonical {
+                Some(to) => Url::parse(&format!("{to}{}", &url.as_str()[scheme.len()..]))
+                    .map_err(|e| Error::Invalid(format!("LOCATION '{}': {e}", shown(&url)))),
+                None => Ok(url),
+            }
         }
         "file" => {
             // `..`, `.` and symbolic links resolved: the place itself, as the checks compare it.
@@ -323,15 +371,14 @@ pub fn parse_location(text: &str) -> Result<Url> {
                 Error::Invalid(format!("LOCATION '{text}' is not a usable directory path"))
             })
         }
-        "gs" => Err(Error::Invalid(format!(
-            "LOCATION '{text}': gs:// (Google Cloud Storage) is not served yet (s3://, az://, abfss://, file:// and local paths are)"
-        ))),
         "adl" | "wasb" | "wasbs" => Err(Error::Invalid(format!(
-            "LOCATION '{text}': {}:// is not served (for Azure write az://container/path or abfss://container@account.dfs.core.windows.net/path)",
+            "LOCATION {}: {}:// is not served (for Azure write az://container/path or abfss://container@account.dfs.core.windows.net/path)",
+            shown(&url),
             url.scheme()
         ))),
         other => Err(Error::Invalid(format!(
-            "LOCATION '{text}': unknown scheme {other}:// (tidemark reads s3://, az://, abfss://, file:// and local paths)"
+            "LOCATION {}: unknown scheme {other}:// (tidemark reads s3://, az://, abfss://, gs://, file:// and local paths)",
+            shown(&url)
         ))),
     }
 }
@@ -456,7 +503,7 @@ pub fn is_remote(url: &Url) -> bool {
 /// A location for messages: without user name, password or query (credentials).
 pub fn shown(url: &Url) -> String {
     let mut url = url.clone();
-    if !names_container(&url) {
+    if !(names_container(&url) && is_container_name(url.username())) {
         let _ = url.set_username("");
     }
     let _ = url.set_password(None);
@@ -578,19 +625,46 @@ mod tests {
                 .as_str()
                 .starts_with("file:///tmp/x")
         );
+        assert_eq!(parse_location("gs://b/x").unwrap().as_str(), "gs://b/x");
         assert!(
-            parse_location("gs://b/x")
+            parse_location("hdfs://b/x")
                 .unwrap_err()
                 .to_string()
-                .contains("gs:// (Google Cloud Storage) is not served yet")
+                .contains("hdfs://")
         );
         // Azure: the container of an ADLS Gen2 URL is its user name, kept in messages and
         // in the store's name; a password there is a credential.
-        let adls = parse_location("abfss://c@acct.dfs.core.windows.net/t").unwrap();
-        assert_eq!(shown(&adls), "abfss://c@acct.dfs.core.windows.net/t");
-        assert_eq!(store_name(&adls), "abfss://c@acct.dfs.core.windows.net");
-        let other = parse_location("abfss://d@acct.dfs.core.windows.net/t").unwrap();
+        let adls = parse_location("abfss://lake@acct.dfs.core.windows.net/t").unwrap();
+        assert_eq!(shown(&adls), "abfss://lake@acct.dfs.core.windows.net/t");
+        assert_eq!(store_name(&adls), "abfss://lake@acct.dfs.core.windows.net");
+        let other = parse_location("abfss://logs@acct.dfs.core.windows.net/t").unwrap();
         assert!(!overlaps(&adls, &other));
+        // One container, however it is spelled, is one place.
+        for alias in [
+            "az://lake/t/x",
+            "azure://lake/t",
+            "abfs://lake@acct.dfs.core.windows.net/t",
+        ] {
+            assert!(overlaps(&adls, &parse_location(alias).unwrap()), "{alias}");
+        }
+        assert!(!overlaps(&adls, &parse_location("az://logs/t").unwrap()));
+        assert_eq!(
+            parse_location("azure://lake/t").unwrap().as_str(),
+            "az://lake/t"
+        );
+        assert_eq!(
+            parse_location("abfs://lake@acct.dfs.core.windows.net/t")
+                .unwrap()
+                .as_str(),
+            "abfss://lake@acct.dfs.core.windows.net/t"
+        );
+        // A user name that cannot be a container is refused and never shown.
+        let err = parse_location("abfss://Secret+Key@acct.dfs.core.windows.net/t").unwrap_err();
+        assert!(!err.to_string().contains("Secret"), "{err}");
+        assert_eq!(
+            shown_text("https://a.blob.core.windows.net/c/x?sig=SECRET"),
+            "https://a.blob.core.windows.net/c/x"
+        );
         assert!(parse_location("abfss://c:secret@acct.dfs.core.windows.net/t").is_err());
         assert!(parse_location("abfss://acct.dfs.core.windows.net/t").is_err());
         assert_eq!(parse_location("az://c/t").unwrap().as_str(), "az://c/t");

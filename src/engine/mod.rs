@@ -110,8 +110,12 @@ impl Session {
     /// A session over the warehouse on the object store at `location` (`s3://bucket/prefix`),
     /// once the store has answered.
     pub async fn on_store(location: &str, settings: Settings) -> crate::Result<Self> {
-        let url = crate::catalog::external::parse_location(location)
-            .map_err(|e| crate::Error::Invalid(format!("warehouse {location}: {e}")))?;
+        let url = crate::catalog::external::parse_location(location).map_err(|e| {
+            crate::Error::Invalid(format!(
+                "warehouse {}: {e}",
+                crate::catalog::external::shown_text(location)
+            ))
+        })?;
         let warehouse = Warehouse::on_store(&url)?;
         warehouse.root().reachable().await?;
         Ok(Self::over(warehouse, settings))

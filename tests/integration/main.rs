@@ -1,7 +1,7 @@
 //! tidemark's integration tests, in one binary (every extra test target re-links DataFusion).
 
-mod azure;
 mod cli;
+mod clouds;
 mod common;
 mod compat;
 mod concurrency;

@@ -154,9 +154,9 @@ impl Drop for Weed {
 
 /// A proxy in front of `to` that drops `If-None-Match` from every request: a store whose
 /// conditional PUT does not hold (as some S3-compatible servers behave).
-struct Careless {
+pub(crate) struct Careless {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Careless {
@@ -166,19 +166,19 @@ impl Careless {
 
     /// A proxy in front of `to` that answers 403 to every request whose path and query hold
     /// `deny` (when not empty), and drops `If-None-Match` if `careless`.
-    fn denying(python: &str, to: u16, careless: bool, deny: &str) -> Careless {
+    pub(crate) fn denying(python: &str, to: u16, careless: bool, deny: &str) -> Careless {
         let port = free_port();
         let careless = if careless { "True" } else { "False" };
         let script = format!(
             r#"
-import http.client, http.server
+import http.client, http.server, urllib.parse
 class P(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
     def log_message(self, *a): pass
     def go(self):
         n = int(self.headers.get('Content-Length') or 0)
         body = self.rfile.read(n) if n else None
-        if {deny:?} and {deny:?} in self.path:
+        if {deny:?} and ({deny:?} in self.path or {deny:?} in urllib.parse.unquote(self.path)):
             data = b'<?xml version="1.0"?><Error><Code>AccessDenied</Code><Message>denied</Message></Error>'
             self.send_response(403)
             self.send_header('Content-Length', str(len(data)))
@@ -243,6 +243,15 @@ pub(crate) fn py(python: &str, code: &str) -> String {
 pub(crate) enum Reach {
     S3(String),
     Azure(String),
+    /// GCS's XML API at this URL (no OAuth).
+    Gcs(String),
+}
+
+/// A service account key that points object_store at a local GCS server, without OAuth.
+fn gcs_key(url: &str) -> String {
+    format!(
+        r#"{{"gcs_base_url":"{url}","disable_oauth":true,"client_email":"","private_key":"","private_key_id":""}}"#
+    )
 }
 
 impl Reach {
@@ -251,11 +260,25 @@ impl Reach {
         match self {
             Reach::S3(_) => "s3://lake",
             Reach::Azure(_) => "az://lake",
+            Reach::Gcs(_) => "gs://lake",
         }
     }
 
-    /// The environment a user sets to reach the store.
+    /// The environment a user sets to reach the store (and none of a developer's own).
     pub(crate) fn set_env(&self, cmd: &mut Command) {
+        for name in [
+            "AZURE_STORAGE_ACCOUNT_NAME",
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            "AZURE_STORAGE_SAS_KEY",
+            "AZURE_CLIENT_ID",
+            "AZURE_CLIENT_SECRET",
+            "AZURE_TENANT_ID",
+            "GOOGLE_SERVICE_ACCOUNT",
+            "GOOGLE_SERVICE_ACCOUNT_PATH",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ] {
+            cmd.env_remove(name);
+        }
         match self {
             Reach::S3(endpoint) => {
                 cmd.env("AWS_ENDPOINT_URL", endpoint)
@@ -268,7 +291,27 @@ impl Reach {
                 cmd.env("AZURE_STORAGE_USE_EMULATOR", "true")
                     .env("AZURITE_BLOB_STORAGE_URL", blob);
             }
+            Reach::Gcs(url) => {
+                cmd.env("GOOGLE_SERVICE_ACCOUNT_KEY", gcs_key(url))
+                    .env("GOOGLE_ALLOW_HTTP", "true");
+            }
         }
+    }
+
+    /// The same store reached through a proxy on 127.0.0.1 at `port`.
+    pub(crate) fn through(&self, port: u16) -> Reach {
+        let at = format!("http://127.0.0.1:{port}");
+        match self {
+            Reach::S3(_) => Reach::S3(at),
+            Reach::Azure(_) => Reach::Azure(at),
+            Reach::Gcs(_) => Reach::Gcs(at),
+        }
+    }
+
+    /// The port the store listens on.
+    pub(crate) fn port(&self) -> u16 {
+        let (Reach::S3(url) | Reach::Azure(url) | Reach::Gcs(url)) = self;
+        url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap()
     }
 
     /// Python that sets `opts` (Python `deltalake`'s storage options) for the store.
@@ -277,6 +320,10 @@ impl Reach {
             Reach::S3(endpoint) => format!("opts = {}", py_opts(endpoint)),
             Reach::Azure(blob) => format!(
                 "import os\nos.environ['AZURITE_BLOB_STORAGE_URL'] = '{blob}'\nopts = {{'AZURE_STORAGE_USE_EMULATOR': 'true'}}"
+            ),
+            Reach::Gcs(url) => format!(
+                "opts = {{'google_service_account_key': {:?}, 'google_allow_http': 'true'}}",
+                gcs_key(url)
             ),
         }
     }
@@ -526,8 +573,8 @@ fn locations_that_cannot_hold_a_table_are_clear_errors_that_change_nothing() {
     let err = fails_on(&wh, &dead, "CREATE TABLE w (id INT) LOCATION 's3://lake/w'");
     assert!(err.contains("s3://lake"), "{err}");
     // Object stores this build does not reach are named.
-    let err = fails_on(&wh, &end, "CREATE TABLE x (id INT) LOCATION 'gs://b/x'");
-    assert!(err.contains("gs://"), "{err}");
+    let err = fails_on(&wh, &end, "CREATE TABLE x (id INT) LOCATION 'hdfs://b/x'");
+    assert!(err.contains("hdfs://"), "{err}");
     let tables = sql_on(&wh, &end, &["SHOW TABLES"]);
     assert_eq!(names(&tables), ["t"], "{tables}");
     // Unsafe renames are refused by name.
@@ -1278,10 +1325,28 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
     // What a store cannot do in one step is refused, and changes nothing.
     let renamed = fails("ALTER TABLE sales.orders RENAME TO sales.orders2");
     assert!(renamed.contains("object store"), "{renamed}");
-    let cloned = fails("CREATE TABLE sales.c DEEP CLONE sales.orders");
-    assert!(cloned.contains("object store"), "{cloned}");
     let still = run(&["SHOW TABLES IN sales"]);
     assert_eq!(names(&still), ["from_python", "orders"], "{still}");
+    // CLONE copies the files by the store itself, at a version; the clone is a table of its
+    // own (Python reads it), and a clone onto a name that exists is refused.
+    let cloned = run(&[
+        "CREATE TABLE sales.c DEEP CLONE sales.orders VERSION AS OF 1",
+        "SELECT count(*) FROM sales.c",
+        "INSERT INTO sales.c VALUES (99, 1.00, TIMESTAMP '2024-03-01 00:00:00Z')",
+        "SELECT count(*) FROM sales.orders",
+    ]);
+    assert!(cloned.contains("num_copied_files"), "{cloned}");
+    assert!(cloned.contains("count(*)\n2\n"), "{cloned}");
+    let read = py(
+        &python,
+        &format!(
+            "import deltalake\nopts = {opts}\nprint(sorted(deltalake.DeltaTable('s3://lake/wh/main/sales/c', storage_options=opts).to_pyarrow_table().column('id').to_pylist()))"
+        ),
+    );
+    assert_eq!(read.trim(), "[1, 2, 99]", "{read}");
+    let again = fails("CREATE TABLE sales.c DEEP CLONE sales.orders");
+    assert!(again.contains("already exists"), "{again}");
+    run(&["DROP TABLE sales.c"]);
 
     // DROP removes a table's objects; DROP SCHEMA ... CASCADE its schema's.
     run(&["DROP TABLE bronze.orders"]);
@@ -1305,12 +1370,12 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
             && err.contains("cannot reach the warehouse s3://no-such-bucket/wh"),
         "{err}"
     );
-    let gs = on_store(Path::new("gs://bucket/wh"), &end)
+    let gs = on_store(Path::new("hdfs://bucket/wh"), &end)
         .args(["-c", "SELECT 1"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&gs.stderr);
-    assert!(!gs.status.success() && err.contains("gs://"), "{err}");
+    assert!(!gs.status.success() && err.contains("hdfs://"), "{err}");
 }
 
 /// Processes creating one name at once in a schema whose tables live on the store: exactly one

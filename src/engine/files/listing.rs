@@ -57,8 +57,8 @@ impl SourceFile {
     }
 }
 
-/// The object-store URL a user's path names (`s3://bucket/key`, `az://container/key`), if
-/// it is one tidemark reads: the key as written (a `?`, `#` or `%` in
+/// The object-store URL a user's path names (`s3://bucket/key`, `az://container/key`,
+/// `gs://bucket/key`), if it is one tidemark reads: the key as written (a `?`, `#` or `%` in
 /// it is part of the key, and globs keep theirs), `s3a://` read as `s3://` and `azure://` as
 /// `az://` (one file, one URL: what COPY INTO records).
 pub(crate) fn store_url(who: &str, path: &str) -> Result<Option<url::Url>> {
@@ -68,6 +68,7 @@ pub(crate) fn store_url(who: &str, path: &str) -> Result<Option<url::Url>> {
     let scheme = match scheme.to_ascii_lowercase().as_str() {
         "s3" | "s3a" => "s3",
         "az" | "azure" => "az",
+        "gs" => "gs",
         // Files are found by bucket (DataFusion keeps one store per host), and an ADLS URL's
         // container is not part of its host.
         "abfs" | "abfss" => {
@@ -78,6 +79,12 @@ pub(crate) fn store_url(who: &str, path: &str) -> Result<Option<url::Url>> {
         _ => return Ok(None),
     };
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if scheme != "s3" && key.contains('?') && (key.contains("sig=") || key.contains("sv=")) {
+        // Never echoed: a shared access signature.
+        return Err(Error::Invalid(format!(
+            "{who}: an {scheme}:// path holds what looks like a signature (?sig=...): give the place only, and credentials through the environment"
+        )));
+    }
     let plain_bucket = !bucket.is_empty()
         && bucket
             .chars()
@@ -310,7 +317,8 @@ pub(crate) fn local_path(who: &str, path: &str) -> Result<PathBuf> {
                 .map_err(|_| Error::Invalid(format!("{who}: {path} names no local file")));
         }
         return Err(Error::Invalid(format!(
-            "{who}: {path} is on object storage ({scheme}://), which tidemark does not read (it reads s3://, az:// and local paths)"
+            "{who}: {} is on object storage ({scheme}://), which tidemark does not read (it reads s3://, az://, gs:// and local paths)",
+            crate::catalog::external::shown_text(path)
         )));
     }
     let p = PathBuf::from(path);

@@ -316,6 +316,22 @@ pub(super) async fn commit_file(
     }
 }
 
+/// The same, from a whole read of the commit (which a store's commit cache answers as the
+/// store described the file when it was read).
+pub(super) async fn read_commit_file(
+    store: &dyn ObjectStore,
+    version: u64,
+) -> deltalake::logstore::object_store::Result<Option<CommitFile>> {
+    match store
+        .get(&StorePath::from(format!("_delta_log/{version:020}.json")))
+        .await
+    {
+        Ok(got) => Ok(Some(CommitFile::of(&got.meta))),
+        Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// tidemark's entry in the commitInfo of a commit file's bytes.
 fn commit_entry(bytes: &[u8]) -> Option<RunMetadata> {
     bytes.split(|b| *b == b'\n').find_map(|line| {
@@ -440,6 +456,8 @@ mod tests {
         // A commit file is the same file until it is written again.
         let first = commit_file(&store, 12).await.unwrap().unwrap();
         assert!(first.same(&commit_file(&store, 12).await.unwrap().unwrap()));
+        assert!(first.same(&read_commit_file(&store, 12).await.unwrap().unwrap()));
+        assert_eq!(read_commit_file(&store, 13).await.unwrap(), None);
         put("_delta_log/00000000000000000012.json".into(), "{}\n".into()).await;
         let again = commit_file(&store, 12).await.unwrap().unwrap();
         assert!(!first.same(&again));

@@ -181,7 +181,7 @@ async fn attempt(
         plan::Strategy::NothingNew => r.target_version(),
         _ => {
             // What the next run compares the source with to know it unchanged.
-            let source_commit = r.source.commit_file().await;
+            let source_commit = r.source.commit_file();
             let props =
                 commit::properties(&r, &start, &plan, &record.run_id, source_commit.clone());
             let target = commit::target(session, &r, &plan).await?;

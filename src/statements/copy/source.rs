@@ -32,6 +32,8 @@ enum Kind {
     Delta {
         table: DeltaTable,
         root: Option<PathBuf>,
+        /// The pinned version's commit file (see [`Source::commit_file`]).
+        commit: Option<super::metadata::CommitFile>,
     },
     /// Rows and nothing else (the built-in samples).
     Rows,
@@ -85,11 +87,26 @@ impl Source {
         }
         let table = session.warehouse().open(name).await?;
         let provider = crate::catalog::copy_source_provider(&table).await?;
+        // Read now, as the snapshot was: on a store the commit just read is answered from
+        // memory with what the store said then (no request, and no later table's file).
+        let commit = match table.version() {
+            Some(v) => {
+                super::metadata::read_commit_file(table.log_store().object_store(None).as_ref(), v)
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            None => None,
+        };
         Ok(Source {
             name: name.clone(),
             schema: provider.schema(),
             provider,
-            kind: Kind::Delta { table, root },
+            kind: Kind::Delta {
+                table,
+                root,
+                commit,
+            },
         })
     }
 
@@ -148,14 +165,13 @@ impl Source {
         Some(self.delta()?.snapshot().ok()?.metadata().id().to_string())
     }
 
-    /// The file of the pinned version's commit, as the store describes it now (Delta sources;
-    /// None when the store does not answer).
-    pub(super) async fn commit_file(&self) -> Option<super::metadata::CommitFile> {
-        let t = self.delta()?;
-        let store = t.log_store().object_store(None);
-        super::metadata::commit_file(store.as_ref(), t.version()?)
-            .await
-            .ok()?
+    /// The file of the pinned version's commit, as it was read when the source was opened
+    /// (Delta sources; None when it was not found).
+    pub(super) fn commit_file(&self) -> Option<super::metadata::CommitFile> {
+        match &self.kind {
+            Kind::Delta { commit, .. } => commit.clone(),
+            Kind::Rows | Kind::Database => None,
+        }
     }
 
     /// The snapshot's files with their statistics for watermark `wm` (Delta sources), parsed

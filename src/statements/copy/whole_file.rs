@@ -421,9 +421,10 @@ pub async fn copy_objects(
     use deltalake::logstore::object_store::path::Path as Key;
     use futures::{StreamExt, TryStreamExt};
     let (from_url, to_url) = (source.table_url().clone(), target.table_url().clone());
+    // One bucket (for ADLS, one container of one account: its user name).
     let one_store = crate::catalog::external::is_remote(&from_url)
-        && from_url.scheme() == to_url.scheme()
-        && from_url.host_str() == to_url.host_str()
+        && crate::catalog::external::store_name(&from_url)
+            == crate::catalog::external::store_name(&to_url)
         && from_url.port() == to_url.port();
     let in_bucket = |url: &url::Url, rel: &str| -> Result<Key> {
         let table = Key::from_url_path(url.path())
@@ -476,11 +477,11 @@ pub async fn copy_objects(
     Ok(adds)
 }
 
-type Store = std::sync::Arc<dyn deltalake::logstore::object_store::ObjectStore>;
+pub(crate) type Store = std::sync::Arc<dyn deltalake::logstore::object_store::ObjectStore>;
 
 /// One whole file from `from` in the first store to `to` in the second: by the store itself
 /// (`same`: one store), else streamed.
-async fn copy_object(
+pub(crate) async fn copy_object(
     (from_store, to_store): (Store, Store),
     from: deltalake::logstore::object_store::path::Path,
     to: deltalake::logstore::object_store::path::Path,

@@ -1,7 +1,8 @@
 //! `CREATE TABLE t [DEEP] CLONE s [VERSION AS OF n | TIMESTAMP AS OF ts]`: a new table whose
 //! version 0 is the source's snapshot: its protocol, schema, partitioning, properties and
-//! comment, and its data files linked (or copied) under the same relative paths with their
-//! statistics. One commit; files copied before a failed commit are removed. `SHALLOW CLONE`
+//! comment, and its data files linked (or copied; on an object store, copied by the store)
+//! under the same relative paths with their statistics. One commit; files copied before a
+//! failed commit are removed. `SHALLOW CLONE`
 //! is refused: its log would name the source's files by absolute path.
 
 use std::collections::HashMap;
@@ -145,36 +146,39 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
         .map_err(|e| Error::Other(format!("cannot write {target}'s metadata: {e}")))?;
     let protocol = snapshot.protocol().clone();
 
-    let (Place::Local(source_root), Place::Local(target_root)) =
-        (wh.table_path(&source)?, wh.table_path(&target)?)
-    else {
-        return Err(Error::Invalid(format!(
-            "cannot clone {source} into {target}: the warehouse is on an object store ({}), where CLONE is not supported yet; nothing was changed (CREATE TABLE {target} AS SELECT * FROM {source} copies the rows)",
-            wh.root()
-        )));
-    };
-    // The table's directory (create_builder makes it and checks no view has the name); a
-    // directory with anything in it is another table's, being made.
-    wh.create_builder(&target).await?;
-    if std::fs::read_dir(&target_root).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(Error::AlreadyExists(format!(
-            "cannot clone into {target}: its directory ({}) is not empty (another session creating it?)",
-            target_root.display()
-        )));
-    }
-    let mut created = vec![];
-    let copied = copy_files(
-        &source_root,
-        &target_root,
-        &adds,
-        session.settings().hard_links,
-        &mut created,
-    );
-    let (count, bytes) = match copied {
-        Ok(v) => v,
-        Err(e) => {
-            remove(&target_root, &created);
-            return Err(e.context(format!("cannot clone {source} into {target}")));
+    let (count, bytes, made) = match (wh.table_path(&source)?, wh.table_path(&target)?) {
+        (Place::Local(source_root), Place::Local(target_root)) => {
+            // The table's directory (create_builder makes it and checks no view has the
+            // name); a directory with anything in it is another table's, being made.
+            wh.create_builder(&target).await?;
+            if std::fs::read_dir(&target_root).is_ok_and(|mut d| d.next().is_some()) {
+                return Err(Error::AlreadyExists(format!(
+                    "cannot clone into {target}: its directory ({}) is not empty (another session creating it?)",
+                    target_root.display()
+                )));
+            }
+            let mut created = vec![];
+            match copy_files(
+                &source_root,
+                &target_root,
+                &adds,
+                session.settings().hard_links,
+                &mut created,
+            ) {
+                Ok((count, bytes)) => (count, bytes, Made::Local(target_root, created)),
+                Err(e) => {
+                    remove(&target_root, &created);
+                    return Err(e.context(format!("cannot clone {source} into {target}")));
+                }
+            }
+        }
+        _ => {
+            wh.create_builder(&target).await?;
+            let made = wh.handle(&target).await?;
+            let (count, bytes, keys) = copy_objects(&t, &made, &adds)
+                .await
+                .map_err(|e| e.context(format!("cannot clone {source} into {target}")))?;
+            (count, bytes, Made::Store(made, keys))
         }
     };
     let now = chrono::Utc::now().timestamp_millis();
@@ -200,7 +204,7 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
         .await;
     if let Err(e) = committed {
         // Only the files this clone made: a table another session committed stays.
-        remove(&target_root, &created);
+        made.remove().await;
         return Err(Error::from(e).context(format!("cannot clone {source} into {target}")));
     }
     let size: i64 = snapshot.log_data().iter().map(|f| f.size()).sum();
@@ -212,6 +216,129 @@ pub async fn clone_table(session: &Session, c: CloneTable) -> Result<Output> {
         ("removed_files_size", 0),
         ("copied_files_size", bytes as i64),
     ]))
+}
+
+/// The files a clone made: local paths, or keys of the target's store.
+enum Made {
+    Local(std::path::PathBuf, Vec<std::path::PathBuf>),
+    Store(
+        deltalake::DeltaTable,
+        Vec<deltalake::logstore::object_store::path::Path>,
+    ),
+}
+
+impl Made {
+    /// Remove them after a failed commit. On a store, a clone of the same name by another
+    /// process writes the same keys (the same files of the same source), so they stay when
+    /// the target has a version now: they are that table's.
+    async fn remove(&self) {
+        match self {
+            Made::Local(root, created) => remove(root, created),
+            Made::Store(table, keys) => remove_keys(table, keys).await,
+        }
+    }
+}
+
+/// Remove the keys a clone copied into `table`'s place, unless a table was committed there
+/// meanwhile (another clone of the name, whose files they are too).
+async fn remove_keys(
+    table: &deltalake::DeltaTable,
+    keys: &[deltalake::logstore::object_store::path::Path],
+) {
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    let store = table.log_store().object_store(None);
+    let first =
+        deltalake::logstore::object_store::path::Path::from("_delta_log/00000000000000000000.json");
+    if matches!(
+        store.head(&first).await,
+        Err(deltalake::logstore::object_store::Error::NotFound { .. })
+    ) {
+        for key in keys {
+            let _ = store.delete(key).await;
+        }
+    }
+}
+
+/// A clone's files copied on an object store, under the same relative paths: by the store
+/// itself within one bucket, else streamed. Returns the count, the bytes and the keys made
+/// (in the target's store); a target place already holding a file is refused first.
+async fn copy_objects(
+    source: &deltalake::DeltaTable,
+    target: &deltalake::DeltaTable,
+    adds: &[deltalake::kernel::Add],
+) -> Result<(
+    usize,
+    u64,
+    Vec<deltalake::logstore::object_store::path::Path>,
+)> {
+    use deltalake::logstore::object_store::path::Path as Key;
+    use futures::{StreamExt, TryStreamExt};
+    let shown = crate::catalog::external::shown;
+    let (from_store, to_store) = (
+        source.log_store().object_store(None),
+        target.log_store().object_store(None),
+    );
+    let there: Vec<_> = to_store
+        .list(None)
+        .try_collect()
+        .await
+        .map_err(|e| Error::Other(format!("cannot list {}: {e}", shown(target.table_url()))))?;
+    if let Some(o) = there.iter().find(|o| {
+        o.location
+            .filename()
+            .is_some_and(|n| !n.starts_with('.') && !n.starts_with("_tidemark"))
+    }) {
+        return Err(Error::AlreadyExists(format!(
+            "its place ({}) already holds {} (another session creating it?)",
+            shown(target.table_url()),
+            o.location
+        )));
+    }
+    let (from_url, to_url) = (source.table_url(), target.table_url());
+    let same = crate::catalog::external::store_name(from_url)
+        == crate::catalog::external::store_name(to_url)
+        && from_url.port() == to_url.port();
+    let bucket = source.log_store().root_object_store(None);
+    let in_bucket = |url: &url::Url, rel: &Key| -> Result<Key> {
+        let table = Key::from_url_path(url.path())
+            .map_err(|e| Error::Other(format!("{}: {e}", shown(url))))?;
+        Ok(table.parts().chain(rel.parts()).collect())
+    };
+    let mut jobs = vec![];
+    let mut keys = vec![];
+    let mut bytes = 0u64;
+    for add in adds {
+        let rel = Key::from_url_path(&add.path)
+            .map_err(|e| Error::Other(format!("{}: {e}", add.path)))?;
+        let (stores, from, to) = if same {
+            (
+                (bucket.clone(), bucket.clone()),
+                in_bucket(from_url, &rel)?,
+                in_bucket(to_url, &rel)?,
+            )
+        } else {
+            (
+                (from_store.clone(), to_store.clone()),
+                rel.clone(),
+                rel.clone(),
+            )
+        };
+        jobs.push(crate::statements::copy::whole_file::copy_object(
+            stores,
+            from,
+            to,
+            same,
+            format!("cannot copy {}", add.path),
+        ));
+        keys.push(rel);
+        bytes += add.size as u64;
+    }
+    let copied: Result<Vec<()>> = futures::stream::iter(jobs).buffered(8).try_collect().await;
+    if let Err(e) = copied {
+        remove_keys(target, &keys).await;
+        return Err(e);
+    }
+    Ok((adds.len(), bytes, keys))
 }
 
 /// Remove the files a failed clone made, and the partition directories they leave empty.

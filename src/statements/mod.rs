@@ -71,7 +71,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         }
         Statement::OnTable(t) => ddl::on_table::execute(session, *t).await,
         Statement::Insert(i) => dml::insert_by(session, *i).await,
-        Statement::CloneTable(c) => ddl::clone::clone_table(session, *c).await,
+        Statement::CloneTable(c) => Box::pin(ddl::clone::clone_table(session, *c)).await,
         Statement::Script(c) => script::execute(session, *c).await,
         Statement::ExecuteImmediate { sql, into, using } => {
             script::execute_immediate(session, *sql, into, using).await
@@ -88,7 +88,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::ShowFunctions { kind, within, like } => {
             ddl::function::show(session, kind, within.as_ref(), like.as_deref())
         }
-        Statement::DescribeQuery { query } => show::describe_query(session, *query).await,
+        Statement::DescribeQuery { query } => Box::pin(show::describe_query(session, *query)).await,
         Statement::Describe {
             table,
             history,
@@ -151,7 +151,7 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
             variables::set_from_query(session, names, *query).await
         }
         Statement::DropVariable { name, if_exists } => variables::drop(session, &name, if_exists),
-        Statement::CopyIncremental(c) => copy::execute(session, *c).await,
+        Statement::CopyIncremental(c) => Box::pin(copy::execute(session, *c)).await,
         Statement::CopyInto(c) => copy_into::execute(session, *c).await,
         Statement::CopyUsingControl(c) => for_each::copy_using_control(session, *c).await,
         Statement::ForEach(f) => for_each::execute(session, *f).await,

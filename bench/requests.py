@@ -73,7 +73,9 @@ class Counting(http.server.BaseHTTPRequestHandler):
         for k, v in r.getheaders():
             if k.lower() not in ("transfer-encoding", "content-length", "connection"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        # A HEAD answers with the object's length (and no body).
+        length = r.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+        self.send_header("Content-Length", length)
         self.end_headers()
         if self.command != "HEAD":
             try:

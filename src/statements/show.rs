@@ -157,19 +157,7 @@ pub async fn describe(session: &Session, name: &ObjectName, extended: bool) -> R
     } else if table.catalog == SAMPLES {
         let (schema, _) = samples::sample_batches(&table.table)
             .ok_or_else(|| session.warehouse().missing_table_error(&table))?;
-        schema
-            .fields()
-            .iter()
-            .map(|f| {
-                (
-                    f.name().clone(),
-                    type_name(f.data_type()),
-                    f.is_nullable(),
-                    None,
-                    None,
-                )
-            })
-            .collect()
+        field_rows(schema.fields())
     } else {
         let t = session.warehouse().open(&table).await?;
         let arrow = super::table::arrow_schema(&t)?;
@@ -210,9 +198,13 @@ pub async fn describe_query(
     query: datafusion::sql::sqlparser::ast::Query,
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
-    let rows: Vec<ColumnRow> = df
-        .schema()
-        .fields()
+    let rows = field_rows(df.schema().fields());
+    column_rows(&rows, rows.len())
+}
+
+/// DESCRIBE's rows of plain columns: name, type and nullability, no default or comment.
+fn field_rows(fields: &datafusion::arrow::datatypes::Fields) -> Vec<ColumnRow> {
+    fields
         .iter()
         .map(|f| {
             (
@@ -223,8 +215,7 @@ pub async fn describe_query(
                 None,
             )
         })
-        .collect();
-    column_rows(&rows, rows.len())
+        .collect()
 }
 
 /// DESCRIBE's result: one row per column (the first `columns` rows), then extended rows.

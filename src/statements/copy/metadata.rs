@@ -301,19 +301,13 @@ pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, Ru
     Some((version, commit_entry(&bytes)?))
 }
 
-/// The file of commit `version` in `store` (rooted at the table); None when there is none.
+/// The file of commit `version` in `store` (rooted at the table), as the store describes it
+/// now (a HEAD); None when there is none.
 pub(super) async fn commit_file(
     store: &dyn ObjectStore,
     version: u64,
 ) -> deltalake::logstore::object_store::Result<Option<CommitFile>> {
-    match store
-        .head(&StorePath::from(format!("_delta_log/{version:020}.json")))
-        .await
-    {
-        Ok(meta) => Ok(Some(CommitFile::of(&meta))),
-        Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
+    commit_meta(store, version, true).await
 }
 
 /// The same, from a whole read of the commit (which a store's commit cache answers as the
@@ -322,10 +316,20 @@ pub(super) async fn read_commit_file(
     store: &dyn ObjectStore,
     version: u64,
 ) -> deltalake::logstore::object_store::Result<Option<CommitFile>> {
-    match store
-        .get(&StorePath::from(format!("_delta_log/{version:020}.json")))
-        .await
-    {
+    commit_meta(store, version, false).await
+}
+
+async fn commit_meta(
+    store: &dyn ObjectStore,
+    version: u64,
+    head: bool,
+) -> deltalake::logstore::object_store::Result<Option<CommitFile>> {
+    let path = StorePath::from(format!("_delta_log/{version:020}.json"));
+    let options = deltalake::logstore::object_store::GetOptions {
+        head,
+        ..Default::default()
+    };
+    match store.get_opts(&path, options).await {
         Ok(got) => Ok(Some(CommitFile::of(&got.meta))),
         Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),

@@ -418,54 +418,23 @@ pub async fn copy_objects(
     files: &[SourceFile],
     inexact_stats: &[String],
 ) -> Result<Vec<Add>> {
-    use deltalake::logstore::object_store::path::Path as Key;
     use futures::{StreamExt, TryStreamExt};
-    let (from_url, to_url) = (source.table_url().clone(), target.table_url().clone());
-    // One bucket (for ADLS, one container of one account: its user name).
-    let one_store = crate::catalog::external::is_remote(&from_url)
-        && crate::catalog::external::store_name(&from_url)
-            == crate::catalog::external::store_name(&to_url)
-        && from_url.port() == to_url.port();
-    let in_bucket = |url: &url::Url, rel: &str| -> Result<Key> {
-        let table = Key::from_url_path(url.path())
-            .map_err(|e| Error::Other(format!("{}: {e}", crate::catalog::external::shown(url))))?;
-        Key::parse(format!("{table}/{rel}").trim_start_matches('/'))
-            .map_err(|e| Error::Other(format!("{rel}: {e}")))
-    };
-    let (from_store, to_store) = (
-        source.log_store().object_store(None),
-        target.log_store().object_store(None),
-    );
-    let bucket = source.log_store().root_object_store(None);
+    let route = Route::between(source, target)?;
+    let key = |rel: &str| Key::parse(rel).map_err(|e| Error::Other(format!("{rel}: {e}")));
     let now = chrono::Utc::now().timestamp_millis();
     let batch = uuid::Uuid::new_v4().simple().to_string();
     let mut jobs = Vec::with_capacity(files.len());
     let mut adds = Vec::with_capacity(files.len());
     for (i, f) in files.iter().enumerate() {
         let name = new_name(&batch, i, &f.add.path);
-        let (stores, from, to) = if one_store {
-            (
-                (bucket.clone(), bucket.clone()),
-                in_bucket(&from_url, &f.add.path)?,
-                in_bucket(&to_url, &name)?,
-            )
-        } else {
-            (
-                (from_store.clone(), to_store.clone()),
-                Key::parse(&f.add.path).map_err(|e| Error::Other(e.to_string()))?,
-                Key::parse(&name).map_err(|e| Error::Other(e.to_string()))?,
-            )
-        };
-        jobs.push(copy_object(
-            stores,
-            from,
-            to,
-            one_store,
+        jobs.push(route.copy(
+            &key(&f.add.path)?,
+            &key(&name)?,
             format!(
                 "cannot copy {} of {} to {}",
                 f.add.path,
-                crate::catalog::external::shown(&from_url),
-                crate::catalog::external::shown(&to_url)
+                crate::catalog::external::shown(source.table_url()),
+                crate::catalog::external::shown(target.table_url())
             ),
         ));
         adds.push(added(f, name, now, inexact_stats));
@@ -477,11 +446,65 @@ pub async fn copy_objects(
     Ok(adds)
 }
 
-pub(crate) type Store = std::sync::Arc<dyn deltalake::logstore::object_store::ObjectStore>;
+type Key = deltalake::logstore::object_store::path::Path;
+
+/// How whole files go from one table's place to another's: within one bucket (for ADLS, one
+/// container of one account) the store copies them itself, by keys from the bucket's root;
+/// otherwise they stream between the tables' own stores, by keys relative to each table.
+pub(crate) struct Route {
+    same: bool,
+    bucket: Store,
+    stores: (Store, Store),
+    tables: (Key, Key),
+}
+
+impl Route {
+    pub(crate) fn between(source: &DeltaTable, target: &DeltaTable) -> Result<Route> {
+        let (from_url, to_url) = (source.table_url(), target.table_url());
+        let table = |url: &url::Url| {
+            Key::from_url_path(url.path())
+                .map_err(|e| Error::Other(format!("{}: {e}", crate::catalog::external::shown(url))))
+        };
+        Ok(Route {
+            same: crate::catalog::external::is_remote(from_url)
+                && crate::catalog::external::store_name(from_url)
+                    == crate::catalog::external::store_name(to_url)
+                && from_url.port() == to_url.port(),
+            bucket: source.log_store().root_object_store(None),
+            stores: (
+                source.log_store().object_store(None),
+                target.log_store().object_store(None),
+            ),
+            tables: (table(from_url)?, table(to_url)?),
+        })
+    }
+
+    /// The copy of `from` (relative to the source table) to `to` (relative to the target).
+    pub(crate) fn copy(
+        &self,
+        from: &Key,
+        to: &Key,
+        what: String,
+    ) -> impl std::future::Future<Output = Result<()>> + use<> {
+        let under = |table: &Key, rel: &Key| table.parts().chain(rel.parts()).collect::<Key>();
+        let (stores, from, to) = if self.same {
+            (
+                (self.bucket.clone(), self.bucket.clone()),
+                under(&self.tables.0, from),
+                under(&self.tables.1, to),
+            )
+        } else {
+            (self.stores.clone(), from.clone(), to.clone())
+        };
+        copy_object(stores, from, to, self.same, what)
+    }
+}
+
+type Store = std::sync::Arc<dyn deltalake::logstore::object_store::ObjectStore>;
 
 /// One whole file from `from` in the first store to `to` in the second: by the store itself
 /// (`same`: one store), else streamed.
-pub(crate) async fn copy_object(
+async fn copy_object(
     (from_store, to_store): (Store, Store),
     from: deltalake::logstore::object_store::path::Path,
     to: deltalake::logstore::object_store::path::Path,

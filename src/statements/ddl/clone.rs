@@ -274,11 +274,9 @@ async fn copy_objects(
     use deltalake::logstore::object_store::path::Path as Key;
     use futures::{StreamExt, TryStreamExt};
     let shown = crate::catalog::external::shown;
-    let (from_store, to_store) = (
-        source.log_store().object_store(None),
-        target.log_store().object_store(None),
-    );
-    let there: Vec<_> = to_store
+    let there: Vec<_> = target
+        .log_store()
+        .object_store(None)
         .list(None)
         .try_collect()
         .await
@@ -294,42 +292,14 @@ async fn copy_objects(
             o.location
         )));
     }
-    let (from_url, to_url) = (source.table_url(), target.table_url());
-    let same = crate::catalog::external::store_name(from_url)
-        == crate::catalog::external::store_name(to_url)
-        && from_url.port() == to_url.port();
-    let bucket = source.log_store().root_object_store(None);
-    let in_bucket = |url: &url::Url, rel: &Key| -> Result<Key> {
-        let table = Key::from_url_path(url.path())
-            .map_err(|e| Error::Other(format!("{}: {e}", shown(url))))?;
-        Ok(table.parts().chain(rel.parts()).collect())
-    };
+    let route = crate::statements::copy::whole_file::Route::between(source, target)?;
     let mut jobs = vec![];
     let mut keys = vec![];
     let mut bytes = 0u64;
     for add in adds {
         let rel = Key::from_url_path(&add.path)
             .map_err(|e| Error::Other(format!("{}: {e}", add.path)))?;
-        let (stores, from, to) = if same {
-            (
-                (bucket.clone(), bucket.clone()),
-                in_bucket(from_url, &rel)?,
-                in_bucket(to_url, &rel)?,
-            )
-        } else {
-            (
-                (from_store.clone(), to_store.clone()),
-                rel.clone(),
-                rel.clone(),
-            )
-        };
-        jobs.push(crate::statements::copy::whole_file::copy_object(
-            stores,
-            from,
-            to,
-            same,
-            format!("cannot copy {}", add.path),
-        ));
+        jobs.push(route.copy(&rel, &rel, format!("cannot copy {}", add.path)));
         keys.push(rel);
         bytes += add.size as u64;
     }

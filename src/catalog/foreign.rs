@@ -5,13 +5,14 @@
 //! resolved when a connection is opened (see [`secret`]); a literal password is refused.
 
 mod connect;
+mod snapshot;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use connect::{ForeignCatalogProvider, Pool};
+pub use connect::{ForeignCatalogProvider, Pool, snapshot_of};
 
 use super::{Place, Warehouse};
 use crate::error::{Error, Result};
@@ -50,7 +51,15 @@ impl ConnectionType {
     fn options(self) -> (&'static [&'static str], &'static [&'static str]) {
         match self {
             ConnectionType::Postgresql => (
-                &["host", "port", "user", "password", "database", "sslmode"],
+                &[
+                    "host",
+                    "port",
+                    "user",
+                    "password",
+                    "database",
+                    "sslmode",
+                    "read_connections",
+                ],
                 &["host", "user"],
             ),
             ConnectionType::Mysql => (
@@ -61,6 +70,12 @@ impl ConnectionType {
         }
     }
 }
+
+/// The most connections one read of a PostgreSQL table may use (`read_connections`).
+pub const MAX_READ_CONNECTIONS: usize = 16;
+
+/// Connections one read of a large PostgreSQL table uses unless told.
+pub const READ_CONNECTIONS: usize = 4;
 
 /// An option's value: text, or a reference to a secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +179,15 @@ fn check_value(name: &str, kind: ConnectionType, key: &str, value: &str) -> Resu
     match key {
         "port" if value.parse::<u16>().is_err() => {
             bad(format!("is a port number, found '{value}'"))
+        }
+        "read_connections"
+            if !value
+                .parse::<usize>()
+                .is_ok_and(|n| (1..=MAX_READ_CONNECTIONS).contains(&n)) =>
+        {
+            bad(format!(
+                "is how many connections read one large table, 1 to {MAX_READ_CONNECTIONS}, found '{value}'"
+            ))
         }
         "sslmode" => {
             let allowed: &[&str] = match kind {

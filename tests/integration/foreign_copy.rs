@@ -335,6 +335,158 @@ fn a_postgres_server_stopped_mid_copy_fails_the_run_and_the_next_run_copies_each
 }
 
 #[test]
+fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
+    let pg = Postgres::start();
+    // 300,000 rows of about 150 bytes: over 4,096 pages, so four connections read it.
+    pg.psql(
+        "CREATE TABLE public.big (id bigint PRIMARY KEY, at timestamptz NOT NULL, pad text);
+         INSERT INTO public.big SELECT i, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 second', repeat('x', 100) FROM generate_series(1, 300000) i;
+         CREATE INDEX ON public.big (at);
+         ALTER TABLE public.big OWNER TO shopper; ANALYZE public.big;",
+        "shop",
+    );
+    let (_d, wh) = warehouse();
+    pg_catalog(&wh, &pg);
+    let copy = "COPY INCREMENTAL shop.public.big INTO big_copy WATERMARK at";
+    let before = logged_since(&pg, 0).len();
+    // Each batch waits 20 ms: while the rows stream, another session updates half of them
+    // (their new versions land on other pages) and adds rows above every watermark.
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
+        .arg(&wh)
+        .envs(PG_ENV)
+        .env("NO_COLOR", "1")
+        .env("FAILPOINTS", "copy::database_batch=sleep(20)")
+        .args(["--format", "csv", "-c", copy])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while logged_since(&pg, before)
+        .matches("SET TRANSACTION SNAPSHOT")
+        .count()
+        < 3
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never read in parts:\n{}",
+            logged_since(&pg, before)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    pg.psql(
+        "UPDATE public.big SET pad = 'changed' WHERE id % 2 = 0 AND id < 300000;
+         INSERT INTO public.big SELECT i, timestamptz '2025-01-01 00:00:00+00' + i * interval '1 second', 'new' FROM generate_series(300001, 300100) i;",
+        "shop",
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The rows as they were when the run began: each once, none changed, none added.
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), sum(id), count_if(pad <> repeat('x', 100))) FROM big_copy"
+        ),
+        "300000/300000/45000150000/0"
+    );
+    // One exported snapshot, which the other connections join; the rows read by four
+    // queries, each of its own pages.
+    let log = logged_since(&pg, before);
+    assert_eq!(log.matches("pg_export_snapshot()").count(), 1, "{log}");
+    let joined: std::collections::BTreeSet<&str> = log
+        .split("SET TRANSACTION SNAPSHOT '")
+        .skip(1)
+        .filter_map(|rest| rest.split('\'').next())
+        .collect();
+    assert_eq!(joined.len(), 1, "{log}");
+    assert!(
+        log.matches("SET TRANSACTION SNAPSHOT").count() >= 3,
+        "{log}"
+    );
+    let reads: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains("FROM \"public\".\"big\"") && l.contains("\"pad\"") && !l.contains("EXPLAIN")
+        })
+        .collect();
+    assert_eq!(reads.len(), 4, "{log}");
+    assert_eq!(
+        reads.iter().filter(|l| l.contains("ctid")).count(),
+        4,
+        "{log}"
+    );
+    // The run records the snapshot it read, by PostgreSQL's name for it.
+    let snapshot = value(
+        &wh,
+        "SELECT source_snapshot FROM system.tidemark.copy_runs WHERE target LIKE '%big_copy'",
+    );
+    let parts: Vec<&str> = snapshot.split(':').collect();
+    assert!(
+        parts.len() == 3 && parts[0].parse::<u64>().is_ok() && parts[1].parse::<u64>().is_ok(),
+        "{snapshot}"
+    );
+    // The next run, an increment (an index scan, one query), copies the added rows only.
+    let before = logged_since(&pg, 0).len();
+    let out = ok_env(&wh, &PG_ENV, &[copy]);
+    assert!(out.contains(",100,0,"), "{out}");
+    let log = logged_since(&pg, before);
+    let reads: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains("FROM \"public\".\"big\"") && l.contains("\"pad\"") && !l.contains("EXPLAIN")
+        })
+        .collect();
+    // The ties at the mark, and the rows above it.
+    assert_eq!(reads.len(), 2, "{log}");
+    assert!(reads.iter().all(|r| !r.contains("ctid")), "{log}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), count_if(pad = 'new')) FROM big_copy"
+        ),
+        "300100/300100/100"
+    );
+    // One connection when told.
+    let (_d2, wh2) = warehouse();
+    ok_env(
+        &wh2,
+        &PG_ENV,
+        &[
+            &format!(
+                "CREATE CONNECTION pg TYPE postgresql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'pg'), sslmode 'disable', read_connections '1')",
+                pg.port
+            ),
+            "CREATE FOREIGN CATALOG shop USING CONNECTION pg OPTIONS (database 'shop')",
+        ],
+    );
+    let before = logged_since(&pg, 0).len();
+    assert_eq!(
+        value(&wh2, "SELECT count(*) FROM shop.public.big"),
+        "300100"
+    );
+    let log = logged_since(&pg, before);
+    assert!(
+        !log.contains("ctid") && !log.contains("SET TRANSACTION SNAPSHOT"),
+        "{log}"
+    );
+    let e = err_env(
+        &wh2,
+        &PG_ENV,
+        &[
+            "CREATE CONNECTION pg2 TYPE postgresql OPTIONS (host 'h', user 'u', read_connections '0')",
+        ],
+    );
+    assert!(
+        e.contains("read_connections") && e.contains("1 to 16"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_mariadb_table_and_a_sqlite_table_are_copied_incrementally() {
     let db = MariaDb::start();
     db.sql(

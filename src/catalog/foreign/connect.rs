@@ -23,6 +23,7 @@ use datafusion_table_providers::sql::db_connection_pool::sqlitepool::{
 use datafusion_table_providers::sqlite::{DynSqliteConnectionPool, SqliteTableFactory};
 use datafusion_table_providers::util::secrets::to_secret_map;
 
+use super::snapshot::Reads;
 use super::{Connection, ConnectionType, ForeignCatalog};
 use crate::catalog::Warehouse;
 use crate::error::{Error, Result};
@@ -31,7 +32,8 @@ use datafusion::logical_expr::{Expr as EngineExpr, TableProviderFilterPushDown};
 /// An open connection.
 #[derive(Clone)]
 pub enum Pool {
-    Postgres(Arc<PostgresConnectionPool>),
+    /// With how many connections one read of a large table may use.
+    Postgres(Arc<PostgresConnectionPool>, usize),
     MySql(Arc<MySQLConnectionPool>),
     Sqlite(Arc<SqliteConnectionPool>),
 }
@@ -39,7 +41,7 @@ pub enum Pool {
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Pool::Postgres(_) => "Pool::Postgres",
+            Pool::Postgres(..) => "Pool::Postgres",
             Pool::MySql(_) => "Pool::MySql",
             Pool::Sqlite(_) => "Pool::Sqlite",
         })
@@ -87,8 +89,18 @@ impl Pool {
         };
         match connection.kind {
             ConnectionType::Postgresql => {
+                let connections = values
+                    .get("read_connections")
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .unwrap_or(super::READ_CONNECTIONS)
+                    .clamp(1, super::MAX_READ_CONNECTIONS);
                 let mut params = driver_params(&values, "port", "verify-full");
-                params.insert("connection_pool_size".into(), "4".into());
+                // A read holds its snapshot's connection and may add `connections - 1` more;
+                // room for a second read beside it.
+                params.insert(
+                    "connection_pool_size".into(),
+                    (2 * connections + 2).to_string(),
+                );
                 // Timestamps compared in UTC (filters are sent with UTC literals), and no
                 // session may write.
                 params.insert(
@@ -101,7 +113,7 @@ impl Pool {
                     .map_err(|e| failed(&e, at(&values)))?
                     // json and jsonb as STRING.
                     .with_unsupported_type_action(UnsupportedTypeAction::String);
-                Ok(Pool::Postgres(Arc::new(pool)))
+                Ok(Pool::Postgres(Arc::new(pool), connections))
             }
             ConnectionType::Mysql => {
                 let params = driver_params(&values, "tcp_port", "required");
@@ -131,14 +143,21 @@ impl Pool {
         }
     }
 
-    /// The table `schema.table` of the database, read in its own dialect.
-    async fn table(&self, schema: &str, table: &str) -> Result<Arc<dyn TableProvider>> {
+    /// The table `schema.table` of the database, read in its own dialect (a PostgreSQL
+    /// table's reads in one snapshot: see [`snapshot`](super::snapshot)).
+    async fn table(&self, schema: &str, table: &str) -> Result<Checked> {
         let reference = TableReference::partial(schema, table);
         let found = match self {
-            Pool::Postgres(p) => {
-                PostgresTableFactory::new(p.clone())
+            Pool::Postgres(p, connections) => {
+                let provider = PostgresTableFactory::new(p.clone())
                     .table_provider(reference)
                     .await
+                    .map_err(|e| Error::Other(e.to_string()))?;
+                let reads = Reads::of(p.clone(), &provider, schema, table, *connections);
+                return Ok(Checked {
+                    inner: provider,
+                    reads: reads.map(Arc::new),
+                });
             }
             Pool::MySql(p) => {
                 MySQLTableFactory::new(p.clone())
@@ -151,13 +170,14 @@ impl Pool {
                     .await
             }
         };
-        found.map_err(|e| Error::Other(e.to_string()))
+        let inner = found.map_err(|e| Error::Other(e.to_string()))?;
+        Ok(Checked { inner, reads: None })
     }
 
     /// Every schema of the database and its tables.
     async fn names(&self) -> Result<Vec<(String, Vec<String>)>> {
         let listed = match self {
-            Pool::Postgres(p) => {
+            Pool::Postgres(p, _) => {
                 let pool: Arc<DynPostgresConnectionPool> = p.clone();
                 DatabaseCatalogProvider::try_new(pool).await
             }
@@ -395,7 +415,7 @@ impl SchemaProvider for ForeignSchema {
             .table(&schema, &table)
             .await
             .map_err(|e| external(e.context(&full)))?;
-        Ok(Some(Arc::new(Checked(provider))))
+        Ok(Some(Arc::new(provider)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -468,17 +488,32 @@ impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
 /// so only those that can keep more rows than the engine would, never fewer, are sent
 /// (`=`, `IN` and `LIKE` on strings: a case-insensitive collation matches more); ordering
 /// comparisons of strings, `<>` and NOT on strings stay in the engine.
+///
+/// A PostgreSQL table's reads all run in one snapshot ([`Reads`]).
 #[derive(Debug)]
-struct Checked(Arc<dyn TableProvider>);
+struct Checked {
+    inner: Arc<dyn TableProvider>,
+    reads: Option<Arc<Reads>>,
+}
+
+/// The snapshot a database table's reads ran in, as the database names it (PostgreSQL's
+/// `txid_current_snapshot()`), once one has run; None for other tables and databases.
+pub fn snapshot_of(provider: &Arc<dyn TableProvider>) -> Option<String> {
+    provider
+        .downcast_ref::<Checked>()?
+        .reads
+        .as_ref()?
+        .snapshot_name()
+}
 
 #[async_trait::async_trait]
 impl TableProvider for Checked {
     fn schema(&self) -> datafusion::arrow::datatypes::SchemaRef {
-        self.0.schema()
+        self.inner.schema()
     }
 
     fn table_type(&self) -> datafusion::datasource::TableType {
-        self.0.table_type()
+        self.inner.table_type()
     }
 
     async fn scan(
@@ -490,26 +525,30 @@ impl TableProvider for Checked {
     ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
         // No column wanted (count(*)): the provider would still send one; read the first and
         // keep none of it, only the row count.
-        if projection.is_some_and(|p| p.is_empty()) && !self.0.schema().fields().is_empty() {
-            let one = self.0.scan(state, Some(&vec![0]), filters, limit).await?;
+        let scan = async |projection: Option<&Vec<usize>>| match &self.reads {
+            Some(reads) => reads.scan(projection, filters, limit).await,
+            None => {
+                let scan = self.inner.scan(state, projection, filters, limit).await?;
+                Ok(Arc::new(EngineFilters(scan))
+                    as Arc<dyn datafusion::physical_plan::ExecutionPlan>)
+            }
+        };
+        if projection.is_some_and(|p| p.is_empty()) && !self.inner.schema().fields().is_empty() {
+            let one = scan(Some(&vec![0])).await?;
             let none: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
             return Ok(Arc::new(
-                datafusion::physical_plan::projection::ProjectionExec::try_new(
-                    none,
-                    Arc::new(EngineFilters(one)),
-                )?,
+                datafusion::physical_plan::projection::ProjectionExec::try_new(none, one)?,
             ));
         }
-        let scan = self.0.scan(state, projection, filters, limit).await?;
-        Ok(Arc::new(EngineFilters(scan)))
+        scan(projection).await
     }
 
     fn supports_filters_pushdown(
         &self,
         filters: &[&EngineExpr],
     ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
-        let schema = self.0.schema();
-        let inner = self.0.supports_filters_pushdown(filters)?;
+        let schema = self.inner.schema();
+        let inner = self.inner.supports_filters_pushdown(filters)?;
         Ok(filters
             .iter()
             .zip(inner)

@@ -41,6 +41,7 @@ pub(super) fn properties(
         source_version: r.source.version(),
         source_id: r.source.id(),
         source_commit,
+        source_snapshot: r.source.snapshot(),
         watermark_column: r.wm.clone(),
         watermark_type: Some(r.wm_type.to_string()),
         previous_mark: start.value().and_then(Mark::of),

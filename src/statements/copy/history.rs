@@ -63,6 +63,8 @@ pub struct RunRecord {
     pub target_version: Option<i64>,
     pub status: String,
     pub error: Option<String>,
+    /// The database snapshot the run read (PostgreSQL's `txid_current_snapshot()`).
+    pub source_snapshot: Option<String>,
     /// Set once the run's target commit has begun (not a history column).
     pub commit_started: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -89,6 +91,7 @@ pub fn schema() -> SchemaRef {
         Field::new("duration_ms", DataType::Int64, false),
         Field::new("status", DataType::Utf8, false),
         Field::new("error", DataType::Utf8, true),
+        Field::new("source_snapshot", DataType::Utf8, true),
     ]))
 }
 
@@ -124,6 +127,7 @@ pub fn to_batch(records: &[RunRecord]) -> Result<RecordBatch> {
             i(&|r| Some((r.finished_at_us - r.started_at_us) / 1000)),
             s(&|r| Some(r.status.clone())),
             s(&|r| r.error.clone()),
+            s(&|r| r.source_snapshot.clone()),
         ],
     )?)
 }
@@ -232,8 +236,16 @@ async fn append_batch(
             })?
         }
     };
+    // A history table made before a column was added gets the columns it has.
+    let columns: Vec<usize> = appendable
+        .table
+        .schema()
+        .fields()
+        .filter_map(|f| batch.schema().index_of(f.name()).ok())
+        .collect();
+    let batch = batch.project(&columns)?;
     let mut writer = RecordBatchWriter::for_blind_appends(&appendable.table)?;
-    writer.write(batch.clone()).await?;
+    writer.write(batch).await?;
     let adds = writer.flush().await?;
     let (actions, operation) = crate::statements::append_commit(adds);
     let bytes = CommitData::new(actions, operation, HashMap::new(), vec![])

@@ -98,6 +98,9 @@ pub(super) struct RunMetadata {
     /// file still the newest knows the source is unchanged, without reading its log.
     #[serde(deserialize_with = "lenient")]
     pub source_commit: Option<CommitFile>,
+    /// The database snapshot the run read (PostgreSQL's `txid_current_snapshot()`).
+    #[serde(deserialize_with = "lenient")]
+    pub source_snapshot: Option<String>,
     #[serde(deserialize_with = "lenient")]
     pub watermark_column: String,
     /// The watermark's type, as Arrow writes it (`Timestamp(µs, "UTC")`).

@@ -172,6 +172,7 @@ async fn attempt(
     record.rows_copied = plan.rows;
     fail::fail_point!("copy::after_read", |_| std::process::abort());
     if c.dry_run {
+        record.source_snapshot = r.source.snapshot();
         record.status = "dry_run".into();
         record.target_version = r.target_version();
         return Ok(());
@@ -211,6 +212,7 @@ async fn attempt(
             if plan.seen.is_some() {
                 // A source read once: its rows and mark are known now that they are written.
                 plan.note_written()?;
+                record.source_snapshot = r.source.snapshot();
                 record.new_mark = plan.new_mark.as_ref().map(display_exact);
                 record.rows_copied = plan.rows;
             }
@@ -229,6 +231,7 @@ async fn attempt(
         }
     };
 
+    record.source_snapshot = r.source.snapshot();
     record::advance_control_row(session, &r, &start, &plan).await?;
     record.status = if plan.rows > 0 {
         "succeeded".into()

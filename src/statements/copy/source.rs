@@ -37,7 +37,8 @@ enum Kind {
     },
     /// Rows and nothing else (the built-in samples).
     Rows,
-    /// A table of a foreign catalog: each query is its own snapshot.
+    /// A table of a foreign catalog: each query is its own snapshot (a PostgreSQL table's
+    /// are one snapshot).
     Database,
 }
 
@@ -163,6 +164,15 @@ impl Source {
     /// starts its versions over under a new id.
     pub(super) fn id(&self) -> Option<String> {
         Some(self.delta()?.snapshot().ok()?.metadata().id().to_string())
+    }
+
+    /// The database's name of the snapshot the run's reads ran in (a PostgreSQL table, once
+    /// read: `txid_current_snapshot()`, `xmin:xmax:xip,...`).
+    pub(super) fn snapshot(&self) -> Option<String> {
+        match &self.kind {
+            Kind::Database => crate::catalog::foreign::snapshot_of(&self.provider),
+            Kind::Delta { .. } | Kind::Rows => None,
+        }
     }
 
     /// The file of the pinned version's commit, as it was read when the source was opened

@@ -349,13 +349,14 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
     pg_catalog(&wh, &pg);
     let copy = "COPY INCREMENTAL shop.public.big INTO big_copy WATERMARK at";
     let before = logged_since(&pg, 0).len();
-    // Each batch waits 20 ms: while the rows stream, another session updates half of them
-    // (their new versions land on other pages) and adds rows above every watermark.
+    // The connections that join the run's snapshot wait 3 s before they read: meanwhile
+    // another session updates half of the rows (their new versions land on other pages) and
+    // adds rows above every watermark, and commits.
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
         .arg(&wh)
         .envs(PG_ENV)
         .env("NO_COLOR", "1")
-        .env("FAILPOINTS", "copy::database_batch=sleep(20)")
+        .env("FAILPOINTS", "foreign::joined_snapshot=return(3000)")
         .args(["--format", "csv", "-c", copy])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -378,6 +379,11 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
         "UPDATE public.big SET pad = 'changed' WHERE id % 2 = 0 AND id < 300000;
          INSERT INTO public.big SELECT i, timestamptz '2025-01-01 00:00:00+00' + i * interval '1 second', 'new' FROM generate_series(300001, 300100) i;",
         "shop",
+    );
+    let mut child = child;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the copy ended before the table changed"
     );
     let out = child.wait_with_output().unwrap();
     assert!(

@@ -268,3 +268,40 @@ fn python_reads_map_array_and_struct_columns() {
         "{out}"
     );
 }
+
+#[test]
+fn a_copy_history_made_before_a_column_was_added_gains_it() {
+    // The history table as an earlier tidemark made it: without `source_snapshot`.
+    let (_d, wh) = warehouse();
+    let history = wh.join("system/tidemark/copy_runs");
+    run_py(&format!(
+        r#"
+import datetime as dt, pyarrow as pa, deltalake
+ts = pa.timestamp("us", tz="UTC")
+now = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+t = pa.table({{
+    "run_id": pa.array(["old"]), "started_at": pa.array([now], ts), "finished_at": pa.array([now], ts),
+    "source": pa.array(["main.default.a"]), "target": pa.array(["main.default.b"]),
+    "watermark_column": pa.array(["at"]), "previous_mark": pa.array([None], pa.string()),
+    "new_mark": pa.array([None], pa.string()), "rows_copied": pa.array([0], pa.int64()),
+    "null_watermark_rows": pa.array([0], pa.int64()), "source_version": pa.array([None], pa.int64()),
+    "target_version": pa.array([None], pa.int64()), "duration_ms": pa.array([0], pa.int64()),
+    "status": pa.array(["succeeded"]), "error": pa.array([None], pa.string()),
+}})
+deltalake.write_deltalake({history:?}, t)
+"#,
+        history = history.display().to_string()
+    ));
+    ok(&wh, "CREATE TABLE s (id BIGINT, at TIMESTAMP)");
+    ok(
+        &wh,
+        "INSERT INTO s VALUES (1, TIMESTAMP '2024-01-01 00:00:00')",
+    );
+    ok(&wh, "COPY INCREMENTAL s INTO t WATERMARK at");
+    let out = ok(
+        &wh,
+        "SELECT run_id = 'old', status, source_snapshot IS NULL FROM system.tidemark.copy_runs ORDER BY started_at",
+    );
+    assert!(out.contains("true") && out.contains("succeeded"), "{out}");
+    assert_eq!(out.matches("succeeded").count(), 2, "{out}");
+}

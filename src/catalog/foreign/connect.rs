@@ -95,11 +95,12 @@ impl Pool {
                     .unwrap_or(super::READ_CONNECTIONS)
                     .clamp(1, super::MAX_READ_CONNECTIONS);
                 let mut params = driver_params(&values, "port", "verify-full");
-                // A read holds its snapshot's connection and may add `connections - 1` more;
-                // room for a second read beside it.
+                // A statement or copy run holds its snapshot's connection while it reads, and
+                // a large table's read adds `connections - 1` more: room for several at once
+                // (a split read that finds none free reads on its holder).
                 params.insert(
                     "connection_pool_size".into(),
-                    (2 * connections + 2).to_string(),
+                    (2 * connections + 8).to_string(),
                 );
                 // Timestamps compared in UTC (filters are sent with UTC literals), and no
                 // session may write.
@@ -504,6 +505,16 @@ pub fn snapshot_of(provider: &Arc<dyn TableProvider>) -> Option<String> {
         .reads
         .as_ref()?
         .snapshot_name()
+}
+
+/// End the snapshot transaction of a database table's reads: every read of it has run.
+pub fn finish_reads(provider: &Arc<dyn TableProvider>) {
+    if let Some(reads) = provider
+        .downcast_ref::<Checked>()
+        .and_then(|c| c.reads.as_ref())
+    {
+        reads.finish();
+    }
 }
 
 #[async_trait::async_trait]

@@ -71,8 +71,9 @@ struct Held {
     /// `pg_export_snapshot()`'s id: None where the server refuses to export (then no read
     /// can join the snapshot, and reads take turns on the holder).
     id: Option<String>,
-    /// `txid_current_snapshot()`: `xmin:xmax:xip,...`.
-    name: String,
+    /// `txid_current_snapshot()`: `xmin:xmax:xip,...` (None where the server has no such
+    /// function).
+    name: Option<String>,
     /// The server's `server_version_num`.
     version: i32,
     holder: Arc<tokio::sync::Mutex<Leased>>,
@@ -98,13 +99,11 @@ impl Drop for Leased {
 impl Leased {
     fn conn(&self) -> DfResult<&PostgresConnection> {
         self.0.as_ref().ok_or_else(|| {
-            DataFusionError::Internal("a PostgreSQL read lost its connection".into())
+            DataFusionError::Execution(
+                "a PostgreSQL read after its snapshot's transaction ended (the reads of a run are over once its rows are written)".into(),
+            )
         })
     }
-}
-
-fn failed(what: &str, e: impl std::fmt::Display) -> DataFusionError {
-    DataFusionError::Execution(format!("PostgreSQL {what}: {e}"))
 }
 
 impl Reads {
@@ -140,7 +139,20 @@ impl Reads {
 
     /// The snapshot's name, once a read has opened it.
     pub(super) fn snapshot_name(&self) -> Option<String> {
-        self.snapshot.get().map(|h| h.name.clone())
+        self.snapshot.get().and_then(|h| h.name.clone())
+    }
+
+    /// End the snapshot's transaction: every read has run (a later one fails, naming this).
+    pub(super) fn finish(&self) {
+        if let Some(held) = self.snapshot.get()
+            && let Ok(mut holder) = held.holder.try_lock()
+        {
+            drop(Leased(holder.0.take()));
+        }
+    }
+
+    fn failed(&self, what: &str, e: impl std::fmt::Display) -> DataFusionError {
+        DataFusionError::Execution(format!("PostgreSQL table {}: {what}: {e}", self.relation))
     }
 
     /// The snapshot, opened on first use.
@@ -151,35 +163,47 @@ impl Reads {
                     .pool
                     .connect_direct()
                     .await
-                    .map_err(|e| failed("connection", e))?;
+                    .map_err(|e| self.failed("connection", e))?;
                 let leased = Leased(Some(conn));
                 let c = &leased.conn()?.conn;
-                let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+                // (A connection still in a transaction, had one come back so, leaves it first.)
+                let begin = "ROLLBACK; BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
                 let snapshot =
                     "txid_current_snapshot()::text, current_setting('server_version_num')::int";
                 c.batch_execute(begin)
                     .await
-                    .map_err(|e| failed("transaction", e))?;
+                    .map_err(|e| self.failed("transaction", e))?;
                 // The first query fixes the transaction's snapshot, and exports it. A server
-                // that cannot export (a subtransaction, a PostgreSQL-like database) gets a
-                // transaction of its own without.
-                let (id, row) = match c
+                // that cannot export gets a transaction without (its reads take turns on this
+                // connection), and one that cannot name its snapshot records none.
+                let (id, name, version) = match c
                     .query_one(&format!("SELECT {snapshot}, pg_export_snapshot()"), &[])
                     .await
                 {
-                    Ok(row) => (row.try_get::<_, String>(2).ok(), row),
+                    Ok(row) => (
+                        row.try_get::<_, String>(2).ok(),
+                        row.try_get::<_, String>(0).ok(),
+                        row.try_get::<_, i32>(1).unwrap_or(0),
+                    ),
                     Err(_) => {
-                        c.batch_execute(&format!("ROLLBACK; {begin}"))
+                        c.batch_execute(begin)
                             .await
-                            .map_err(|e| failed("transaction", e))?;
-                        let row = c
-                            .query_one(&format!("SELECT {snapshot}"), &[])
-                            .await
-                            .map_err(|e| failed("snapshot", e))?;
-                        (None, row)
+                            .map_err(|e| self.failed("transaction", e))?;
+                        match c.query_one(&format!("SELECT {snapshot}"), &[]).await {
+                            Ok(row) => (
+                                None,
+                                row.try_get::<_, String>(0).ok(),
+                                row.try_get::<_, i32>(1).unwrap_or(0),
+                            ),
+                            Err(_) => {
+                                c.batch_execute(begin)
+                                    .await
+                                    .map_err(|e| self.failed("transaction", e))?;
+                                (None, None, 0)
+                            }
+                        }
                     }
                 };
-                let (name, version): (String, i32) = (row.get(0), row.get(1));
                 let id = id.filter(|id| {
                     !id.is_empty() && id.chars().all(|ch| ch.is_ascii_hexdigit() || ch == '-')
                 });
@@ -249,7 +273,7 @@ impl Reads {
                 &[&self.relation],
             )
             .await
-            .map_err(|e| failed("table size", e))?;
+            .map_err(|e| self.failed("table size", e))?;
         let Some(row) = row else {
             return Ok(vec![]);
         };
@@ -262,15 +286,15 @@ impl Reads {
             let row = c
                 .query_one(&format!("EXPLAIN (FORMAT JSON) {sql}"), &[])
                 .await
-                .map_err(|e| failed("plan", e))?;
+                .map_err(|e| self.failed("plan", e))?;
             let text: String = match row.try_get::<_, String>(0) {
                 Ok(t) => t,
                 Err(_) => row
                     .try_get::<_, serde_json::Value>(0)
                     .map(|v| v.to_string())
-                    .map_err(|e| failed("plan", e))?,
+                    .map_err(|e| self.failed("plan", e))?,
             };
-            serde_json::from_str(&text).map_err(|e| failed("plan", e))?
+            serde_json::from_str(&text).map_err(|e| self.failed("plan", e))?
         };
         if !sequential(&plan[0]["Plan"]) {
             return Ok(vec![]);
@@ -303,8 +327,9 @@ impl Reads {
             return Ok(Lease::Holder(held.holder.clone().lock_owned().await));
         };
         // A pool taken up by other reads cannot stall this one: the holder, once free, serves.
+        // (A pool that cannot give a connection in time leaves the read to the holder too.)
         let conn = tokio::select! {
-            conn = self.pool.connect_direct() => conn.map_err(|e| failed("connection", e))?,
+            Ok(conn) = self.pool.connect_direct() => conn,
             holder = held.holder.clone().lock_owned() => return Ok(Lease::Holder(holder)),
         };
         let leased = Leased(Some(conn));
@@ -312,10 +337,19 @@ impl Reads {
             .conn()?
             .conn
             .batch_execute(&format!(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{id}'"
+                "ROLLBACK; BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{id}'"
             ))
             .await
-            .map_err(|e| failed("snapshot", e))?;
+            .map_err(|e| self.failed("snapshot", e))?;
+        // Tests hold a read that joined the snapshot here, to change the table before it reads.
+        let hold = (|| -> Option<u64> {
+            fail::fail_point!("foreign::joined_snapshot", |ms| ms
+                .and_then(|m| m.parse().ok()));
+            None
+        })();
+        if let Some(ms) = hold {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         Ok(Lease::Own(Box::new(leased)))
     }
 }
@@ -402,7 +436,7 @@ impl DisplayAs for SnapshotScan {
         write!(
             f,
             "PostgresSnapshotScan snapshot={} sql={}",
-            self.held.name,
+            self.held.name.as_deref().unwrap_or("unnamed"),
             self.sqls.join(" | ")
         )
     }
@@ -457,7 +491,7 @@ impl ExecutionPlan for SnapshotScan {
             let lease = reads.lease(&held).await?;
             let stream = AsyncDbConnection::query_arrow(lease.conn()?, &sql, &[], Some(projected))
                 .await
-                .map_err(|e| failed("query", e))?;
+                .map_err(|e| reads.failed("query", e))?;
             // The connection stays leased until the rows are read (or the read dropped).
             Ok::<_, DataFusionError>(stream.map(move |batch| {
                 let _ = &lease;

@@ -236,7 +236,27 @@ async fn append_batch(
             })?
         }
     };
-    // A history table made before a column was added gets the columns it has.
+    // A history table made before a column was added gets it (nullable: older rows hold
+    // NULL), in a commit of its own; then it is opened again.
+    let missing = schema()
+        .fields()
+        .iter()
+        .filter(|f| appendable.table.schema().field(f.name()).is_none())
+        .map(|f| crate::engine::types::arrow_to_delta(f))
+        .collect::<Result<Vec<_>>>()?;
+    if !missing.is_empty() {
+        let table = warehouse.open(&table_name()).await?;
+        table
+            .add_columns()
+            .with_fields(missing)
+            .await
+            .map_err(|e| Error::Conflict(format!("adding columns to {}: {e}", table_name())))?;
+        return Err(Error::Conflict(format!(
+            "{} gained columns; opening it again",
+            table_name()
+        )));
+    }
+    // (Columns the table has that this build does not write stay NULL.)
     let columns: Vec<usize> = appendable
         .table
         .schema()
@@ -244,6 +264,11 @@ async fn append_batch(
         .filter_map(|f| batch.schema().index_of(f.name()).ok())
         .collect();
     let batch = batch.project(&columns)?;
+    // In the table's own schema (a table another writer made may have nullable columns).
+    let batch = match appendable.table.arrow_schema() {
+        Ok(theirs) => batch.clone().with_schema(theirs).unwrap_or(batch),
+        Err(_) => batch,
+    };
     let mut writer = RecordBatchWriter::for_blind_appends(&appendable.table)?;
     writer.write(batch).await?;
     let adds = writer.flush().await?;

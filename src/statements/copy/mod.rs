@@ -167,12 +167,16 @@ async fn attempt(
     let start = start::start_point(r.since.as_ref(), r.control_mark.as_ref(), r.last.as_ref());
     record.previous_mark = start.value().map(display_exact);
     let mut plan = plan::plan(session, &r, &start, c.lookback.as_ref(), c.dry_run).await?;
+    if plan.seen.is_none() {
+        // Everything read (a database's rows are in memory, or streamed with the write).
+        record.source_snapshot = r.source.snapshot();
+        r.source.finish_reads();
+    }
     record.null_watermark_rows = plan.null_rows;
     record.new_mark = plan.new_mark.as_ref().map(display_exact);
     record.rows_copied = plan.rows;
     fail::fail_point!("copy::after_read", |_| std::process::abort());
     if c.dry_run {
-        record.source_snapshot = r.source.snapshot();
         record.status = "dry_run".into();
         record.target_version = r.target_version();
         return Ok(());
@@ -209,10 +213,11 @@ async fn attempt(
                 progress: &progress,
             };
             let written = write::write(session, &r, &plan, &to).await?;
+            record.source_snapshot = r.source.snapshot();
+            r.source.finish_reads();
             if plan.seen.is_some() {
                 // A source read once: its rows and mark are known now that they are written.
                 plan.note_written()?;
-                record.source_snapshot = r.source.snapshot();
                 record.new_mark = plan.new_mark.as_ref().map(display_exact);
                 record.rows_copied = plan.rows;
             }
@@ -231,7 +236,6 @@ async fn attempt(
         }
     };
 
-    record.source_snapshot = r.source.snapshot();
     record::advance_control_row(session, &r, &start, &plan).await?;
     record.status = if plan.rows > 0 {
         "succeeded".into()

@@ -175,6 +175,14 @@ impl Source {
         }
     }
 
+    /// The run has read all it reads of the source: a database's snapshot transaction ends
+    /// (its locks and its hold on the database's cleanup go with it).
+    pub(super) fn finish_reads(&self) {
+        if let Kind::Database = self.kind {
+            crate::catalog::foreign::finish_reads(&self.provider);
+        }
+    }
+
     /// The file of the pinned version's commit, as it was read when the source was opened
     /// (Delta sources; None when it was not found).
     pub(super) fn commit_file(&self) -> Option<super::metadata::CommitFile> {

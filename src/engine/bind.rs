@@ -640,6 +640,7 @@ impl Session {
             schema: &self.schema,
             error: None,
             headers: vec![],
+            inline_tables: 0,
         };
         let _ = node.visit(&mut spellings);
         if let Some(e) = spellings.error {

@@ -110,6 +110,42 @@ pub struct SparkSpellings<'a> {
     pub error: Option<Error>,
     /// Per query being visited, its select items as written (see `pre_visit_query`).
     pub headers: Vec<Vec<Option<String>>>,
+    /// Inline tables named so far (an unnamed one gets a name of its own).
+    pub inline_tables: usize,
+}
+
+/// An inline table's columns named as Databricks names them, `col1`, `col2`, ... (the engine
+/// would say `column1`), unless the statement names them (`AS t(a, b)`).
+fn name_inline_table_columns(
+    subquery: &Query,
+    alias: &mut Option<datafusion::sql::sqlparser::ast::TableAlias>,
+    named: &mut usize,
+) {
+    use datafusion::sql::sqlparser::ast::{Ident, TableAlias, TableAliasColumnDef};
+    let SetExpr::Values(values) = subquery.body.as_ref() else {
+        return;
+    };
+    if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+        return;
+    }
+    let Some(width) = values.rows.first().map(|r| r.content.len()) else {
+        return;
+    };
+    let columns = (1..=width)
+        .map(|i| TableAliasColumnDef::from_name(format!("col{i}")))
+        .collect();
+    *named += 1;
+    match alias {
+        Some(a) => a.columns = columns,
+        None => {
+            *alias = Some(TableAlias {
+                explicit: true,
+                name: Ident::new(format!("__inline_table_{named}")),
+                columns,
+                at: None,
+            })
+        }
+    }
 }
 
 impl VisitorMut for SparkSpellings<'_> {
@@ -176,8 +212,16 @@ impl VisitorMut for SparkSpellings<'_> {
         ControlFlow::Continue(())
     }
 
-    /// `range(n)` / `range(a, b[, step])` in FROM: Databricks names its column `id`.
+    /// `range(n)` / `range(a, b[, step])` in FROM: Databricks names its column `id`. An
+    /// inline table (`FROM VALUES (1, 'a')`) without column names has `col1`, `col2`, ...
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Derived {
+            subquery, alias, ..
+        } = factor
+        {
+            name_inline_table_columns(subquery, alias, &mut self.inline_tables);
+            return ControlFlow::Continue(());
+        }
         let TableFactor::Table {
             name,
             alias,

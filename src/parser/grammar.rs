@@ -163,6 +163,17 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
         };
         if is_word(&p.peek_token().token, "QUERY") && starts_query(&p.peek_nth_token(1).token) {
             p.next_token();
+        } else if is_word(&p.peek_token().token, "QUERY")
+            && is_word(&p.peek_nth_token(1).token, "TABLE")
+        {
+            // `DESCRIBE QUERY TABLE t`: the query `TABLE t`, `SELECT * FROM t` (without
+            // QUERY, DESCRIBE TABLE t describes the table).
+            p.next_token();
+            p.next_token();
+            let table = p.parse_object_name(false).map_err(pe)?;
+            return Ok(Some(Statement::DescribeQuery {
+                query: Box::new(super::query_text(&format!("SELECT * FROM {table}"))?),
+            }));
         }
         if starts_query(&p.peek_token().token) {
             return Ok(Some(Statement::DescribeQuery {

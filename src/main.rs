@@ -80,6 +80,11 @@ fn ordered_inputs(matches: &ArgMatches, args: &Args) -> Vec<Input> {
     items.into_iter().map(|(_, x)| x).collect()
 }
 
+/// mimalloc, as datafusion-cli has: glibc's malloc spent a third of a many-table job's CPU
+/// time in its own bookkeeping.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();

@@ -155,7 +155,7 @@ def run(pg):
         secs, rss, out = measured([py, "-c", CONNECTORX, url, target])
         assert f"rows {n}" in out, out
         full["connectorx"].append((secs, rss))
-        print(f"full load rep {rep}: tidemark {full['tidemark'][-1]}, connectorx {full['connectorx'][-1]}", flush=True)
+        print(f"full load rep {rep}: tidemark {full['tidemark'][-1]}, one connection {full['tidemark_one'][-1]}, connectorx {full['connectorx'][-1]}", flush=True)
 
     # dlt loads the table once (its state then holds the cursor), like tidemark's first run.
     bucket = f"{W}/dlt"

@@ -138,6 +138,11 @@ impl Connection {
                     allowed.join(", ")
                 )));
             }
+            if k == "read_connections" && matches!(value, OptionValue::Secret { .. }) {
+                return Err(Error::Invalid(format!(
+                    "connection {name}: read_connections is a number ('4'), not a secret"
+                )));
+            }
             if k == "password" && matches!(value, OptionValue::Text(_)) {
                 return Err(Error::Invalid(format!(
                     "connection {name}: a password is stored only as a secret: write password secret('scope', 'key') and set TIDEMARK_SECRET_SCOPE_KEY (or the secrets file, see the README)"

@@ -38,6 +38,21 @@ fn value(wh: &Path, sql: &str) -> String {
     }
 }
 
+/// `copy` run by a tidemark process of its own with the fail points `failpoints`, its output
+/// piped.
+fn copy_in_background(wh: &Path, copy: &str, failpoints: &str) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
+        .arg(wh)
+        .envs(PG_ENV)
+        .env("NO_COLOR", "1")
+        .env("FAILPOINTS", failpoints)
+        .args(["--format", "csv", "-c", copy])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The PostgreSQL statements logged since `from` bytes into the server's log.
 fn logged_since(pg: &Postgres, from: usize) -> String {
     let log = std::fs::read_to_string(pg.log()).unwrap();
@@ -276,16 +291,7 @@ fn a_postgres_server_stopped_mid_copy_fails_the_run_and_the_next_run_copies_each
     pg_catalog(&wh, &pg);
     let copy = "COPY INCREMENTAL shop.public.big INTO big_copy WATERMARK at";
     // Each batch takes 100 ms more: the server stops while its 70 MB of rows stream.
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
-        .arg(&wh)
-        .envs(PG_ENV)
-        .env("NO_COLOR", "1")
-        .env("FAILPOINTS", "copy::database_batch=sleep(100)")
-        .args(["--format", "csv", "-c", copy])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = copy_in_background(&wh, copy, "copy::database_batch=sleep(100)");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !std::fs::read_to_string(pg.log())
         .unwrap()
@@ -352,16 +358,7 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
     // The connections that join the run's snapshot wait 3 s before they read: meanwhile
     // another session updates half of the rows (their new versions land on other pages) and
     // adds rows above every watermark, and commits.
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
-        .arg(&wh)
-        .envs(PG_ENV)
-        .env("NO_COLOR", "1")
-        .env("FAILPOINTS", "foreign::joined_snapshot=return(3000)")
-        .args(["--format", "csv", "-c", copy])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = copy_in_background(&wh, copy, "foreign::joined_snapshot=return(3000)");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while logged_since(&pg, before)
         .matches("SET TRANSACTION SNAPSHOT")
@@ -488,6 +485,17 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
     );
     assert!(
         e.contains("read_connections") && e.contains("1 to 16"),
+        "{e}"
+    );
+    let e = err_env(
+        &wh2,
+        &PG_ENV,
+        &[
+            "CREATE CONNECTION pg3 TYPE postgresql OPTIONS (host 'h', user 'u', read_connections secret('shop', 'pg'))",
+        ],
+    );
+    assert!(
+        e.contains("read_connections") && e.contains("not a secret"),
         "{e}"
     );
 }

@@ -507,14 +507,10 @@ pub fn snapshot_of(provider: &Arc<dyn TableProvider>) -> Option<String> {
         .snapshot_name()
 }
 
-/// End the snapshot transaction of a database table's reads: every read of it has run.
-pub fn finish_reads(provider: &Arc<dyn TableProvider>) {
-    if let Some(reads) = provider
-        .downcast_ref::<Checked>()
-        .and_then(|c| c.reads.as_ref())
-    {
-        reads.finish();
-    }
+/// End the snapshot transaction of a database table's reads, every read of it having run;
+/// the snapshot's name, as [`snapshot_of`].
+pub fn finish_reads(provider: &Arc<dyn TableProvider>) -> Option<String> {
+    provider.downcast_ref::<Checked>()?.reads.as_ref()?.finish()
 }
 
 #[async_trait::async_trait]

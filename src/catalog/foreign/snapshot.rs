@@ -143,12 +143,14 @@ impl Reads {
     }
 
     /// End the snapshot's transaction: every read has run (a later one fails, naming this).
-    pub(super) fn finish(&self) {
+    /// Returns the snapshot's name.
+    pub(super) fn finish(&self) -> Option<String> {
         if let Some(held) = self.snapshot.get()
             && let Ok(mut holder) = held.holder.try_lock()
         {
             drop(Leased(holder.0.take()));
         }
+        self.snapshot_name()
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) -> DataFusionError {
@@ -166,43 +168,39 @@ impl Reads {
                     .map_err(|e| self.failed("connection", e))?;
                 let leased = Leased(Some(conn));
                 let c = &leased.conn()?.conn;
-                // (A connection still in a transaction, had one come back so, leaves it first.)
+                // Each try in a transaction of its own (a failed query ends one), the first
+                // leaving whatever transaction a connection came back in. The first query
+                // fixes the transaction's snapshot and exports it; a server that cannot export
+                // gets a transaction without (its reads take turns on this connection), and
+                // one that cannot name its snapshot records none.
                 let begin = "ROLLBACK; BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
                 let snapshot =
                     "txid_current_snapshot()::text, current_setting('server_version_num')::int";
-                c.batch_execute(begin)
-                    .await
-                    .map_err(|e| self.failed("transaction", e))?;
-                // The first query fixes the transaction's snapshot, and exports it. A server
-                // that cannot export gets a transaction without (its reads take turns on this
-                // connection), and one that cannot name its snapshot records none.
-                let (id, name, version) = match c
-                    .query_one(&format!("SELECT {snapshot}, pg_export_snapshot()"), &[])
-                    .await
-                {
-                    Ok(row) => (
+                let mut found = None;
+                for query in [
+                    format!("SELECT {snapshot}, pg_export_snapshot()"),
+                    format!("SELECT {snapshot}"),
+                ] {
+                    c.batch_execute(begin)
+                        .await
+                        .map_err(|e| self.failed("transaction", e))?;
+                    if let Ok(row) = c.query_one(&query, &[]).await {
+                        found = Some(row);
+                        break;
+                    }
+                }
+                if found.is_none() {
+                    c.batch_execute(begin)
+                        .await
+                        .map_err(|e| self.failed("transaction", e))?;
+                }
+                let (id, name, version) = match found {
+                    Some(row) => (
                         row.try_get::<_, String>(2).ok(),
                         row.try_get::<_, String>(0).ok(),
                         row.try_get::<_, i32>(1).unwrap_or(0),
                     ),
-                    Err(_) => {
-                        c.batch_execute(begin)
-                            .await
-                            .map_err(|e| self.failed("transaction", e))?;
-                        match c.query_one(&format!("SELECT {snapshot}"), &[]).await {
-                            Ok(row) => (
-                                None,
-                                row.try_get::<_, String>(0).ok(),
-                                row.try_get::<_, i32>(1).unwrap_or(0),
-                            ),
-                            Err(_) => {
-                                c.batch_execute(begin)
-                                    .await
-                                    .map_err(|e| self.failed("transaction", e))?;
-                                (None, None, 0)
-                            }
-                        }
-                    }
+                    None => (None, None, 0),
                 };
                 let id = id.filter(|id| {
                     !id.is_empty() && id.chars().all(|ch| ch.is_ascii_hexdigit() || ch == '-')

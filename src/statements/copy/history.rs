@@ -256,7 +256,8 @@ async fn append_batch(
             table_name()
         )));
     }
-    // (Columns the table has that this build does not write stay NULL.)
+    // The record's columns in the table's order (a column of the table this build does not
+    // know makes the append fail, naming the schemas: it is never left out silently).
     let columns: Vec<usize> = appendable
         .table
         .schema()

@@ -169,8 +169,7 @@ async fn attempt(
     let mut plan = plan::plan(session, &r, &start, c.lookback.as_ref(), c.dry_run).await?;
     if plan.seen.is_none() {
         // Everything read (a database's rows are in memory, or streamed with the write).
-        record.source_snapshot = r.source.snapshot();
-        r.source.finish_reads();
+        record.source_snapshot = r.source.finish_reads();
     }
     record.null_watermark_rows = plan.null_rows;
     record.new_mark = plan.new_mark.as_ref().map(display_exact);
@@ -213,8 +212,7 @@ async fn attempt(
                 progress: &progress,
             };
             let written = write::write(session, &r, &plan, &to).await?;
-            record.source_snapshot = r.source.snapshot();
-            r.source.finish_reads();
+            record.source_snapshot = r.source.finish_reads();
             if plan.seen.is_some() {
                 // A source read once: its rows and mark are known now that they are written.
                 plan.note_written()?;

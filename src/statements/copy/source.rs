@@ -176,10 +176,12 @@ impl Source {
     }
 
     /// The run has read all it reads of the source: a database's snapshot transaction ends
-    /// (its locks and its hold on the database's cleanup go with it).
-    pub(super) fn finish_reads(&self) {
-        if let Kind::Database = self.kind {
-            crate::catalog::foreign::finish_reads(&self.provider);
+    /// (its locks and its hold on the database's cleanup go with it). Returns the snapshot's
+    /// name, as [`Source::snapshot`].
+    pub(super) fn finish_reads(&self) -> Option<String> {
+        match &self.kind {
+            Kind::Database => crate::catalog::foreign::finish_reads(&self.provider),
+            Kind::Delta { .. } | Kind::Rows => None,
         }
     }
 

@@ -40,10 +40,15 @@ fn value(wh: &Path, sql: &str) -> String {
 
 /// `copy` run by a tidemark process of its own with the fail points `failpoints`, its output
 /// piped.
-fn copy_in_background(wh: &Path, copy: &str, failpoints: &str) -> std::process::Child {
+fn copy_in_background(
+    wh: &Path,
+    env: &[(&str, &str)],
+    copy: &str,
+    failpoints: &str,
+) -> std::process::Child {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("tidemark"))
         .arg(wh)
-        .envs(PG_ENV)
+        .envs(env.iter().copied())
         .env("NO_COLOR", "1")
         .env("FAILPOINTS", failpoints)
         .args(["--format", "csv", "-c", copy])
@@ -291,7 +296,7 @@ fn a_postgres_server_stopped_mid_copy_fails_the_run_and_the_next_run_copies_each
     pg_catalog(&wh, &pg);
     let copy = "COPY INCREMENTAL shop.public.big INTO big_copy WATERMARK at";
     // Each batch takes 100 ms more: the server stops while its 70 MB of rows stream.
-    let child = copy_in_background(&wh, copy, "copy::database_batch=sleep(100)");
+    let child = copy_in_background(&wh, &PG_ENV, copy, "copy::database_batch=sleep(100)");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !std::fs::read_to_string(pg.log())
         .unwrap()
@@ -358,7 +363,7 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
     // The connections that join the run's snapshot wait 3 s before they read: meanwhile
     // another session updates half of the rows (their new versions land on other pages) and
     // adds rows above every watermark, and commits.
-    let child = copy_in_background(&wh, copy, "foreign::joined_snapshot=return(3000)");
+    let child = copy_in_background(&wh, &PG_ENV, copy, "foreign::joined_snapshot=return(3000)");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while logged_since(&pg, before)
         .matches("SET TRANSACTION SNAPSHOT")
@@ -498,6 +503,126 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
         e.contains("read_connections") && e.contains("not a secret"),
         "{e}"
     );
+}
+
+/// The thread of each statement in a MariaDB general log (`<time>? <thread> <command>\t<text>`).
+fn mariadb_threads(log: &str) -> Vec<(&str, &str)> {
+    log.lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let at = words.windows(2).position(|w| {
+                w[0].bytes().all(|b| b.is_ascii_digit())
+                    && matches!(w[1], "Query" | "Execute" | "Prepare")
+            })?;
+            Some((words[at], l))
+        })
+        .collect()
+}
+
+#[test]
+fn a_mariadb_copy_reads_one_snapshot_and_records_its_binlog_position() {
+    let db = MariaDb::start();
+    db.sql(
+        "USE shop; CREATE TABLE shop.events (id BIGINT PRIMARY KEY, at DATETIME(6) NOT NULL, note VARCHAR(20), KEY (at)) ENGINE=InnoDB;
+         INSERT INTO shop.events SELECT seq, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND, 'n' FROM seq_1_to_1000;
+         UPDATE shop.events SET note = 'say \"hi\"' WHERE id = 7;",
+    );
+    let (_d, wh) = warehouse();
+    let env = [("TIDEMARK_SECRET_SHOP_MY", "m4ria-pw")];
+    let create = format!(
+        "CREATE CONNECTION my TYPE mysql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'my'), sslmode 'disabled')",
+        db.port
+    );
+    ok_env(
+        &wh,
+        &env,
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG shop USING CONNECTION my OPTIONS (database 'shop')",
+        ],
+    );
+    // A filter with a double quote in its string is sent as written (the driver's own reads
+    // would strip the quotes and match nothing).
+    let out = ok_env(
+        &wh,
+        &env,
+        &["SELECT id FROM shop.shop.events WHERE note = 'say \"hi\"'"],
+    );
+    assert_eq!(out.lines().nth(1), Some("7"), "{out}");
+
+    // The run's snapshot is held 3 s once taken: meanwhile rows above every watermark are
+    // added and committed. The run copies the rows as they were.
+    let copy = "COPY INCREMENTAL shop.shop.events INTO events_copy WATERMARK at";
+    let before = std::fs::read_to_string(db.log()).unwrap().len();
+    let child = copy_in_background(&wh, &env, copy, "foreign::mysql_snapshot=return(3000)");
+    let logged = || {
+        let log = std::fs::read_to_string(db.log()).unwrap();
+        log.get(before..).unwrap_or_default().to_string()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !logged().contains("WITH CONSISTENT SNAPSHOT") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never opened a snapshot:\n{}",
+            logged()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    db.sql("USE shop; INSERT INTO shop.events SELECT seq, TIMESTAMP '2025-01-01 00:00:00' + INTERVAL seq SECOND, 'new' FROM seq_1001_to_1050;");
+    let mut child = child;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the copy ended before the table changed"
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(",1000,0,"), "{stdout}");
+    // Every read of the run went through the connection that opened the snapshot.
+    let log = logged();
+    let threads = mariadb_threads(&log);
+    let opener = threads
+        .iter()
+        .find(|(_, l)| l.contains("WITH CONSISTENT SNAPSHOT"))
+        .map(|(t, _)| *t)
+        .unwrap();
+    let reads: Vec<&(&str, &str)> = threads
+        .iter()
+        .filter(|(_, l)| l.contains("SELECT") && l.contains("`events`"))
+        .collect();
+    assert!(reads.len() >= 2, "{log}");
+    assert!(reads.iter().all(|(t, _)| *t == opener), "{log}");
+    // It records where the binary log stood: MariaDB's file and position.
+    let snapshot = ok_env(
+        &wh,
+        &env,
+        &["SELECT source_snapshot FROM system.tidemark.copy_runs WHERE target LIKE '%events_copy'"],
+    );
+    let snapshot = snapshot.lines().nth(1).unwrap_or_default().to_string();
+    let (file, position) = snapshot.rsplit_once(':').unwrap_or_default();
+    assert!(
+        file.rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .starts_with("binlog.")
+            && position.parse::<u64>().is_ok_and(|p| p > 0),
+        "{snapshot}"
+    );
+    // The next run copies the added rows, each once.
+    let out = ok_env(
+        &wh,
+        &env,
+        &[
+            copy,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), max(id)) FROM events_copy",
+        ],
+    );
+    assert!(out.contains(",50,0,"), "{out}");
+    assert!(out.contains("1050/1050/1050"), "{out}");
 }
 
 #[test]

@@ -227,6 +227,9 @@ impl MariaDb {
                 &format!("--port={port}"),
                 "--bind-address=127.0.0.1",
                 "--general-log=1",
+                // A binary log, whose position a consistent snapshot reports.
+                &format!("--log-bin={}", path(&dir.path().join("binlog"))),
+                "--server-id=1",
                 &format!("--log-error={}", path(&dir.path().join("error.log"))),
                 &format!(
                     "--general-log-file={}",

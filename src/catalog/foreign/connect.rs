@@ -23,7 +23,7 @@ use datafusion_table_providers::sql::db_connection_pool::sqlitepool::{
 use datafusion_table_providers::sqlite::{DynSqliteConnectionPool, SqliteTableFactory};
 use datafusion_table_providers::util::secrets::to_secret_map;
 
-use super::snapshot::Reads;
+use super::snapshot::{MySqlReads, PostgresReads, SnapshotReads};
 use super::{Connection, ConnectionType, ForeignCatalog};
 use crate::catalog::Warehouse;
 use crate::error::{Error, Result};
@@ -144,8 +144,8 @@ impl Pool {
         }
     }
 
-    /// The table `schema.table` of the database, read in its own dialect (a PostgreSQL
-    /// table's reads in one snapshot: see [`snapshot`](super::snapshot)).
+    /// The table `schema.table` of the database, read in its own dialect (a PostgreSQL or
+    /// MySQL table's reads in one snapshot: see [`snapshot`](super::snapshot)).
     async fn table(&self, schema: &str, table: &str) -> Result<Checked> {
         let reference = TableReference::partial(schema, table);
         let found = match self {
@@ -154,16 +154,22 @@ impl Pool {
                     .table_provider(reference)
                     .await
                     .map_err(|e| Error::Other(e.to_string()))?;
-                let reads = Reads::of(p.clone(), &provider, schema, table, *connections);
+                let reads = PostgresReads::of(p.clone(), &provider, schema, table, *connections);
                 return Ok(Checked {
                     inner: provider,
-                    reads: reads.map(Arc::new),
+                    reads: reads.map(|r| Arc::new(r) as Arc<dyn SnapshotReads>),
                 });
             }
             Pool::MySql(p) => {
-                MySQLTableFactory::new(p.clone())
+                let provider = MySQLTableFactory::new(p.clone())
                     .table_provider(reference)
                     .await
+                    .map_err(|e| Error::Other(e.to_string()))?;
+                let reads = MySqlReads::of(p.clone(), &provider, schema, table);
+                return Ok(Checked {
+                    inner: provider,
+                    reads: Some(Arc::new(reads)),
+                });
             }
             Pool::Sqlite(p) => {
                 SqliteTableFactory::new(p.clone())
@@ -490,15 +496,16 @@ impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
 /// (`=`, `IN` and `LIKE` on strings: a case-insensitive collation matches more); ordering
 /// comparisons of strings, `<>` and NOT on strings stay in the engine.
 ///
-/// A PostgreSQL table's reads all run in one snapshot ([`Reads`]).
+/// A PostgreSQL or MySQL table's reads all run in one snapshot ([`SnapshotReads`]).
 #[derive(Debug)]
 struct Checked {
     inner: Arc<dyn TableProvider>,
-    reads: Option<Arc<Reads>>,
+    reads: Option<Arc<dyn SnapshotReads>>,
 }
 
 /// The snapshot a database table's reads ran in, as the database names it (PostgreSQL's
-/// `txid_current_snapshot()`), once one has run; None for other tables and databases.
+/// `txid_current_snapshot()`, MariaDB's binary log position), once one has run; None for other
+/// tables and databases.
 pub fn snapshot_of(provider: &Arc<dyn TableProvider>) -> Option<String> {
     provider
         .downcast_ref::<Checked>()?
@@ -533,7 +540,7 @@ impl TableProvider for Checked {
         // No column wanted (count(*)): the provider would still send one; read the first and
         // keep none of it, only the row count.
         let scan = async |projection: Option<&Vec<usize>>| match &self.reads {
-            Some(reads) => reads.scan(projection, filters, limit).await,
+            Some(reads) => reads.clone().scan(projection, filters, limit).await,
             None => {
                 let scan = self.inner.scan(state, projection, filters, limit).await?;
                 Ok(Arc::new(EngineFilters(scan))

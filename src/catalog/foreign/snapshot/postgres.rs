@@ -1,7 +1,6 @@
 //! PostgreSQL tables read in one snapshot, over several connections when the table is large.
 //!
-//! Every read of one table provider (one statement; one COPY INCREMENTAL run, whose count,
-//! window and rows are separate queries) runs in one `REPEATABLE READ READ ONLY` transaction's
+//! Every read of one table provider runs in one `REPEATABLE READ READ ONLY` transaction's
 //! snapshot. The first read opens that transaction on a connection it keeps (the *holder*),
 //! which exports its snapshot (`pg_export_snapshot()`); a read that finds the holder busy
 //! imports the snapshot on a connection of its own (`SET TRANSACTION SNAPSHOT`), and so do the
@@ -41,6 +40,8 @@ use datafusion_table_providers::sql::db_connection_pool::dbconnection::postgresc
 use datafusion_table_providers::sql::db_connection_pool::postgrespool::PostgresConnectionPool;
 use datafusion_table_providers::sql::sql_provider_datafusion::SqlTable;
 use futures::{StreamExt, TryStreamExt};
+
+use super::SnapshotReads;
 use tokio_postgres::types::ToSql;
 
 /// The provider's own table: its SQL for a scan.
@@ -50,7 +51,7 @@ type PgTable = SqlTable<PostgresPooledConnection, &'static (dyn ToSql + Sync)>;
 const PAGES_PER_CONNECTION: i64 = 1024;
 
 /// The reads of one PostgreSQL table provider, all in one snapshot.
-pub(super) struct Reads {
+pub(in crate::catalog::foreign) struct PostgresReads {
     pool: Arc<PostgresConnectionPool>,
     table: Arc<dyn TableProvider>,
     /// The table as PostgreSQL names it, quoted (`"public"."orders"`).
@@ -60,7 +61,7 @@ pub(super) struct Reads {
     snapshot: tokio::sync::OnceCell<Arc<Held>>,
 }
 
-impl std::fmt::Debug for Reads {
+impl std::fmt::Debug for PostgresReads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "snapshot reads of {}", self.relation)
     }
@@ -106,23 +107,23 @@ impl Leased {
     }
 }
 
-impl Reads {
+impl PostgresReads {
     /// Reads of `provider` (the PostgreSQL provider's table) in one snapshot; None for a
     /// provider of another shape.
-    pub(super) fn of(
+    pub(in crate::catalog::foreign) fn of(
         pool: Arc<PostgresConnectionPool>,
         provider: &Arc<dyn TableProvider>,
         schema: &str,
         table: &str,
         connections: usize,
-    ) -> Option<Reads> {
+    ) -> Option<PostgresReads> {
         let inner = provider
             .downcast_ref::<FederatedTableProviderAdaptor>()
             .and_then(|a| a.table_provider.clone())
             .unwrap_or_else(|| provider.clone());
         inner.downcast_ref::<PgTable>()?;
         let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-        Some(Reads {
+        Some(PostgresReads {
             pool,
             table: inner,
             relation: format!("{}.{}", quote(schema), quote(table)),
@@ -135,22 +136,6 @@ impl Reads {
         self.table
             .downcast_ref::<PgTable>()
             .ok_or_else(|| DataFusionError::Internal("not a PostgreSQL table".into()))
-    }
-
-    /// The snapshot's name, once a read has opened it.
-    pub(super) fn snapshot_name(&self) -> Option<String> {
-        self.snapshot.get().and_then(|h| h.name.clone())
-    }
-
-    /// End the snapshot's transaction: every read has run (a later one fails, naming this).
-    /// Returns the snapshot's name.
-    pub(super) fn finish(&self) -> Option<String> {
-        if let Some(held) = self.snapshot.get()
-            && let Ok(mut holder) = held.holder.try_lock()
-        {
-            drop(Leased(holder.0.take()));
-        }
-        self.snapshot_name()
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) -> DataFusionError {
@@ -217,8 +202,8 @@ impl Reads {
     }
 
     /// The plan that reads `projection` of the rows `filters` keep (at most `limit`).
-    pub(super) async fn scan(
-        self: &Arc<Self>,
+    async fn plan(
+        self: Arc<Self>,
         projection: Option<&Vec<usize>>,
         filters: &[EngineExpr],
         limit: Option<usize>,
@@ -248,12 +233,7 @@ impl Reads {
                 .map(|range| format!("{select} WHERE {predicate}{range}"))
                 .collect()
         };
-        Ok(Arc::new(SnapshotScan::new(
-            self.clone(),
-            held,
-            sqls,
-            schema,
-        )))
+        Ok(Arc::new(SnapshotScan::new(self, held, sqls, schema)))
     }
 
     /// Page ranges for a split read of `sql` (none when one query is the better read).
@@ -352,6 +332,31 @@ impl Reads {
     }
 }
 
+#[async_trait::async_trait]
+impl SnapshotReads for PostgresReads {
+    async fn scan(
+        self: Arc<Self>,
+        projection: Option<&Vec<usize>>,
+        filters: &[EngineExpr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.plan(projection, filters, limit).await
+    }
+
+    fn snapshot_name(&self) -> Option<String> {
+        self.snapshot.get().and_then(|h| h.name.clone())
+    }
+
+    fn finish(&self) -> Option<String> {
+        if let Some(held) = self.snapshot.get()
+            && let Ok(mut holder) = held.holder.try_lock()
+        {
+            drop(Leased(holder.0.take()));
+        }
+        self.snapshot_name()
+    }
+}
+
 /// Whether a plan (of `EXPLAIN (FORMAT JSON)`) reads its table by a sequential scan, maybe
 /// under a Gather.
 fn sequential(plan: &serde_json::Value) -> bool {
@@ -398,7 +403,7 @@ impl Lease {
 
 /// One query per partition, every one in the same snapshot.
 struct SnapshotScan {
-    reads: Arc<Reads>,
+    reads: Arc<PostgresReads>,
     held: Arc<Held>,
     sqls: Vec<String>,
     schema: SchemaRef,
@@ -406,7 +411,12 @@ struct SnapshotScan {
 }
 
 impl SnapshotScan {
-    fn new(reads: Arc<Reads>, held: Arc<Held>, sqls: Vec<String>, schema: SchemaRef) -> Self {
+    fn new(
+        reads: Arc<PostgresReads>,
+        held: Arc<Held>,
+        sqls: Vec<String>,
+        schema: SchemaRef,
+    ) -> Self {
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(schema.clone()),
             Partitioning::UnknownPartitioning(sqls.len()),

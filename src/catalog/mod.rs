@@ -306,18 +306,29 @@ impl Warehouse {
     /// URL of a table, as delta-rs wants it: its directory, or an external table's location.
     pub fn table_url(&self, name: &TableName) -> Result<Url> {
         let path = self.table_path(name)?;
-        if let Some(url) = external::link(&path) {
+        if let Some(url) = self.table_link(name, &path) {
             return Ok(url);
         }
         path.url()
+    }
+
+    /// Where table `name` (at `path`) links to. Never asked of tidemark's own tables: nothing
+    /// can link from the `system` catalog (one read less per run on a store).
+    fn table_link(&self, name: &TableName, path: &Place) -> Option<Url> {
+        if name.catalog == SYSTEM {
+            return None;
+        }
+        external::link(path)
     }
 
     /// The local directory holding a table's data and log: its directory in the warehouse, an
     /// external table's local location, or None for a table on an object store.
     pub fn data_dir(&self, name: &TableName) -> Result<Option<PathBuf>> {
         let path = self.table_path(name)?;
-        let url = match external::link(&path) {
+        let url = match self.table_link(name, &path) {
             Some(url) => url,
+            // A name on a store has no local directory, wherever its schema's tables live.
+            None if path.local().is_none() => return Ok(None),
             // A table not made yet, in a schema whose tables live elsewhere: its place is
             // chosen when it is made (no local directory to write into before that).
             None => match self.schema_location(&name.catalog, &name.schema) {
@@ -414,7 +425,7 @@ impl Warehouse {
 
     /// The location an external table links to (None: a managed table).
     pub fn external_location(&self, name: &TableName) -> Option<Url> {
-        external::link(&self.table_path(name).ok()?)
+        self.table_link(name, &self.table_path(name).ok()?)
     }
 
     /// Whether a directory holds a Delta table: a log with a version in it (see

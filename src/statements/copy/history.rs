@@ -156,11 +156,10 @@ pub async fn append(session: &Session, records: &[RunRecord]) -> Result<()> {
 pub fn prefetch(session: &Session) {
     let warehouse = session.warehouse().clone();
     tokio::spawn(async move {
-        let name = table_name();
         let slot = kept(&warehouse);
         let mut kept = slot.lock().await;
+        // A history not made yet fails to open (its first append makes it).
         if kept.is_none()
-            && warehouse.table_exists(&name)
             && let Ok(t) = open_appendable(&warehouse).await
         {
             *kept = Some(t);

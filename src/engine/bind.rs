@@ -641,6 +641,7 @@ impl Session {
             error: None,
             headers: vec![],
             inline_tables: 0,
+            named_elsewhere: Default::default(),
         };
         let _ = node.visit(&mut spellings);
         if let Some(e) = spellings.error {

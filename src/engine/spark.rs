@@ -112,6 +112,46 @@ pub struct SparkSpellings<'a> {
     pub headers: Vec<Vec<Option<String>>>,
     /// Inline tables named so far (an unnamed one gets a name of its own).
     pub inline_tables: usize,
+    /// Queries whose columns are named elsewhere, by address: a subquery in FROM (its alias
+    /// names them) and the rows of an INSERT (the table's columns).
+    pub named_elsewhere: std::collections::HashSet<usize>,
+}
+
+/// A query's address, to know it again while visiting.
+fn address(query: &Query) -> usize {
+    std::ptr::from_ref(query) as usize
+}
+
+/// A query that is a VALUES list (`VALUES (1, 'a')`, a CTE or CTAS of one) has columns
+/// `col1`, `col2`, ... as in Databricks: it becomes `SELECT * FROM (VALUES ...) AS
+/// __inline_table_N(col1, ...)` (its ORDER BY and LIMIT stay outside).
+fn name_values_columns(query: &mut Query, named: &mut usize) {
+    use datafusion::sql::sqlparser::ast::Statement;
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    if !matches!(query.body.as_ref(), SetExpr::Values(_)) {
+        return;
+    }
+    let Ok(mut parsed) = Parser::parse_sql(&GenericDialect {}, "SELECT * FROM (VALUES (1)) AS t")
+    else {
+        return;
+    };
+    let Some(Statement::Query(mut shell)) = parsed.pop() else {
+        return;
+    };
+    let SetExpr::Select(select) = shell.body.as_mut() else {
+        return;
+    };
+    let Some(TableFactor::Derived {
+        subquery, alias, ..
+    }) = select.from.first_mut().map(|f| &mut f.relation)
+    else {
+        return;
+    };
+    std::mem::swap(&mut subquery.body, &mut query.body);
+    *alias = None;
+    name_inline_table_columns(subquery, alias, named);
+    std::mem::swap(&mut shell.body, &mut query.body);
 }
 
 /// An inline table's columns named as Databricks names them, `col1`, `col2`, ... (the engine
@@ -154,6 +194,9 @@ impl VisitorMut for SparkSpellings<'_> {
     /// Remember how each select item reads, so a rewritten one keeps it as its column name
     /// (`year(d)`, not the `date_part(...)` it became).
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if !self.named_elsewhere.contains(&address(query)) {
+            name_values_columns(query, &mut self.inline_tables);
+        }
         if let Err(e) = group_by_modifiers(query.body.as_mut()) {
             self.error = Some(e);
             return ControlFlow::Break(());
@@ -212,6 +255,19 @@ impl VisitorMut for SparkSpellings<'_> {
         ControlFlow::Continue(())
     }
 
+    /// The rows of an INSERT take the table's column names, not VALUES' own.
+    fn pre_visit_statement(
+        &mut self,
+        statement: &mut datafusion::sql::sqlparser::ast::Statement,
+    ) -> ControlFlow<()> {
+        if let datafusion::sql::sqlparser::ast::Statement::Insert(insert) = statement
+            && let Some(source) = &insert.source
+        {
+            self.named_elsewhere.insert(address(source));
+        }
+        ControlFlow::Continue(())
+    }
+
     /// `range(n)` / `range(a, b[, step])` in FROM: Databricks names its column `id`. An
     /// inline table (`FROM VALUES (1, 'a')`) without column names has `col1`, `col2`, ...
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
@@ -220,6 +276,7 @@ impl VisitorMut for SparkSpellings<'_> {
         } = factor
         {
             name_inline_table_columns(subquery, alias, &mut self.inline_tables);
+            self.named_elsewhere.insert(address(subquery));
             return ControlFlow::Continue(());
         }
         let TableFactor::Table {

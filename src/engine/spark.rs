@@ -122,15 +122,18 @@ fn address(query: &Query) -> usize {
     std::ptr::from_ref(query) as usize
 }
 
-/// A query that is a VALUES list (`VALUES (1, 'a')`, a CTE or CTAS of one) has columns
-/// `col1`, `col2`, ... as in Databricks: it becomes `SELECT * FROM (VALUES ...) AS
-/// __inline_table_N(col1, ...)` (its ORDER BY and LIMIT stay outside).
-fn name_values_columns(query: &mut Query, named: &mut usize) {
+/// A query that is a VALUES list (`VALUES (1, 'a')`, a CTE or CTAS of one, the first of a
+/// UNION of them) has columns `col1`, `col2`, ... as in Databricks: the list becomes `SELECT *
+/// FROM (VALUES ...) AS __inline_table_N(col1, ...)` (its ORDER BY and LIMIT stay outside).
+fn name_values_columns(body: &mut SetExpr, named: &mut usize) {
     use datafusion::sql::sqlparser::ast::Statement;
     use datafusion::sql::sqlparser::dialect::GenericDialect;
     use datafusion::sql::sqlparser::parser::Parser;
-    if !matches!(query.body.as_ref(), SetExpr::Values(_)) {
-        return;
+    match body {
+        SetExpr::Values(_) => {}
+        // A set operation's columns are named by its first input.
+        SetExpr::SetOperation { left, .. } => return name_values_columns(left, named),
+        _ => return,
     }
     let Ok(mut parsed) = Parser::parse_sql(&GenericDialect {}, "SELECT * FROM (VALUES (1)) AS t")
     else {
@@ -148,10 +151,10 @@ fn name_values_columns(query: &mut Query, named: &mut usize) {
     else {
         return;
     };
-    std::mem::swap(&mut subquery.body, &mut query.body);
+    std::mem::swap(subquery.body.as_mut(), body);
     *alias = None;
     name_inline_table_columns(subquery, alias, named);
-    std::mem::swap(&mut shell.body, &mut query.body);
+    std::mem::swap(shell.body.as_mut(), body);
 }
 
 /// An inline table's columns named as Databricks names them, `col1`, `col2`, ... (the engine
@@ -168,7 +171,11 @@ fn name_inline_table_columns(
     if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
         return;
     }
-    let Some(width) = values.rows.first().map(|r| r.content.len()) else {
+    // A row written as one tuple (`VALUES (('a', 10))`) is that tuple's columns.
+    let Some(width) = values.rows.first().map(|r| match r.content.as_slice() {
+        [Expr::Tuple(items)] => items.len(),
+        content => content.len(),
+    }) else {
         return;
     };
     let columns = (1..=width)
@@ -195,7 +202,7 @@ impl VisitorMut for SparkSpellings<'_> {
     /// (`year(d)`, not the `date_part(...)` it became).
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         if !self.named_elsewhere.contains(&address(query)) {
-            name_values_columns(query, &mut self.inline_tables);
+            name_values_columns(query.body.as_mut(), &mut self.inline_tables);
         }
         if let Err(e) = group_by_modifiers(query.body.as_mut()) {
             self.error = Some(e);

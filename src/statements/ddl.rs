@@ -253,6 +253,12 @@ pub fn create_schema(
         )));
     }
     let url = match location {
+        // tidemark's own tables never live elsewhere (nothing reads a link there).
+        Some(_) if catalog == SYSTEM => {
+            return Err(Error::Invalid(format!(
+                "CREATE SCHEMA {catalog}.{schema} MANAGED LOCATION: catalog '{SYSTEM}' holds tidemark's own tables, which live in the warehouse (leave MANAGED LOCATION out, or use a catalog of your own)"
+            )));
+        }
         Some(l) => {
             let url = external::parse_location(l)?;
             session.warehouse().check_new_location(&url)?;

@@ -525,7 +525,8 @@ fn a_mariadb_copy_reads_one_snapshot_and_records_its_binlog_position() {
     db.sql(
         "USE shop; CREATE TABLE shop.events (id BIGINT PRIMARY KEY, at DATETIME(6) NOT NULL, note VARCHAR(20), KEY (at)) ENGINE=InnoDB;
          INSERT INTO shop.events SELECT seq, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND, 'n' FROM seq_1_to_1000;
-         UPDATE shop.events SET note = 'say \"hi\"' WHERE id = 7;",
+         UPDATE shop.events SET note = 'say \"hi\"' WHERE id = 7;
+         UPDATE shop.events SET note = 'C:\\\\temp' WHERE id = 9;",
     );
     let (_d, wh) = warehouse();
     let env = [("TIDEMARK_SECRET_SHOP_MY", "m4ria-pw")];
@@ -549,6 +550,13 @@ fn a_mariadb_copy_reads_one_snapshot_and_records_its_binlog_position() {
         &["SELECT id FROM shop.shop.events WHERE note = 'say \"hi\"'"],
     );
     assert_eq!(out.lines().nth(1), Some("7"), "{out}");
+    // A backslash is a backslash (MySQL would read it as an escape: `\t`, a tab).
+    let out = ok_env(
+        &wh,
+        &env,
+        &["SELECT id, length(note) FROM shop.shop.events WHERE note = 'C:\\\\temp'"],
+    );
+    assert_eq!(out.lines().nth(1), Some("9,7"), "{out}");
 
     // The run's snapshot is held 3 s once taken: meanwhile rows above every watermark are
     // added and committed. The run copies the rows as they were.
@@ -568,6 +576,13 @@ fn a_mariadb_copy_reads_one_snapshot_and_records_its_binlog_position() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // Where the binary log stands when the snapshot is taken (nothing is written meanwhile).
+    let status = String::from_utf8_lossy(&db.client("SHOW MASTER STATUS").stdout).to_string();
+    let at = status
+        .lines()
+        .nth(1)
+        .map(|l| l.split('\t').take(2).collect::<Vec<_>>().join(":"))
+        .unwrap_or_default();
     db.sql("USE shop; INSERT INTO shop.events SELECT seq, TIMESTAMP '2025-01-01 00:00:00' + INTERVAL seq SECOND, 'new' FROM seq_1001_to_1050;");
     let mut child = child;
     assert!(
@@ -604,14 +619,12 @@ fn a_mariadb_copy_reads_one_snapshot_and_records_its_binlog_position() {
     );
     let snapshot = snapshot.lines().nth(1).unwrap_or_default().to_string();
     let (file, position) = snapshot.rsplit_once(':').unwrap_or_default();
+    let file = file.rsplit('/').next().unwrap_or_default();
     assert!(
-        file.rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .starts_with("binlog.")
-            && position.parse::<u64>().is_ok_and(|p| p > 0),
+        file.starts_with("binlog.") && position.parse::<u64>().is_ok_and(|p| p > 0),
         "{snapshot}"
     );
+    assert_eq!(format!("{file}:{position}"), at, "{status}");
     // The next run copies the added rows, each once.
     let out = ok_env(
         &wh,

@@ -9,7 +9,11 @@
 //!
 //! The snapshot's name is where the server's binary log stood: MariaDB's
 //! `binlog_snapshot_file:binlog_snapshot_position` (exactly the snapshot's point), else
-//! MySQL's `gtid_executed` (read just after the snapshot opened); none without a binary log.
+//! MySQL's `gtid_executed` (read just before the snapshot opened); none without a binary log.
+//! A server that refuses the snapshot's statements is read without one.
+//!
+//! The session reads backslashes in string literals as themselves (`NO_BACKSLASH_ESCAPES`):
+//! the engine's filters are written in standard SQL.
 //!
 //! Rows are converted to Arrow by the provider's own code, but the SQL is sent as the
 //! unparser wrote it: the provider's own reads strip every `"` from it, string literals
@@ -181,15 +185,40 @@ impl MySqlReads {
 }
 
 /// Open a read-only transaction with a consistent snapshot on `conn`; the snapshot's name.
+/// A server that refuses READ ONLY gets a consistent snapshot without it, and one that
+/// refuses both is read without a transaction (each query its own snapshot, no name).
 async fn open(conn: &MySQLConnection) -> Result<Option<String>, mysql_async::Error> {
     let mut c = conn.conn.lock().await;
-    c.query_drop("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .await?;
-    c.query_drop("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        .await?;
-    // MariaDB keeps the binary log position of the snapshot (empty without a binary log);
-    // MySQL has none, and answers with its executed GTIDs where GTIDs are on. A failed query
-    // leaves a MySQL transaction open.
+    // String literals are sent as the engine wrote them: a backslash is a backslash, not
+    // MySQL's escape (`'C:\temp'` would otherwise match a tab).
+    c.query_drop(
+        "SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_BACKSLASH_ESCAPES')",
+    )
+    .await?;
+    // MySQL's executed GTIDs, read before the snapshot opens: at or before its point (a
+    // consumer resuming there replays a few transactions rather than missing any).
+    let gtids: Option<Option<String>> = c
+        .query_first("SELECT @@GLOBAL.gtid_executed")
+        .await
+        .unwrap_or_default();
+    let _ = c
+        .query_drop("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .await;
+    let mut opened = false;
+    for start in [
+        "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+        "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+    ] {
+        if c.query_drop(start).await.is_ok() {
+            opened = true;
+            break;
+        }
+    }
+    if !opened {
+        return Ok(None);
+    }
+    // MariaDB keeps the binary log position of the snapshot itself (empty without a binary
+    // log). A failed query leaves a MySQL transaction open.
     let status: Vec<(String, String)> = c
         .query("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
         .await
@@ -207,10 +236,6 @@ async fn open(conn: &MySQLConnection) -> Result<Option<String>, mysql_async::Err
     ) {
         return Ok(Some(format!("{file}:{position}")));
     }
-    let gtids: Option<Option<String>> = c
-        .query_first("SELECT @@GLOBAL.gtid_executed")
-        .await
-        .unwrap_or_default();
     Ok(gtids.flatten().filter(|g| !g.trim().is_empty()))
 }
 
@@ -337,13 +362,30 @@ impl ExecutionPlan for MySqlScan {
         // driver's row stream borrows it), and handed over as batches; a reader that stops
         // listening ends the task at its next batch.
         let (tx, rx) = tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(2);
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             if let Err(e) = read(&reads, &held, &sql, projected, batch, &tx).await {
                 let _ = tx.send(Err(e)).await;
             }
         });
-        let rows = futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|batch| (batch, rx))
+        // The rows end when the task does; a task that panicked ends them with an error,
+        // never as if every row had been read.
+        let relation = self.reads.relation.clone();
+        let rows = futures::stream::unfold((rx, Some(task)), move |(mut rx, task)| {
+            let relation = relation.clone();
+            async move {
+                if let Some(batch) = rx.recv().await {
+                    return Some((batch, (rx, task)));
+                }
+                match task?.await {
+                    Ok(()) => None,
+                    Err(e) => Some((
+                        Err(DataFusionError::Execution(format!(
+                            "MySQL table {relation}: the read stopped before its end: {e}"
+                        ))),
+                        (rx, None),
+                    )),
+                }
+            }
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema.clone(),
@@ -362,9 +404,9 @@ async fn read(
     batch: usize,
     tx: &tokio::sync::mpsc::Sender<DfResult<RecordBatch>>,
 ) -> DfResult<()> {
-    let lease = reads.lease(held).await?;
-    let mut conn = lease.conn()?.conn.lock().await;
     let failed = |e: &dyn std::fmt::Display| reads.failed("query", e);
+    let lease = reads.lease(held).await?;
+    let mut conn = lease.conn().map_err(|e| failed(&e))?.conn.lock().await;
     let mut result = conn
         .exec_iter(sql, Params::Empty)
         .await

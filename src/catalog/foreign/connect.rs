@@ -102,11 +102,12 @@ impl Pool {
                     "connection_pool_size".into(),
                     (2 * connections + 8).to_string(),
                 );
-                // Timestamps compared in UTC (filters are sent with UTC literals), and no
-                // session may write.
+                // Timestamps compared in UTC (filters are sent with UTC literals), string
+                // literals read as standard SQL writes them (a backslash is a backslash, on a
+                // server configured otherwise too), and no session may write.
                 params.insert(
                     "options".into(),
-                    "-c TimeZone=UTC -c default_transaction_read_only=on".into(),
+                    "-c TimeZone=UTC -c standard_conforming_strings=on -c default_transaction_read_only=on".into(),
                 );
                 params.insert("application_name".into(), "tidemark".into());
                 let pool = PostgresConnectionPool::new(to_secret_map(params))

@@ -402,6 +402,11 @@ static AFTER_CANCEL: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>> =
 /// thread, so the shell waits for this count to fall to zero too.
 static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// How many copies of this process are in progress.
+pub(crate) fn live_copies() -> usize {
+    LIVE.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Counts one copy in progress while it lives.
 pub(crate) struct Live;
 

@@ -28,11 +28,14 @@ mod spark_time;
 pub use spark_time::{TO_TIMESTAMP, TRY_TO_TIMESTAMP};
 mod subscript;
 pub use subscript::ZeroBasedSubscript;
+mod map_cast;
 mod type_of;
+pub use map_cast::CAST_MAP;
 
 /// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
+    ctx.register_udf(ScalarUDF::from(map_cast::CastMap::new()));
     for f in arithmetic::udfs() {
         ctx.register_udf(f);
     }

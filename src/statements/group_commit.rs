@@ -3,7 +3,7 @@
 //! whoever holds the table's lock applies everything queued in one commit. One commit for
 //! many changes means fewer commits and no conflicts between iterations.
 //!
-//! The holder waits a moment (at most [`LINGER`], while changes keep coming) when other
+//! The holder waits a moment (at most [`LINGER`] and a [`GAP`], while changes keep coming) when other
 //! copies of this process are still running and have not queued theirs: without it, copies that end one after another
 //! each made a commit of their own (a job of 1,000 copies made about 580 history commits),
 //! and every commit is a file, a log entry and a share of checkpoints that later opens read.
@@ -79,8 +79,18 @@ impl<T> Group<T> {
             .unwrap_or_else(|e| e.into_inner())
             .push((item, tx));
         let _guard = self.lock.lock().await;
-        if let Ok(done) = rx.try_recv() {
-            return unshare(done);
+        match rx.try_recv() {
+            Ok(done) => return unshare(done),
+            // An earlier holder took this change and was stopped before it told the outcome:
+            // whether its commit landed is unknown.
+            Err(oneshot::error::TryRecvError::Closed) => {
+                return Err(Error::Other(
+                    "the group commit that held this change was cancelled before it finished; \
+                     whether the change was committed is unknown (the next run checks)"
+                        .into(),
+                ));
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {}
         }
         // A lone copy commits at once; with others running, theirs join this commit while
         // they keep coming (a pause of [`GAP`] without one ends the wait).
@@ -99,6 +109,12 @@ impl<T> Group<T> {
         }
         let batch: Vec<(T, oneshot::Sender<Shared>)> =
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if batch.is_empty() {
+            // Only a holder of the lock takes the queue, and this change was in it.
+            return Err(Error::Other(
+                "internal error: a group commit found its own change gone".into(),
+            ));
+        }
         let (items, senders): (Vec<T>, Vec<_>) = batch.into_iter().unzip();
         let outcome: Shared = apply(items)
             .await

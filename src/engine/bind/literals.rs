@@ -95,7 +95,7 @@ impl VisitorMut for DatabricksTimestamps {
                 }
             }
             // A cast to a type with a MAP in it, which the engine's SQL types lack: Arrow's
-            // cast to the same type.
+            // cast to the same type, with maps whose keys became equal refused.
             Expr::Cast {
                 kind: CastKind::Cast | CastKind::DoubleColon,
                 expr: inner,
@@ -103,11 +103,10 @@ impl VisitorMut for DatabricksTimestamps {
                 format: None,
                 ..
             } if has_map(data_type) => {
-                if let Some(remade) = map_cast(inner, data_type) {
-                    *expr = remade;
-                } else if let Ok(arrow) = crate::engine::types::sql_to_arrow(data_type) {
+                if let Ok(arrow) = crate::engine::types::sql_to_arrow(data_type) {
                     let call = format!(
-                        "arrow_cast(NULL, {})",
+                        "{}(NULL, {})",
+                        crate::engine::functions::CAST_MAP,
                         crate::engine::spark::quoted(&arrow.to_string())
                     );
                     if let Ok(Expr::Function(mut f)) = crate::parser::expr_text(&call)
@@ -129,52 +128,6 @@ impl VisitorMut for DatabricksTimestamps {
         }
         ControlFlow::Continue(())
     }
-}
-
-/// `CAST(m AS MAP<K, V>)` of a map: its keys and its values cast as arrays, and a map made of
-/// them again, so keys that become equal (`'1'` and `'01'` as INT) are [DUPLICATED_MAP_KEY],
-/// as in Databricks (Arrow's cast of the map keeps both). None for another cast, or a NULL.
-fn map_cast(inner: &Expr, data_type: &datafusion::sql::sqlparser::ast::DataType) -> Option<Expr> {
-    use datafusion::sql::sqlparser::ast::{ArrayElemTypeDef, DataType as T, Value, ValueWithSpan};
-    let T::Map(k, v) = data_type else {
-        return None;
-    };
-    if matches!(
-        inner,
-        Expr::Value(ValueWithSpan {
-            value: Value::Null,
-            ..
-        })
-    ) {
-        return None;
-    }
-    let list = |t: &T| {
-        crate::engine::types::sql_to_arrow(&T::Array(ArrayElemTypeDef::AngleBracket(Box::new(
-            t.clone(),
-        ))))
-        .ok()
-        .map(|a| crate::engine::spark::quoted(&a.to_string()))
-    };
-    let call = format!(
-        "map_from_arrays(arrow_cast(map_keys(NULL), {}), arrow_cast(map_values(NULL), {}))",
-        list(k)?,
-        list(v)?
-    );
-    let mut remade = crate::parser::expr_text(&call).ok()?;
-    // The two NULLs are the map.
-    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut remade, |e| {
-        if matches!(
-            e,
-            Expr::Value(ValueWithSpan {
-                value: Value::Null,
-                ..
-            })
-        ) {
-            *e = inner.clone();
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    Some(Expr::Nested(Box::new(remade)))
 }
 
 /// Whether a SQL type has a MAP in it.

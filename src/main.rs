@@ -80,12 +80,27 @@ fn ordered_inputs(matches: &ArgMatches, args: &Args) -> Vec<Input> {
     items.into_iter().map(|(_, x)| x).collect()
 }
 
+/// No transparent huge pages for this process (and what it starts): every Delta commit read
+/// reserves a JSON decoder of a few MiB, and backed by huge pages each reservation after a
+/// purge faulted in and zeroed a fresh 2 MiB page (a 200-table job peaked at 3.6x the memory,
+/// `docs/benchmarks.md`). mimalloc's `no_thp` build stops asking for them; this also covers
+/// hosts whose kernel gives them unasked (`transparent_hugepage=always`).
+fn no_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_THP_DISABLE takes integer arguments and touches no memory of
+    // ours; a kernel without it returns an error, which changes nothing.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 /// mimalloc, as datafusion-cli has: glibc's malloc spent a third of a many-table job's CPU
 /// time in its own bookkeeping.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    no_huge_pages();
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();
     let matches = Args::command().get_matches();

@@ -8,8 +8,9 @@ use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, MapArray};
-use datafusion::arrow::compute::{CastOptions, cast_with_options};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, MapArray};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::{cast_with_options, filter};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -66,43 +67,118 @@ impl ScalarUDFImpl for CastMap {
         }
         Ok(Arc::new(Field::new(self.name(), to, true)))
     }
+    fn schema_name(
+        &self,
+        args: &[datafusion::logical_expr::Expr],
+    ) -> datafusion::error::Result<String> {
+        // Named after the value, as DataFusion names a CAST (and Spark does).
+        match args.first() {
+            Some(value) => Ok(value.schema_name().to_string()),
+            None => Ok(self.name().to_string()),
+        }
+    }
     fn invoke_with_args(
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
         let to = args.return_field.data_type();
-        let value = args.args[0].to_array(args.number_rows)?;
-        let options = CastOptions {
-            safe: false,
-            ..Default::default()
+        // A constant is cast once (one row), whatever the batch's size.
+        let (value, constant) = match &args.args[0] {
+            ColumnarValue::Scalar(v) => (v.to_array_of_size(1)?, true),
+            ColumnarValue::Array(a) => (a.clone(), false),
         };
-        let cast = cast_with_options(&value, to, &options)?;
+        let cast = cast_with_options(
+            &value,
+            to,
+            &datafusion::common::format::DEFAULT_CAST_OPTIONS,
+        )?;
         check_keys(&cast)?;
-        match &args.args[0] {
-            ColumnarValue::Scalar(_) => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
-                &cast, 0,
-            )?)),
-            ColumnarValue::Array(_) => Ok(ColumnarValue::Array(cast)),
-        }
+        Ok(if constant {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&cast, 0)?)
+        } else {
+            ColumnarValue::Array(cast)
+        })
     }
 }
 
 /// `[DUPLICATED_MAP_KEY]` if a map anywhere in `array` (nested in lists, structs and maps
-/// too) holds a key twice.
+/// too) holds a key twice. Only values a valid row reaches are looked at: a sliced list keeps
+/// its whole child array, and a NULL row may cover entries that are not part of the result.
 fn check_keys(array: &ArrayRef) -> datafusion::error::Result<()> {
     match array.data_type() {
         DataType::Map(_, _) => {
             let map = array.as_map();
             unique_keys(map)?;
-            check_keys(map.keys())?;
-            check_keys(map.values())
+            let o = map.value_offsets();
+            let entries: ArrayRef = Arc::new(map.entries().clone());
+            let entries = reached(
+                &entries,
+                map.nulls(),
+                (0..map.len()).map(|i| (o[i] as usize, o[i + 1] as usize)),
+            )?;
+            let entries = entries.as_struct();
+            check_keys(entries.column(0))?;
+            check_keys(entries.column(1))
         }
-        DataType::List(_) => check_keys(array.as_list::<i32>().values()),
-        DataType::LargeList(_) => check_keys(array.as_list::<i64>().values()),
-        DataType::FixedSizeList(_, _) => check_keys(array.as_fixed_size_list().values()),
-        DataType::Struct(_) => array.as_struct().columns().iter().try_for_each(check_keys),
+        DataType::List(_) => {
+            let list = array.as_list::<i32>();
+            let o = list.value_offsets();
+            check_keys(&reached(
+                list.values(),
+                list.nulls(),
+                (0..list.len()).map(|i| (o[i] as usize, o[i + 1] as usize)),
+            )?)
+        }
+        DataType::LargeList(_) => {
+            let list = array.as_list::<i64>();
+            let o = list.value_offsets();
+            check_keys(&reached(
+                list.values(),
+                list.nulls(),
+                (0..list.len()).map(|i| (o[i] as usize, o[i + 1] as usize)),
+            )?)
+        }
+        DataType::FixedSizeList(_, _) => {
+            let list = array.as_fixed_size_list();
+            let n = list.value_length() as usize;
+            check_keys(&reached(
+                list.values(),
+                list.nulls(),
+                (0..list.len()).map(|i| {
+                    let start = list.value_offset(i) as usize;
+                    (start, start + n)
+                }),
+            )?)
+        }
+        DataType::Struct(_) => {
+            let valid = match array.nulls() {
+                Some(nulls) if nulls.null_count() > 0 => {
+                    filter(array, &BooleanArray::new(nulls.inner().clone(), None))?
+                }
+                _ => array.clone(),
+            };
+            valid.as_struct().columns().iter().try_for_each(check_keys)
+        }
         _ => Ok(()),
     }
+}
+
+/// The values of `child` that the valid rows' ranges cover, in order.
+fn reached(
+    child: &ArrayRef,
+    nulls: Option<&NullBuffer>,
+    ranges: impl Iterator<Item = (usize, usize)>,
+) -> datafusion::error::Result<ArrayRef> {
+    let mut mask = vec![false; child.len()];
+    for (row, (start, end)) in ranges.enumerate() {
+        if nulls.is_none_or(|n| n.is_valid(row)) {
+            mask[start..end].fill(true);
+        }
+    }
+    if mask.iter().all(|m| *m) {
+        return Ok(child.clone());
+    }
+    Ok(filter(child, &BooleanArray::from(mask))?)
 }
 
 /// `[DUPLICATED_MAP_KEY]` if one of the maps of `map` holds a key twice (a NULL map has none).

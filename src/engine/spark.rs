@@ -867,27 +867,26 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
-        // Map lambdas `(k, v) -> ...` over the map's entries (a key made twice by
-        // transform_keys is [DUPLICATED_MAP_KEY], as in Databricks).
+        // Map lambdas `(k, v) -> ...` over the map's entries, the map read once (a key made
+        // twice by transform_keys is [DUPLICATED_MAP_KEY], as in Databricks).
         ("transform_values" | "transform_keys" | "map_filter", [m, _])
             if scalar && matches!(exprs[1], Expr::Lambda(_)) =>
         {
             let body = entry_lambda_body(&name, exprs[1])?;
             let e = ENTRY;
             let entries = format!("map_entries({m})");
+            let (key, value) = (
+                format!("get_field({e}, 'key')"),
+                format!("get_field({e}, 'value')"),
+            );
             match name.as_str() {
-                "transform_values" => {
-                    format!("map_from_arrays(map_keys({m}), transform({entries}, {e} -> {body}))")
-                }
-                "transform_keys" => {
-                    format!("map_from_arrays(transform({entries}, {e} -> {body}), map_values({m}))")
-                }
-                _ => {
-                    let kept = format!("filter({entries}, {e} -> {body})");
-                    format!(
-                        "map_from_arrays(transform({kept}, {e} -> get_field({e}, 'key')), transform({kept}, {e} -> get_field({e}, 'value')))"
-                    )
-                }
+                "transform_values" => format!(
+                    "map_from_entries(transform({entries}, {e} -> named_struct('key', {key}, 'value', {body})))"
+                ),
+                "transform_keys" => format!(
+                    "map_from_entries(transform({entries}, {e} -> named_struct('key', {body}, 'value', {value})))"
+                ),
+                _ => format!("map_from_entries(filter({entries}, {e} -> {body}))"),
             }
         }
         // NULL for a day that does not exist (DataFusion's is an error).

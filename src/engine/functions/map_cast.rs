@@ -8,7 +8,9 @@ use std::collections::HashSet;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, MapArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, GenericListArray, MapArray, OffsetSizeTrait,
+};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::{cast_with_options, filter};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
@@ -120,24 +122,8 @@ fn check_keys(array: &ArrayRef) -> datafusion::error::Result<()> {
             check_keys(entries.column(0))?;
             check_keys(entries.column(1))
         }
-        DataType::List(_) => {
-            let list = array.as_list::<i32>();
-            let o = list.value_offsets();
-            check_keys(&reached(
-                list.values(),
-                list.nulls(),
-                (0..list.len()).map(|i| (o[i] as usize, o[i + 1] as usize)),
-            )?)
-        }
-        DataType::LargeList(_) => {
-            let list = array.as_list::<i64>();
-            let o = list.value_offsets();
-            check_keys(&reached(
-                list.values(),
-                list.nulls(),
-                (0..list.len()).map(|i| (o[i] as usize, o[i + 1] as usize)),
-            )?)
-        }
+        DataType::List(_) => check_keys(&list_reached(array.as_list::<i32>())?),
+        DataType::LargeList(_) => check_keys(&list_reached(array.as_list::<i64>())?),
         DataType::FixedSizeList(_, _) => {
             let list = array.as_fixed_size_list();
             let n = list.value_length() as usize;
@@ -161,6 +147,18 @@ fn check_keys(array: &ArrayRef) -> datafusion::error::Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// The values of a list's valid rows, in order.
+fn list_reached<O: OffsetSizeTrait>(
+    list: &GenericListArray<O>,
+) -> datafusion::error::Result<ArrayRef> {
+    let o = list.value_offsets();
+    reached(
+        list.values(),
+        list.nulls(),
+        (0..list.len()).map(|i| (o[i].as_usize(), o[i + 1].as_usize())),
+    )
 }
 
 /// The values of `child` that the valid rows' ranges cover, in order.

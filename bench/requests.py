@@ -201,6 +201,9 @@ increment()
 results.append(("10,000-row increment", "tidemark", counted(lambda: tm(copy))))
 results.append(("10,000-row increment", "tidemark, warehouse on S3", counted(tm_store)))
 results.append(("10,000-row increment", "polars peer", counted(peer)))
+# Steady state: the history grows by one commit a run and is checkpointed every 10 commits,
+# so a no-op run's cost depends on where in that cycle it falls. Twenty more no-op runs.
+steady = [counted(tm_store) for _ in range(int(os.environ.get("STEADY_RUNS", "20")))]
 
 print(f"Source: {rows:,} rows in 10 commits ({data_bytes / 1e6:.1f} MB of Parquet) on moto's S3 server; "
       f"tidemark's target and the peer's on the same store.\n")
@@ -208,6 +211,11 @@ print("| run | tool | requests | by kind | bytes up | bytes down |")
 print("| --- | --- | ---: | --- | ---: | ---: |")
 for run, tool, r in results:
     print(f"| {run} | {tool} | {r['requests']} | {r['kinds']} | {r['up']:,} | {r['down']:,} |")
+if steady:
+    counts = [r["requests"] for r in steady]
+    print(f"\nWarehouse on S3, {len(counts)} more runs with nothing new: requests "
+          f"min {min(counts)}, mean {sum(counts) / len(counts):.1f}, max {max(counts)} "
+          f"({', '.join(map(str, counts))}).")
 
 server.shutdown()
 moto.terminate()

@@ -42,4 +42,7 @@ if [ ! -x .peers/node/node_modules/.bin/azurite-blob ]; then
 fi
 export TIDEMARK_PYTHON="$PWD/.peers/bin/python"
 export TIDEMARK_AZURITE="$PWD/.peers/node/node_modules/.bin/azurite-blob"
+# The log files the tests' processes keep between them (not the user's cache directory).
+export TIDEMARK_CACHE_DIR="$(mktemp -d)"
+trap 'rm -rf "$TIDEMARK_CACHE_DIR"' EXIT
 cargo test --features failpoints "$@"

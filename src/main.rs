@@ -198,7 +198,7 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
     };
     let session = match warehouse {
         Where::Local(path) => Session::new(path, settings),
-        Where::Store(url) => match Session::on_store(&url, settings).await {
+        Where::Store(url) => match Session::on_store(&url, settings) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -209,6 +209,14 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
     let print = shell::default_print(args.format, args.max_rows, args.quiet, args.timing);
     let mut sh = Shell::new(session, print, args.continue_on_error);
     let inputs = ordered_inputs(&matches, &args);
+    if inputs.is_empty() && std::io::stdin().is_terminal() {
+        // An interactive session learns at once that its warehouse does not answer.
+        if let Err(e) = sh.session.check_warehouse().await {
+            eprintln!("error: {e}");
+            return 1;
+        }
+        sh.warehouse_checked = true;
+    }
     let outcome = if !inputs.is_empty() {
         let mut outcome = Ok(());
         for input in inputs {

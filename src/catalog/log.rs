@@ -62,6 +62,48 @@ pub fn is_version_file(name: &str) -> bool {
         && (rest.ends_with(".json") || rest.ends_with(".parquet"))
 }
 
+/// A file of a log that is written once and never changes while its table lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Immutable {
+    /// `00000000000000000007.json`
+    Commit(u64),
+    /// `00000000000000000010.checkpoint.parquet`, a part of a multi-part checkpoint
+    /// (`.checkpoint.0000000001.0000000002.parquet`) or a v2 checkpoint
+    /// (`.checkpoint.<uuid>.parquet` or `.json`).
+    Checkpoint(u64),
+}
+
+impl Immutable {
+    pub fn version(self) -> u64 {
+        match self {
+            Immutable::Commit(v) | Immutable::Checkpoint(v) => v,
+        }
+    }
+}
+
+/// What the object at `location` (`a/b/_delta_log/<name>`) is, if it is a commit or a
+/// checkpoint of a log.
+pub fn immutable(location: &str) -> Option<Immutable> {
+    let (dir, name) = location.rsplit_once('/').unwrap_or(("", location));
+    if !(dir == DIR || dir.ends_with(&format!("/{DIR}"))) {
+        return None;
+    }
+    let (digits, rest) = name.split_at_checked(20)?;
+    let version = digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse().ok())??;
+    if rest == ".json" {
+        Some(Immutable::Commit(version))
+    } else if rest.starts_with(".checkpoint.")
+        && (rest.ends_with(".parquet") || rest.ends_with(".json"))
+    {
+        Some(Immutable::Checkpoint(version))
+    } else {
+        None
+    }
+}
+
 /// The newest version of the log at `log` and whether it has a JSON commit: from the last
 /// checkpoint on, by name, else from every name in the directory.
 pub fn newest_version(log: &Path) -> Option<(u64, bool)> {
@@ -186,4 +228,41 @@ fn probe(dir: &Path, first: u64, hint: Option<u64>) -> Option<Vec<String>> {
     }
     names.sort();
     Some(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_and_checkpoints_are_immutable() {
+        let f = |p: &str| immutable(p);
+        assert_eq!(
+            f("t/_delta_log/00000000000000000007.json"),
+            Some(Immutable::Commit(7))
+        );
+        assert_eq!(
+            f("_delta_log/00000000000000000007.json"),
+            Some(Immutable::Commit(7))
+        );
+        assert_eq!(
+            f("t/_delta_log/00000000000000000010.checkpoint.parquet"),
+            Some(Immutable::Checkpoint(10))
+        );
+        assert_eq!(
+            f("t/_delta_log/00000000000000000010.checkpoint.0000000001.0000000002.parquet"),
+            Some(Immutable::Checkpoint(10))
+        );
+        assert_eq!(
+            f(
+                "t/_delta_log/00000000000000000010.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"
+            ),
+            Some(Immutable::Checkpoint(10))
+        );
+        assert_eq!(f("t/_delta_log/_last_checkpoint"), None);
+        assert_eq!(f("t/_delta_log/00000000000000000007.crc"), None);
+        assert_eq!(f("t/_delta_log/00000000000000000007.json.tmp"), None);
+        assert_eq!(f("t/part-0.json"), None);
+        assert_eq!(f("t/x_delta_log/00000000000000000007.json"), None);
+    }
 }

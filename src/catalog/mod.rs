@@ -3,6 +3,7 @@
 
 pub mod log;
 mod log_cache;
+mod log_disk;
 pub mod place;
 pub use place::Place;
 pub mod samples;

@@ -107,9 +107,9 @@ impl Session {
         Self::over(Warehouse::new(root), settings)
     }
 
-    /// A session over the warehouse on the object store at `location` (`s3://bucket/prefix`),
-    /// once the store has answered.
-    pub async fn on_store(location: &str, settings: Settings) -> crate::Result<Self> {
+    /// A session over the warehouse on the object store at `location` (`s3://bucket/prefix`).
+    /// Asks the store nothing: see [`Session::check_warehouse`].
+    pub fn on_store(location: &str, settings: Settings) -> crate::Result<Self> {
         let url = crate::catalog::external::parse_location(location).map_err(|e| {
             crate::Error::Invalid(format!(
                 "warehouse {}: {e}",
@@ -117,8 +117,16 @@ impl Session {
             ))
         })?;
         let warehouse = Warehouse::on_store(&url)?;
-        warehouse.root().reachable().await?;
         Ok(Self::over(warehouse, settings))
+    }
+
+    /// Whether the warehouse answers: on a store, its bucket exists and the credentials hold
+    /// (one listing); a clear error naming it and its settings if not. The shell asks at the
+    /// start of an interactive session, and otherwise only once a statement has failed (a
+    /// missing bucket looks like missing tables to each request): a job's run makes one
+    /// request fewer.
+    pub async fn check_warehouse(&self) -> crate::Result<()> {
+        self.warehouse.root().reachable().await
     }
 
     /// A session over `warehouse` (a local directory or a prefix on an object store).

@@ -52,6 +52,8 @@ pub struct Shell {
     output: Option<std::fs::File>,
     /// The last statement run, for `\e`.
     last_sql: Option<String>,
+    /// Whether the warehouse has been checked (see [`Session::check_warehouse`]).
+    pub warehouse_checked: bool,
 }
 
 impl Shell {
@@ -70,6 +72,7 @@ impl Shell {
             include_depth: 0,
             output: None,
             last_sql: None,
+            warehouse_checked: false,
         }
     }
 
@@ -147,6 +150,14 @@ impl Shell {
                 Err(Stop::Interrupted)
             }
             Err(Failure::Statement(e)) => {
+                // A warehouse that does not answer is the cause to name, not what the
+                // statement made of it.
+                let e = if self.warehouse_checked {
+                    e
+                } else {
+                    self.warehouse_checked = true;
+                    self.session.check_warehouse().await.err().unwrap_or(e)
+                };
                 if let Error::Iterations { output, .. } = &e
                     && let Err(e) = self.show(output, None)
                 {

@@ -160,7 +160,11 @@ pub(crate) async fn maintain(table: &DeltaTable) {
                 (Some(dir), Some(cutoff)) => {
                     batch_expired(&crate::catalog::log::dir(&dir), version, cutoff)
                 }
-                _ => true,
+                // On an object store the clean-up's listing of the whole log is requests (one
+                // a thousand commits), and so would be finding the oldest commit: it waits for
+                // the round number of versions.
+                (None, _) => false,
+                (Some(_), None) => true,
             };
         if due {
             let _ = checkpoints::cleanup_metadata(table, None).await;

@@ -368,13 +368,13 @@ fn azure_mistakes_are_clear_errors() {
         assert!(!out.status.success(), "{stmt} should have failed");
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    let err = fails(Path::new("az://nope/wh"), &azurite.reach(), "SELECT 1");
+    let err = fails(Path::new("az://nope/wh"), &azurite.reach(), "SHOW SCHEMAS");
     assert!(
         err.contains("cannot reach the warehouse az://nope/wh") && err.contains("AZURE_STORAGE"),
         "{err}"
     );
     let gone = Reach::Azure("http://127.0.0.1:9".into());
-    let err = fails(Path::new("az://lake/wh"), &gone, "SELECT 1");
+    let err = fails(Path::new("az://lake/wh"), &gone, "SELECT * FROM t");
     assert!(
         err.contains("cannot reach the warehouse az://lake/wh"),
         "{err}"

@@ -1359,17 +1359,31 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
     // Nothing was written locally.
     assert_eq!(std::fs::read_dir(cwd.path()).unwrap().count(), 0);
 
-    // A warehouse the store cannot serve is a clear error at start.
-    let missing = on_store(Path::new("s3://no-such-bucket/wh"), &end)
-        .args(["-c", "SELECT 1"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&missing.stderr);
-    assert!(
-        !missing.status.success()
-            && err.contains("cannot reach the warehouse s3://no-such-bucket/wh"),
-        "{err}"
-    );
+    // A warehouse the store cannot serve is a clear error naming it, whatever the statement
+    // made of the missing bucket (no such table, no schemas); a statement that needs no
+    // store runs.
+    for stmt in [
+        "SHOW SCHEMAS",
+        "SELECT * FROM orders",
+        "COPY INCREMENTAL orders INTO copy WATERMARK id",
+        "CREATE TABLE t AS SELECT 1 AS x",
+    ] {
+        let missing = on_store(Path::new("s3://no-such-bucket/wh"), &end)
+            .args(["-c", "SELECT 1", "-c", stmt])
+            .output()
+            .unwrap();
+        let (out, err) = (
+            String::from_utf8_lossy(&missing.stdout),
+            String::from_utf8_lossy(&missing.stderr),
+        );
+        assert!(
+            !missing.status.success()
+                && out.contains('1')
+                && err.contains("cannot reach the warehouse s3://no-such-bucket/wh")
+                && err.matches("<command").count() == 1,
+            "{stmt}: {out} {err}"
+        );
+    }
     let gs = on_store(Path::new("hdfs://bucket/wh"), &end)
         .args(["-c", "SELECT 1"])
         .output()
@@ -1627,4 +1641,89 @@ fn nothing_new_is_known_by_name_and_a_source_made_again_is_read() {
     assert_eq!(rows, "id\n1\n2\n10\n11\n");
     let out = sql_on(&wh, &blind_end, &[copy]);
     assert!(out.contains("nothing_new"), "{out}");
+}
+
+/// The commits a process reads from a store are kept on the local disk (`TIDEMARK_CACHE_DIR`)
+/// and read from there by the next process, but only while the store lists the very object:
+/// a kept commit altered on the disk is what the next process reads (its data file is then
+/// missing), and once the table is written again at the same versions by another tool, the
+/// new commits are read and the altered one is not.
+#[test]
+fn commits_kept_on_disk_serve_the_next_process_only_for_the_same_object() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let opts = py_opts(&end);
+    let write_source = |first_id: i64| {
+        py(
+            &python,
+            &format!(
+                "import boto3, pyarrow as pa, deltalake\n\
+                 s3 = boto3.resource('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
+                 s3.Bucket('lake').objects.filter(Prefix='src/').delete()\n\
+                 for i in range({first_id}, {first_id} + 2):\n\
+                 \x20   deltalake.write_deltalake('s3://lake/src', pa.table({{'id': pa.array([i], pa.int64())}}), mode='append', storage_options={opts})\n"
+            ),
+        )
+    };
+    write_source(1);
+    let cache = tempfile::tempdir().unwrap();
+    let (_d, wh) = warehouse();
+    let run = |stmts: &[&str]| {
+        let mut cmd = command_reaching(&wh, &Reach::S3(end.clone()));
+        cmd.env("TIDEMARK_CACHE_DIR", cache.path());
+        for s in stmts {
+            cmd.args(["-c", s]);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(&[
+        "CREATE TABLE src LOCATION 's3://lake/src'",
+        "SELECT sum(id) AS s FROM src",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "s\n3\n", "{out:?}");
+    // The second commit (the row 2) is kept: alter its data file's name, keeping its size.
+    let kept: Vec<_> = walk(cache.path())
+        .into_iter()
+        .filter(|p| p.ends_with("00000000000000000001.json"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let mut bytes = std::fs::read(&kept[0]).unwrap();
+    let at = bytes
+        .windows(5)
+        .position(|w| w == b"-c000")
+        .expect("a data file name in the commit")
+        - 1;
+    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    std::fs::write(&kept[0], &bytes).unwrap();
+    let out = run(&["SELECT sum(id) AS s FROM src"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("part-"),
+        "read from the disk: {err}"
+    );
+    // Written again by another tool at the same versions: new objects, read from the store.
+    write_source(10);
+    let out = run(&["SELECT sum(id) AS s FROM src"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "s\n21\n", "{out:?}");
+    // Kept files are the owner's only.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&kept[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = vec![];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

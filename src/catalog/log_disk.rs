@@ -1,0 +1,270 @@
+//! The log files of tables on object stores, kept on the local disk between processes. A job
+//! run by cron every few minutes opens the same tables each time, and its own copy history
+//! grows by one commit a run: without this, each run reads again from the store every commit
+//! since the last checkpoint, and the checkpoint too. Commits and checkpoints are written once
+//! and never change while their table lives, so they are kept here as they were read (or
+//! written) and used again only when the store's listing in this process shows the very object
+//! (same size and entity tag, see [`super::log_cache`]): a table dropped and made again at the
+//! same place, by any process on any machine, is read afresh.
+//!
+//! The directory is `TIDEMARK_CACHE_DIR` (set it empty for no cache), else the user's cache
+//! directory (`~/.cache/tidemark`). Its files are the owner's only: they hold the tables'
+//! schemas and column statistics. Deleting it is always safe. A log's files older than its
+//! newest checkpoint kept here are deleted when that checkpoint is kept (readers start from
+//! it), so each table keeps about one checkpoint interval of commits. A failure to read or
+//! write here is never an error: the store is asked instead.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use deltalake::logstore::object_store::ObjectMeta;
+
+use super::log::{DIR, Immutable, immutable};
+
+/// The environment variable naming the cache directory (empty: none).
+pub const CACHE_DIR_ENV: &str = "TIDEMARK_CACHE_DIR";
+
+/// The first line of every kept file, then its size, entity tag and time, then its bytes.
+const MAGIC: &str = "tidemark delta log file 1";
+
+/// Where log files are kept, if anywhere.
+fn root() -> Option<&'static Path> {
+    // Unit tests keep nothing in the user's cache directory.
+    if cfg!(test) {
+        return None;
+    }
+    static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    ROOT.get_or_init(|| match std::env::var_os(CACHE_DIR_ENV) {
+        Some(dir) if dir.is_empty() => None,
+        Some(dir) => Some(PathBuf::from(dir).join("delta_log")),
+        None => dirs::cache_dir().map(|d| d.join("tidemark").join("delta_log")),
+    })
+    .as_deref()
+}
+
+/// FNV-1a: a short stable name for a log directory (the same in every build and process).
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The settings that say which server a bucket's name is on (a local S3 server and AWS can
+/// both have a bucket `lake`), as the stores' handlers read them from the environment.
+const ENDPOINT_SETTINGS: &[&str] = &[
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT",
+    "AWS_PROFILE",
+    "AZURE_STORAGE_ACCOUNT_NAME",
+    "AZURE_STORAGE_ACCOUNT",
+    "AZURE_STORAGE_USE_EMULATOR",
+    "AZURITE_BLOB_STORAGE_URL",
+    "AZURE_ENDPOINT",
+    "GOOGLE_SERVICE_ACCOUNT",
+    "GOOGLE_SERVICE_ACCOUNT_PATH",
+    // (A key names its server too; only a hash of it is kept, in a directory's name.)
+    "GOOGLE_SERVICE_ACCOUNT_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
+
+/// Which servers this process's store names are on (see [`ENDPOINT_SETTINGS`]).
+fn endpoints() -> &'static str {
+    static ENDPOINTS: OnceLock<String> = OnceLock::new();
+    ENDPOINTS.get_or_init(|| {
+        ENDPOINT_SETTINGS
+            .iter()
+            .filter_map(|name| Some(format!("{name}={}\n", std::env::var(name).ok()?)))
+            .collect()
+    })
+}
+
+/// The file keeping the object `key` (`s3://bucket/a/t/_delta_log/<name>`): one directory a
+/// log, named by a hash of the log's place and its server. Two logs of one hash are still
+/// told apart by the size and entity tag checked on every use.
+fn place(root: &Path, key: &str) -> Option<PathBuf> {
+    let (log, name) = key.rsplit_once('/')?;
+    let dir = fnv1a(&format!("{}{log}", endpoints()));
+    Some(root.join(format!("{dir:016x}")).join(name))
+}
+
+fn header(meta: &ObjectMeta) -> String {
+    format!(
+        "{MAGIC}\n{}\n{}\n{}\n",
+        meta.size,
+        meta.e_tag.as_deref().unwrap_or(""),
+        meta.last_modified.timestamp_nanos_opt().unwrap_or(0)
+    )
+}
+
+/// The bytes kept for `key`, when they are the object `listed` (see
+/// [`super::log_cache::same_object`]).
+fn text(line: Option<&[u8]>) -> Option<&str> {
+    std::str::from_utf8(line?).ok()
+}
+
+pub async fn load(key: &str, listed: &ObjectMeta) -> Option<Bytes> {
+    load_in(root()?, key, listed).await
+}
+
+async fn load_in(root: &Path, key: &str, listed: &ObjectMeta) -> Option<Bytes> {
+    let file = tokio::fs::read(place(root, key)?).await.ok()?;
+    let mut lines = file.splitn(5, |&b| b == b'\n');
+    if text(lines.next())? != MAGIC {
+        return None;
+    }
+    let size: u64 = text(lines.next())?.parse().ok()?;
+    let e_tag = text(lines.next())?;
+    let nanos: i64 = text(lines.next())?.parse().ok()?;
+    let body = lines.next()?;
+    let kept = ObjectMeta {
+        location: listed.location.clone(),
+        last_modified: chrono::DateTime::from_timestamp_nanos(nanos),
+        size,
+        e_tag: (!e_tag.is_empty()).then(|| e_tag.to_string()),
+        version: None,
+    };
+    (body.len() as u64 == size && super::log_cache::same_object(&kept, listed))
+        .then(|| Bytes::copy_from_slice(body))
+}
+
+/// Keep `bytes`, the object `meta` of `key`. A checkpoint kept makes the log's older files
+/// useless: they are deleted.
+pub async fn save(key: &str, meta: &ObjectMeta, bytes: &Bytes) {
+    if let Some(root) = root() {
+        save_in(root, key, meta, bytes).await
+    }
+}
+
+async fn save_in(root: &Path, key: &str, meta: &ObjectMeta, bytes: &Bytes) {
+    let Some(file) = place(root, key) else { return };
+    let Some(dir) = file.parent() else { return };
+    if write(dir, &file, meta, bytes).await.is_err() {
+        return;
+    }
+    if let Some(Immutable::Checkpoint(version)) = immutable(key) {
+        prune(dir, version).await;
+    }
+}
+
+async fn write(dir: &Path, file: &Path, meta: &ObjectMeta, bytes: &Bytes) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    tokio::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .await?;
+    // Written aside, then renamed: a reader sees the whole file or none.
+    let aside = dir.join(format!(
+        ".{}.{}.{}",
+        file.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id(),
+        MADE.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = async {
+        let mut out = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&aside)
+            .await?;
+        out.write_all(header(meta).as_bytes()).await?;
+        out.write_all(bytes).await?;
+        out.flush().await?;
+        drop(out);
+        tokio::fs::rename(&aside, file).await
+    }
+    .await;
+    if written.is_err() {
+        let _ = tokio::fs::remove_file(&aside).await;
+    }
+    written
+}
+
+/// Delete the log's kept files older than its checkpoint of `version`.
+async fn prune(dir: &Path, version: u64) {
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if immutable(&format!("{DIR}/{name}")).is_some_and(|f| f.version() < version) {
+            let _ = tokio::fs::remove_file(entry.path()).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_is_named_the_same_everywhere() {
+        // A directory's name must not change between builds: the next process looks there.
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    fn meta(key: &str, size: u64, e_tag: &str) -> ObjectMeta {
+        ObjectMeta {
+            location: key.into(),
+            last_modified: chrono::DateTime::from_timestamp_nanos(7),
+            size,
+            e_tag: Some(e_tag.into()),
+            version: None,
+        }
+    }
+
+    /// A kept file is used only for the object it was: another entity tag or size is another
+    /// object (a table made again at one place).
+    #[tokio::test]
+    async fn a_file_is_used_only_for_its_object() {
+        let root = std::env::temp_dir().join(format!("tidemark-log-disk-{}", uuid::Uuid::new_v4()));
+        let key = "s3://b/t/_delta_log/00000000000000000003.json";
+        let bytes = Bytes::from_static(b"{\"commitInfo\":{}}\n");
+        let kept = meta(key, bytes.len() as u64, "\"a\"");
+        save_in(&root, key, &kept, &bytes).await;
+        assert_eq!(load_in(&root, key, &kept).await, Some(bytes.clone()));
+        assert_eq!(
+            load_in(&root, key, &meta(key, bytes.len() as u64, "\"b\"")).await,
+            None
+        );
+        assert_eq!(load_in(&root, key, &meta(key, 3, "\"a\"")).await, None);
+        let other = "s3://b/u/_delta_log/00000000000000000003.json";
+        assert_eq!(
+            load_in(&root, other, &meta(other, bytes.len() as u64, "\"a\"")).await,
+            None
+        );
+        // A checkpoint kept deletes the commits before it, not those after.
+        let checkpoint = "s3://b/t/_delta_log/00000000000000000005.checkpoint.parquet";
+        let later = "s3://b/t/_delta_log/00000000000000000006.json";
+        save_in(
+            &root,
+            later,
+            &meta(later, bytes.len() as u64, "\"c\""),
+            &bytes,
+        )
+        .await;
+        save_in(
+            &root,
+            checkpoint,
+            &meta(checkpoint, 4, "\"d\""),
+            &Bytes::from_static(b"PAR1"),
+        )
+        .await;
+        assert_eq!(load_in(&root, key, &kept).await, None);
+        assert!(
+            load_in(&root, later, &meta(later, bytes.len() as u64, "\"c\""))
+                .await
+                .is_some()
+        );
+        let mode = std::fs::metadata(place(&root, key).unwrap().parent().unwrap()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(mode.permissions().mode() & 0o777, 0o700);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -11,7 +11,7 @@
 //! which are read afresh. Everything else (listings, `_last_checkpoint`, data files, reads of
 //! files the process has not listed, conditional reads) goes to the store.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -49,34 +49,161 @@ static LISTED: Mutex<Option<HashMap<String, ObjectMeta>>> = Mutex::new(None);
 /// One fetch of a file at a time: the ranges of one checkpoint are asked for at once.
 static FETCHING: Mutex<Option<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
 
-/// Whether `a` and `b` describe one object: same size, and same entity tag (or, without one,
-/// same modification time).
+/// Whether `a` and `b` describe one object: same size and same entity tag (compared without
+/// quotes: Azure quotes it in the answer to a PUT and not in a listing). Without tags, never:
+/// a time and a size do not tell a file made again within the second.
 pub(super) fn same_object(a: &ObjectMeta, b: &ObjectMeta) -> bool {
     a.size == b.size
         && match (&a.e_tag, &b.e_tag) {
-            (Some(x), Some(y)) => x == y,
-            _ => a.last_modified == b.last_modified,
+            (Some(x), Some(y)) => x.trim_matches('"') == y.trim_matches('"'),
+            _ => false,
         }
 }
 
-/// Note the log files a listing shows (see [`LISTED`]).
+/// Stores (by name) that have answered a request of this process.
+static ANSWERED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+/// The failure of each store that has not answered yet: its later requests fail with it at
+/// once. A store that does not answer would otherwise make every request wait out its retries
+/// (30 s each), and a statement asks several things that a failure only makes "absent".
+static FAILED: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
+
+/// Whether the store `name` has answered a request of this process.
+pub fn answered(name: &str) -> bool {
+    ANSWERED
+        .lock()
+        .is_ok_and(|a| a.as_ref().is_some_and(|a| a.contains(name)))
+}
+
+/// Note the store `name`'s answer to a request: a success, or no answer at all (see
+/// [`FAILED`]; a refusal such as 403 is an answer, given at once).
+fn note<T>(name: &str, answer: &Result<T>) {
+    match answer {
+        Ok(_) => {
+            if !answered(name)
+                && let Ok(mut a) = ANSWERED.lock()
+            {
+                a.get_or_insert_with(HashSet::new).insert(name.to_string());
+            }
+        }
+        Err(e) if no_answer(e) && !answered(name) => {
+            if let Ok(mut f) = FAILED.lock() {
+                f.get_or_insert_with(HashMap::new)
+                    .entry(name.to_string())
+                    .or_insert_with(|| e.to_string());
+            }
+        }
+        Err(_) => {}
+    }
+}
+
+/// Whether a request failed for want of an answer (no connection, no response in time), its
+/// retries spent.
+fn no_answer(e: &deltalake::logstore::object_store::Error) -> bool {
+    use deltalake::logstore::object_store::client::{HttpError, HttpErrorKind};
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(http) = c.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Timeout
+            );
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// The failure to give at once for a request to `name`, a store that has failed and never
+/// answered.
+fn refused(name: &str) -> Option<deltalake::logstore::object_store::Error> {
+    if answered(name) {
+        return None;
+    }
+    let failed = FAILED.lock().ok()?.as_ref()?.get(name)?.clone();
+    Some(deltalake::logstore::object_store::Error::Generic {
+        store: "object store",
+        source: format!("{failed} (asked before, and not asked again)").into(),
+    })
+}
+
+/// A listing's items, noting the log files it shows (see [`LISTED`]) and, once it has ended
+/// whole, forgetting the files under `prefix` (after `offset`) it no longer shows.
 fn noted(
     name: String,
+    prefix: Option<&Path>,
+    offset: Option<&Path>,
     listed: BoxStream<'static, Result<ObjectMeta>>,
 ) -> BoxStream<'static, Result<ObjectMeta>> {
     use futures::StreamExt;
-    Box::pin(listed.inspect(move |item| {
-        if let Ok(meta) = item
-            && immutable(meta.location.as_ref()).is_some()
-            && let Ok(mut l) = LISTED.lock()
-        {
-            let l = l.get_or_insert_with(HashMap::new);
-            if l.len() >= 1 << 16 {
-                l.clear();
+    if let Some(e) = refused(&name) {
+        return Box::pin(futures::stream::once(async move { Err(e) }));
+    }
+    let under = format!(
+        "{name}/{}",
+        prefix.map(|p| format!("{p}/")).unwrap_or_default()
+    );
+    let after = offset.map(|o| format!("{name}/{o}"));
+    let seen: Arc<Mutex<(HashSet<String>, bool)>> = Arc::default();
+    let (items_seen, items_name) = (seen.clone(), name.clone());
+    let items = listed.inspect(move |item| {
+        note(&items_name, item);
+        match item {
+            Ok(meta) if immutable(meta.location.as_ref()).is_some() => {
+                let key = format!("{items_name}/{}", meta.location);
+                if let Ok(mut l) = LISTED.lock() {
+                    let l = l.get_or_insert_with(HashMap::new);
+                    if l.len() >= 1 << 16 {
+                        l.clear();
+                    }
+                    l.insert(key.clone(), meta.clone());
+                }
+                if let Ok(mut s) = items_seen.lock() {
+                    s.0.insert(key);
+                }
             }
-            l.insert(format!("{name}/{}", meta.location), meta.clone());
+            Ok(_) => {}
+            Err(_) => {
+                if let Ok(mut s) = items_seen.lock() {
+                    s.1 = true;
+                }
+            }
         }
-    }))
+    });
+    let end = futures::stream::once(async move {
+        let Ok(seen) = seen.lock() else { return None };
+        let (shown, failed) = &*seen;
+        if !failed {
+            note(&name, &Ok(()));
+            if let Ok(mut l) = LISTED.lock()
+                && let Some(l) = l.as_mut()
+            {
+                l.retain(|key, _| {
+                    !key.starts_with(&under)
+                        || after.as_ref().is_some_and(|a| key <= a)
+                        || shown.contains(key)
+                });
+            }
+        }
+        None
+    })
+    .filter_map(|end: Option<Result<ObjectMeta>>| async move { end });
+    Box::pin(items.chain(end))
+}
+
+/// Forget what is kept of `key`: the store refused to write it, so it is not what this
+/// process listed or wrote (a table made again at its place by another process).
+fn forget(key: &str) {
+    if let Ok(mut l) = LISTED.lock()
+        && let Some(l) = l.as_mut()
+    {
+        l.remove(key);
+    }
+    if let Ok(mut r) = READ.lock()
+        && let Some((files, total)) = r.as_mut()
+        && let Some((_, old)) = files.remove(key)
+    {
+        *total -= old.len();
+    }
 }
 
 /// The file of `key` kept in memory, if it is the object `listed`.
@@ -133,6 +260,8 @@ impl CachedLog {
             Some(t) => Some(t.lock().await),
             None => None,
         };
+        // The turn is let go however this ends (an error, a cancelled statement).
+        let _done = Fetched(&key);
         // Another task may have read it while this one waited.
         if let Some(kept) = in_memory(&key, &listed) {
             return Ok(Some(kept));
@@ -140,7 +269,9 @@ impl CachedLog {
         let kept = match super::log_disk::load(&key, &listed).await {
             Some(bytes) => (listed, bytes),
             None => {
-                let got = self.inner.get_opts(location, GetOptions::default()).await?;
+                let got = self
+                    .ask(self.inner.get_opts(location, GetOptions::default()))
+                    .await?;
                 let meta = got.meta.clone();
                 let bytes = got.bytes().await?;
                 super::log_disk::save(&key, &meta, &bytes).await;
@@ -148,12 +279,31 @@ impl CachedLog {
             }
         };
         keep_in_memory(key.clone(), kept.0.clone(), kept.1.clone());
+        Ok(Some(kept))
+    }
+
+    /// A request to the store, refused at once if the store has failed and never answered,
+    /// its answer noted (see [`FAILED`]).
+    async fn ask<T>(&self, request: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        if let Some(e) = refused(&self.name) {
+            return Err(e);
+        }
+        let answer = request.await;
+        note(&self.name, &answer);
+        answer
+    }
+}
+
+/// A fetch's turn over (see [`FETCHING`]).
+struct Fetched<'a>(&'a str);
+
+impl Drop for Fetched<'_> {
+    fn drop(&mut self) {
         if let Ok(mut f) = FETCHING.lock()
             && let Some(f) = f.as_mut()
         {
-            f.remove(&key);
+            f.remove(self.0);
         }
-        Ok(Some(kept))
     }
 }
 
@@ -200,7 +350,16 @@ impl ObjectStore for CachedLog {
         let kept = (immutable(location.as_ref()).is_some()
             && payload.content_length() as u64 <= LARGEST)
             .then(|| payload.clone());
-        let put = self.inner.put_opts(location, payload, opts).await?;
+        let put = match self.ask(self.inner.put_opts(location, payload, opts)).await {
+            Ok(put) => put,
+            Err(e) => {
+                use deltalake::logstore::object_store::Error as E;
+                if matches!(e, E::AlreadyExists { .. } | E::Precondition { .. }) {
+                    forget(&self.key(location));
+                }
+                return Err(e);
+            }
+        };
         // A file this process wrote is known without reading it, by the entity tag the store
         // gave it (the next process's listing shows the same tag).
         if let (Some(payload), Some(e_tag)) = (kept, &put.e_tag) {
@@ -224,7 +383,8 @@ impl ObjectStore for CachedLog {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
+        self.ask(self.inner.put_multipart_opts(location, opts))
+            .await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -242,7 +402,7 @@ impl ObjectStore for CachedLog {
                 return Ok(answer(meta, bytes, range));
             }
         }
-        self.inner.get_opts(location, options).await
+        self.ask(self.inner.get_opts(location, options)).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
@@ -257,7 +417,7 @@ impl ObjectStore for CachedLog {
                 .map(|r| bytes.slice(r.start as usize..r.end as usize))
                 .collect());
         }
-        self.inner.get_ranges(location, ranges).await
+        self.ask(self.inner.get_ranges(location, ranges)).await
     }
 
     fn delete_stream(
@@ -269,7 +429,7 @@ impl ObjectStore for CachedLog {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        noted(self.name.clone(), self.inner.list(prefix))
+        noted(self.name.clone(), prefix, None, self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -279,16 +439,18 @@ impl ObjectStore for CachedLog {
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         noted(
             self.name.clone(),
+            prefix,
+            Some(offset),
             self.inner.list_with_offset(prefix, offset),
         )
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
+        self.ask(self.inner.list_with_delimiter(prefix)).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        self.ask(self.inner.copy_opts(from, to, options)).await
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {

@@ -173,6 +173,17 @@ impl Place {
         })
     }
 
+    /// Whether a request of this process to this place's store has been answered (always, for
+    /// a local place).
+    pub fn answered(&self) -> bool {
+        match self {
+            Place::Local(_) => true,
+            Place::Store { bucket, .. } => {
+                super::log_cache::answered(&super::external::store_name(&bucket.base))
+            }
+        }
+    }
+
     /// Whether the store answers for this place (its bucket exists, the credentials hold).
     pub async fn reachable(&self) -> Result<()> {
         let Place::Store { bucket, key } = self else {

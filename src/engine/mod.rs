@@ -120,13 +120,18 @@ impl Session {
         Ok(Self::over(warehouse, settings))
     }
 
-    /// Whether the warehouse answers: on a store, its bucket exists and the credentials hold
-    /// (one listing); a clear error naming it and its settings if not. The shell asks at the
-    /// start of an interactive session, and otherwise only once a statement has failed (a
-    /// missing bucket looks like missing tables to each request): a job's run makes one
-    /// request fewer.
+    /// Whether the warehouse answers: on a store, its bucket exists and the credentials hold;
+    /// a clear error naming it and its settings if not. Known without a request once the
+    /// store has answered one of this process's; else one listing. The shell asks at the
+    /// start of an interactive session, and otherwise after a statement, until the store has
+    /// answered (a job's run makes one request fewer): a missing bucket looks like missing
+    /// tables to each request, and would make `DROP SCHEMA IF EXISTS` a silent no-op.
     pub async fn check_warehouse(&self) -> crate::Result<()> {
-        self.warehouse.root().reachable().await
+        let root = self.warehouse.root();
+        if root.answered() {
+            return Ok(());
+        }
+        root.reachable().await
     }
 
     /// A session over `warehouse` (a local directory or a prefix on an object store).

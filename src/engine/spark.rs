@@ -883,8 +883,9 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                 "transform_values" => format!(
                     "map_from_entries(transform({entries}, {e} -> named_struct('key', {key}, 'value', {body})))"
                 ),
+                // A NULL key is Databricks' [NULL_MAP_KEY] (the map's keys cannot hold one).
                 "transform_keys" => format!(
-                    "map_from_entries(transform({entries}, {e} -> named_struct('key', {body}, 'value', {value})))"
+                    "map_from_entries(transform({entries}, {e} -> named_struct('key', coalesce({body}, raise_error('[NULL_MAP_KEY] transform_keys(): the function gave a NULL key; a map key cannot be NULL')), 'value', {value})))"
                 ),
                 _ => format!("map_from_entries(filter({entries}, {e} -> {body}))"),
             }
@@ -1338,7 +1339,47 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         _ => return Ok(None),
     };
+    reads_once(&name, &exprs, &sql)?;
     Ok(Some(Expr::Nested(Box::new(parse_expr(&sql)?))))
+}
+
+/// A rewrite may name an argument more than once (`CASE WHEN a IS NULL ... a ...`): each is
+/// an evaluation, and an argument that gives another value each time would mix values. Such
+/// an argument is refused where `sql` names it more often than the call did.
+fn reads_once(name: &str, exprs: &[&Expr], sql: &str) -> Result<()> {
+    let given: String = exprs.iter().map(|e| format!("{e}\u{0}")).collect();
+    for e in exprs.iter().filter(|e| volatile(e)) {
+        let text = e.to_string();
+        if sql.matches(&text).count() > given.matches(&text).count() {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "{name}(): its argument {e} gives another value at each evaluation (rand(), uuid(), ...) and {name} here reads it more than once; compute it in a subquery first: SELECT {name}(x, ...) FROM (SELECT {e} AS x ...)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Functions whose every call gives another value.
+const VOLATILE: &[&str] = &[
+    "rand", "random", "randn", "uniform", "randstr", "uuid", "shuffle",
+];
+
+/// Whether `e` calls a function of [`VOLATILE`].
+fn volatile(e: &Expr) -> bool {
+    datafusion::sql::sqlparser::ast::visit_expressions(e, |x| match x {
+        Expr::Function(f)
+            if f.name.0.last().is_some_and(|n| {
+                VOLATILE.contains(&n.to_string().to_lowercase().trim_matches('`'))
+            }) =>
+        {
+            ControlFlow::Break(())
+        }
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// The lambda parameter a map lambda's rewrite runs over: one entry `{key, value}`.
@@ -1698,6 +1739,10 @@ fn with_clauses(
     sql: &str,
     extra: Option<&str>,
 ) -> Result<Option<Expr>> {
+    if let Some(exprs) = plain_args(&f.args) {
+        let name = f.name.to_string().to_lowercase();
+        reads_once(&name, &exprs, &format!("{sql} {}", extra.unwrap_or("")))?;
+    }
     let Expr::Function(mut g) = parse_expr(sql)? else {
         return Err(Error::Other(format!("not a function call: {sql}")));
     };

@@ -131,6 +131,18 @@ impl Shell {
             *self.session.vars_mut() = variables;
         }
         self.sync_current();
+        // Until the warehouse's store has answered, a statement's outcome may be what it made
+        // of a store that does not answer: that is the cause to name.
+        let outcome = match outcome {
+            Ok(()) | Err(Failure::Statement(_)) if !self.warehouse_checked => {
+                self.warehouse_checked = true;
+                match self.session.check_warehouse().await {
+                    Ok(()) => outcome,
+                    Err(e) => Err(Failure::Statement(e)),
+                }
+            }
+            other => other,
+        };
         match outcome {
             Ok(()) => Ok(()),
             Err(Failure::Output(e)) => {
@@ -150,14 +162,6 @@ impl Shell {
                 Err(Stop::Interrupted)
             }
             Err(Failure::Statement(e)) => {
-                // A warehouse that does not answer is the cause to name, not what the
-                // statement made of it.
-                let e = if self.warehouse_checked {
-                    e
-                } else {
-                    self.warehouse_checked = true;
-                    self.session.check_warehouse().await.err().unwrap_or(e)
-                };
                 if let Error::Iterations { output, .. } = &e
                     && let Err(e) = self.show(output, None)
                 {

@@ -1360,16 +1360,20 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
     assert_eq!(std::fs::read_dir(cwd.path()).unwrap().count(), 0);
 
     // A warehouse the store cannot serve is a clear error naming it, whatever the statement
-    // made of the missing bucket (no such table, no schemas); a statement that needs no
-    // store runs.
+    // made of the missing bucket (no such table, no schemas, nothing to drop), and even after
+    // a statement that needs no store (its result is shown).
     for stmt in [
         "SHOW SCHEMAS",
         "SELECT * FROM orders",
         "COPY INCREMENTAL orders INTO copy WATERMARK id",
         "CREATE TABLE t AS SELECT 1 AS x",
+        "DROP SCHEMA IF EXISTS s CASCADE",
+        "DROP TABLE IF EXISTS t",
+        "SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = 'default'",
+        "SELECT 41 + 1 AS answer",
     ] {
         let missing = on_store(Path::new("s3://no-such-bucket/wh"), &end)
-            .args(["-c", "SELECT 1", "-c", stmt])
+            .args(["-c", stmt, "-c", "SELECT 'never' AS reached"])
             .output()
             .unwrap();
         let (out, err) = (
@@ -1378,7 +1382,7 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
         );
         assert!(
             !missing.status.success()
-                && out.contains('1')
+                && !out.contains("never")
                 && err.contains("cannot reach the warehouse s3://no-such-bucket/wh")
                 && err.matches("<command").count() == 1,
             "{stmt}: {out} {err}"

@@ -62,9 +62,10 @@ pub(super) fn same_object(a: &ObjectMeta, b: &ObjectMeta) -> bool {
 
 /// Stores (by name) that have answered a request of this process.
 static ANSWERED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-/// The failure of each store that has not answered yet: its later requests fail with it at
-/// once. A store that does not answer would otherwise make every request wait out its retries
-/// (30 s each), and a statement asks several things that a failure only makes "absent".
+/// The failure of each store that has not answered yet: its later requests in the statement
+/// (and the shell's check after it) fail with it at once. A store that does not answer would
+/// otherwise make every request wait out its retries (30 s each), and a statement asks several
+/// things that a failure only makes "absent".
 static FAILED: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
 
 /// Whether the store `name` has answered a request of this process.
@@ -111,6 +112,14 @@ fn no_answer(e: &deltalake::logstore::object_store::Error) -> bool {
         cause = c.source();
     }
     false
+}
+
+/// A statement begins: the stores that did not answer before are asked again (a network
+/// that was down may be up; a long session is not locked out).
+pub fn forget_failures() {
+    if let Ok(mut f) = FAILED.lock() {
+        *f = None;
+    }
 }
 
 /// The failure to give at once for a request to `name`, a store that has failed and never
@@ -483,8 +492,10 @@ mod tests {
         let _: Vec<_> = store.list(Some(&log)).try_collect().await.unwrap();
         assert_eq!(read(&store, &commit).await.as_ref(), b"old");
         assert_eq!(read(&store, &commit).await.as_ref(), b"old");
-        // Made again by another process: this one's store does not see the write.
+        // Made again by another process: this one's store does not see the write. Until its
+        // next listing, the commit it kept is what it reads (the store is not asked).
         inner.delete(&commit).await.unwrap();
+        assert_eq!(read(&store, &commit).await.as_ref(), b"old");
         inner
             .put(&commit, PutPayload::from_static(b"new!"))
             .await

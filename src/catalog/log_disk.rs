@@ -36,12 +36,37 @@ fn root() -> Option<&'static Path> {
         return None;
     }
     static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    ROOT.get_or_init(|| match std::env::var_os(CACHE_DIR_ENV) {
-        Some(dir) if dir.is_empty() => None,
-        Some(dir) => Some(PathBuf::from(dir).join("delta_log")),
-        None => dirs::cache_dir().map(|d| d.join("tidemark").join("delta_log")),
+    ROOT.get_or_init(|| {
+        let root = match std::env::var_os(CACHE_DIR_ENV) {
+            Some(dir) if dir.is_empty() => None,
+            Some(dir) => Some(PathBuf::from(dir).join("delta_log")),
+            None => dirs::cache_dir().map(|d| d.join("tidemark").join("delta_log")),
+        }?;
+        // Made first (only by this user, as 0700), then checked: a directory someone else
+        // made there first is not used.
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&root)
+            .ok()?;
+        private(&root).then_some(root)
     })
     .as_deref()
+}
+
+/// Whether `dir` is this user's alone (or not made yet): files another user could write there
+/// would be read as tables' logs.
+fn private(dir: &Path) -> bool {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let me = unsafe { libc::geteuid() };
+            m.is_dir() && m.uid() == me && m.permissions().mode() & 0o022 == 0
+        }
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
 }
 
 /// FNV-1a: a short stable name for a log directory (the same in every build and process).
@@ -192,7 +217,14 @@ async fn prune(dir: &Path, version: u64) {
     while let Ok(Some(entry)) = entries.next_entry().await {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if immutable(&format!("{DIR}/{name}")).is_some_and(|f| f.version() < version) {
+        let stale = immutable(&format!("{DIR}/{name}")).is_some_and(|f| f.version() < version)
+            // A file being written aside by a process that died (an hour is long enough).
+            || (name.starts_with('.')
+                && entry.metadata().await.is_ok_and(|m| {
+                    m.modified()
+                        .is_ok_and(|t| t.elapsed().is_ok_and(|a| a.as_secs() > 3600))
+                }));
+        if stale {
             let _ = tokio::fs::remove_file(entry.path()).await;
         }
     }
@@ -262,9 +294,14 @@ mod tests {
                 .await
                 .is_some()
         );
-        let mode = std::fs::metadata(place(&root, key).unwrap().parent().unwrap()).unwrap();
+        let dir = place(&root, key).unwrap().parent().unwrap().to_path_buf();
+        let mode = std::fs::metadata(&dir).unwrap();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(mode.permissions().mode() & 0o777, 0o700);
+        // A directory others may write to is not used.
+        assert!(private(&root) && private(&root.join("not yet")));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(!private(&dir));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -212,6 +212,8 @@ impl Place {
         if let Place::Store { bucket, .. } = self {
             bucket.forget();
         }
+        // A store that did not answer the last statement is asked again.
+        super::log_cache::forget_failures();
     }
 
     /// The local path, when this place is on the local file system.

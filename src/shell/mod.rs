@@ -134,6 +134,8 @@ impl Shell {
         // Until the warehouse's store has answered, a statement's outcome may be what it made
         // of a store that does not answer: that is the cause to name.
         let outcome = match outcome {
+            // A cancelled statement stops the run as it is (no request that could hang).
+            Err(Failure::Statement(Error::Cancelled)) => outcome,
             Ok(()) | Err(Failure::Statement(_)) if !self.warehouse_checked => {
                 self.warehouse_checked = true;
                 match self.session.check_warehouse().await {

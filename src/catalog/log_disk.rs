@@ -124,12 +124,12 @@ fn header(meta: &ObjectMeta) -> String {
     )
 }
 
-/// The bytes kept for `key`, when they are the object `listed` (see
-/// [`super::log_cache::same_object`]).
 fn text(line: Option<&[u8]>) -> Option<&str> {
     std::str::from_utf8(line?).ok()
 }
 
+/// The bytes kept for `key`, when they are the object `listed` (see
+/// [`super::log_cache::same_object`]).
 pub async fn load(key: &str, listed: &ObjectMeta) -> Option<Bytes> {
     load_in(root()?, key, listed).await
 }
@@ -143,7 +143,7 @@ async fn load_in(root: &Path, key: &str, listed: &ObjectMeta) -> Option<Bytes> {
     let size: u64 = text(lines.next())?.parse().ok()?;
     let e_tag = text(lines.next())?;
     let nanos: i64 = text(lines.next())?.parse().ok()?;
-    let body = lines.next()?;
+    let body = lines.next()?.len();
     let kept = ObjectMeta {
         location: listed.location.clone(),
         last_modified: chrono::DateTime::from_timestamp_nanos(nanos),
@@ -151,8 +151,12 @@ async fn load_in(root: &Path, key: &str, listed: &ObjectMeta) -> Option<Bytes> {
         e_tag: (!e_tag.is_empty()).then(|| e_tag.to_string()),
         version: None,
     };
-    (body.len() as u64 == size && super::log_cache::same_object(&kept, listed))
-        .then(|| Bytes::copy_from_slice(body))
+    let matches = body as u64 == size && super::log_cache::same_object(&kept, listed);
+    // The body is the file's tail: handed on without a copy.
+    matches.then(|| {
+        let file = Bytes::from(file);
+        file.slice(file.len() - body..)
+    })
 }
 
 /// Keep `bytes`, the object `meta` of `key`. A checkpoint kept makes the log's older files

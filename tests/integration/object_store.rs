@@ -1599,20 +1599,7 @@ fn nothing_new_is_known_by_name_and_a_source_made_again_is_read() {
     };
     let moto = Moto::start(&python, &["lake"]);
     let end = moto.endpoint();
-    let opts = py_opts(&end);
-    let write_source = |first_id: i64| {
-        py(
-            &python,
-            &format!(
-                "import boto3, datetime as dt, pyarrow as pa, deltalake\n\
-                 s3 = boto3.resource('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
-                 s3.Bucket('lake').objects.filter(Prefix='src/').delete()\n\
-                 for i in range({first_id}, {first_id} + 2):\n\
-                 \x20   t = pa.table({{'id': pa.array([i], pa.int64()), 'ts': pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(hours=i)], pa.timestamp('us', tz='UTC'))}})\n\
-                 \x20   deltalake.write_deltalake('s3://lake/src', t, mode='append', storage_options={opts})\n"
-            ),
-        )
-    };
+    let write_source = |first_id: i64| write_source_again(&python, &end, first_id);
     write_source(1);
     let (_d, wh) = warehouse();
     let copy = "COPY INCREMENTAL src INTO lake.default.dst WATERMARK ts";
@@ -1659,19 +1646,7 @@ fn commits_kept_on_disk_serve_the_next_process_only_for_the_same_object() {
     };
     let moto = Moto::start(&python, &["lake"]);
     let end = moto.endpoint();
-    let opts = py_opts(&end);
-    let write_source = |first_id: i64| {
-        py(
-            &python,
-            &format!(
-                "import boto3, pyarrow as pa, deltalake\n\
-                 s3 = boto3.resource('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
-                 s3.Bucket('lake').objects.filter(Prefix='src/').delete()\n\
-                 for i in range({first_id}, {first_id} + 2):\n\
-                 \x20   deltalake.write_deltalake('s3://lake/src', pa.table({{'id': pa.array([i], pa.int64())}}), mode='append', storage_options={opts})\n"
-            ),
-        )
-    };
+    let write_source = |first_id: i64| write_source_again(&python, &end, first_id);
     write_source(1);
     let cache = tempfile::tempdir().unwrap();
     let (_d, wh) = warehouse();
@@ -1730,4 +1705,21 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     files
+}
+
+/// `s3://lake/src` deleted and written again by Python's `deltalake`: two commits, of the rows
+/// `first_id` and `first_id + 1` (`id`, and `ts` that many hours after 2024-01-01).
+fn write_source_again(python: &str, end: &str, first_id: i64) -> String {
+    let opts = py_opts(end);
+    py(
+        python,
+        &format!(
+            "import boto3, datetime as dt, pyarrow as pa, deltalake\n\
+             s3 = boto3.resource('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\n\
+             s3.Bucket('lake').objects.filter(Prefix='src/').delete()\n\
+             for i in range({first_id}, {first_id} + 2):\n\
+             \x20   t = pa.table({{'id': pa.array([i], pa.int64()), 'ts': pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(hours=i)], pa.timestamp('us', tz='UTC'))}})\n\
+             \x20   deltalake.write_deltalake('s3://lake/src', t, mode='append', storage_options={opts})\n"
+        ),
+    )
 }

@@ -72,6 +72,16 @@ pub fn kept_on_delta_rs(t: &DeltaTable) -> Result<Option<&'static str>> {
     Ok(None)
 }
 
+/// How a rewrite lays out the rows it writes: sorted by these columns and cut into files of
+/// at most this many rows. A small table updated a few rows at a time (a control table) then
+/// has files that each cover a narrow range of the sort key, so that the next rewrite reads
+/// and writes only the files its rows are in (file skipping on the key's statistics), not
+/// the whole table.
+pub struct Layout {
+    pub sort_by: Vec<String>,
+    pub rows_per_file: usize,
+}
+
 /// Rewrite the files of `t` holding rows that match `predicate` (all rows without one),
 /// applying `change`, in one Delta commit. Returns the new table state (None when nothing
 /// matched and nothing was committed) and the number of rows changed.
@@ -80,6 +90,17 @@ pub async fn rewrite(
     t: &DeltaTable,
     predicate: Option<DfExpr>,
     change: Change,
+) -> Result<(Option<DeltaTable>, u64)> {
+    rewrite_laid_out(session, t, predicate, change, None).await
+}
+
+/// [`rewrite`], writing the rows as `layout` says (as they come when None).
+pub async fn rewrite_laid_out(
+    session: &Session,
+    t: &DeltaTable,
+    predicate: Option<DfExpr>,
+    change: Change,
+    layout: Option<&Layout>,
 ) -> Result<(Option<DeltaTable>, u64)> {
     let matched = matching_files(session, t, predicate.as_ref()).await?;
     let changed: u64 = matched.iter().map(|m| m.rows).sum();
@@ -142,7 +163,33 @@ pub async fn rewrite(
     let rows = with_violations(session, t, rows, &set)?;
     let progress = CopyProgress::start(None, "", 0);
     let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(t)?);
-    let adds = super::writer::write_with(writer, Some(rows), &[], None, &progress).await?;
+    let adds = match layout {
+        None => super::writer::write_with(writer, Some(rows), &[], None, &progress).await?,
+        Some(layout) => {
+            let order = layout
+                .sort_by
+                .iter()
+                .map(|c| col(Column::from_name(c)).sort(true, true))
+                .collect();
+            let batches = rows.sort(order)?.collect().await?;
+            for batch in &batches {
+                super::writer::stop_on_violation(batch)?;
+            }
+            let mut adds = vec![];
+            // Files that held no rows are removed and nothing is written in their place.
+            if let Some(first) = batches.first() {
+                let all = datafusion::arrow::compute::concat_batches(&first.schema(), &batches)?;
+                let step = layout.rows_per_file.max(1);
+                for start in (0..all.num_rows()).step_by(step) {
+                    let part = all.slice(start, step.min(all.num_rows() - start));
+                    adds.extend(
+                        super::writer::write_with(writer, None, &[part], None, &progress).await?,
+                    );
+                }
+            }
+            adds
+        }
+    };
     let metrics = serde_json::json!({
         match change { Change::Delete => "num_deleted_rows", Change::Update(_) => "num_updated_rows" }: changed,
         "num_added_files": adds.len(),

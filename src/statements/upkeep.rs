@@ -127,12 +127,61 @@ fn tidemarks(props: CommitProperties) -> CommitProperties {
 /// and remove log files its retention no longer keeps. Best effort: a failed checkpoint leaves
 /// the table as correct as before, only slower to open.
 async fn after_commit(table: &DeltaTable) {
-    if table
-        .version()
-        .is_some_and(|v| v > 0 && v.is_multiple_of(CHECKPOINT_EVERY))
+    if let Some(v) = table.version()
+        && checkpoint_due(&table.log_store(), v).await
     {
         maintain(table).await;
     }
+}
+
+/// Actions (files and tombstones) in a table's last checkpoint per commit between checkpoints.
+const ACTIONS_PER_INTERVAL_COMMIT: u64 = 200;
+
+/// The most commits between checkpoints that [`checkpoint_due`] lets pass (Delta's default
+/// interval).
+const LONGEST_INTERVAL: u64 = 100;
+
+/// Whether a table at `version` is due a checkpoint. Every [`CHECKPOINT_EVERY`] versions,
+/// unless its last checkpoint is recent for its size: a checkpoint rewrites every action it
+/// holds, the tombstones of removed files included (kept 7 days), so a run history or a
+/// control table rewritten a few rows at a time holds thousands of them, and writing one
+/// every 10 commits made the job's cost per table grow with the number of tables. The
+/// interval grows with the checkpoint's size (one commit per [`ACTIONS_PER_INTERVAL_COMMIT`]
+/// actions, at most [`LONGEST_INTERVAL`]), so that a commit's share of the checkpoints stays
+/// flat.
+pub(crate) async fn checkpoint_due(
+    log_store: &deltalake::logstore::LogStoreRef,
+    version: u64,
+) -> bool {
+    if version == 0 || !version.is_multiple_of(CHECKPOINT_EVERY) {
+        return false;
+    }
+    let Some((last, size)) = last_checkpoint(log_store).await else {
+        return true;
+    };
+    version.saturating_sub(last) >= checkpoint_interval(size)
+}
+
+/// Commits between checkpoints for a checkpoint of `size` actions.
+fn checkpoint_interval(size: u64) -> u64 {
+    let commits = size / ACTIONS_PER_INTERVAL_COMMIT;
+    (commits - commits % CHECKPOINT_EVERY).clamp(CHECKPOINT_EVERY, LONGEST_INTERVAL)
+}
+
+/// The version and number of actions of a table's last checkpoint, from `_last_checkpoint`.
+async fn last_checkpoint(log_store: &deltalake::logstore::LogStoreRef) -> Option<(u64, u64)> {
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    let path = log_store.log_path().clone().join("_last_checkpoint");
+    let bytes = log_store
+        .object_store(None)
+        .get(&path)
+        .await
+        .ok()?
+        .bytes()
+        .await
+        .ok()?;
+    let hint: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    Some((hint.get("version")?.as_u64()?, hint.get("size")?.as_u64()?))
 }
 
 /// Checkpoint a small table now and remove the log files its retention no longer keeps.
@@ -224,11 +273,21 @@ fn oldest_commit(dir: &std::path::Path, newest: u64) -> Option<u64> {
     Some(hi)
 }
 
-/// Whether an append-only table of tidemark's has grown enough files to compact.
+/// Compaction of tidemark's append-only tables merges files smaller than this into files of
+/// about this size and leaves bigger ones alone. Merging into one file of everything made
+/// each compaction rewrite the whole history: a job of 10,000 copies rewrote its 60,000 rows
+/// 40 times a run, and the job's cost per table grew with the number of tables.
+pub(crate) const COMPACTED_FILE_BYTES: u64 = 512 * 1024;
+
+/// Whether an append-only table of tidemark's has grown enough small files to compact.
 pub(crate) fn needs_compaction(table: &DeltaTable) -> bool {
-    table
-        .snapshot()
-        .is_ok_and(|s| s.log_data().num_files() >= COMPACT_AT_FILES)
+    table.snapshot().is_ok_and(|s| {
+        s.log_data()
+            .iter()
+            .filter(|f| (f.size() as u64) < COMPACTED_FILE_BYTES)
+            .count()
+            >= COMPACT_AT_FILES
+    })
 }
 
 /// Rows per row group of a checkpoint written by [`write_checkpoint`].
@@ -359,8 +418,21 @@ async fn write_checkpoint(table: &DeltaTable) -> Result<(), BoxError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CLEANUP_BATCH, batch_expired, oldest_commit};
+    use super::{CLEANUP_BATCH, batch_expired, checkpoint_interval, oldest_commit};
     use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn checkpoints_of_bigger_tables_come_less_often() {
+        // Small tables every 10 commits; then one commit per 200 actions of the last
+        // checkpoint, in steps of 10, up to Delta's default of 100.
+        assert_eq!(checkpoint_interval(0), 10);
+        assert_eq!(checkpoint_interval(3_999), 10);
+        assert_eq!(checkpoint_interval(4_000), 20);
+        assert_eq!(checkpoint_interval(7_999), 30);
+        assert_eq!(checkpoint_interval(19_999), 90);
+        assert_eq!(checkpoint_interval(20_000), 100);
+        assert_eq!(checkpoint_interval(10_000_000), 100);
+    }
 
     #[test]
     fn a_clean_up_waits_for_a_batch_of_expired_commits() {

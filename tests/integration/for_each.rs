@@ -288,3 +288,86 @@ fn frequently_advanced_tables_are_checkpointed_and_their_old_logs_removed() {
     );
     assert!(has("00000000000000000027.json"), "{names:?}");
 }
+
+/// The add and remove actions of a table's newest commit: (rows of each added file, removed
+/// files).
+fn last_commit_files(table: &std::path::Path) -> (Vec<u64>, usize) {
+    let log = table.join("_delta_log");
+    let newest = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.len() == 25 && n.ends_with(".json"))
+        .max()
+        .unwrap();
+    let text = std::fs::read_to_string(log.join(newest)).unwrap();
+    let (mut added, mut removed) = (vec![], 0);
+    for line in text.lines() {
+        let action: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(add) = action.get("add") {
+            let stats: serde_json::Value =
+                serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+            added.push(stats["numRecords"].as_u64().unwrap());
+        }
+        removed += usize::from(action.get("remove").is_some());
+    }
+    (added, removed)
+}
+
+#[test]
+fn a_big_control_table_is_advanced_a_file_at_a_time() {
+    // Each advance rewrites the control table's files its rows are in. Written as one file of
+    // 3,002 rows, the first advance lays the rows out sorted by source in files of at most
+    // 512; the next one rewrites the one file its row is in.
+    let (_d, wh) = warehouse();
+    let script = "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark BIGINT);
+        CREATE TABLE s0 (id BIGINT);
+        CREATE TABLE s1 (id BIGINT);
+        INSERT INTO s0 VALUES (1), (2);
+        INSERT INTO s1 VALUES (5);
+        INSERT INTO ctl SELECT 'z' || lpad(CAST(id AS STRING), 5, '0'), 'y' || CAST(id AS STRING), 'id', id FROM range(3000)
+          UNION ALL VALUES ('s0', 't0', 'id', -1), ('s1', 't1', 'id', -1);";
+    let out = run(&wh, script);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ctl = wh.join("main/default/ctl");
+    let job = "COPY INCREMENTAL USING CONTROL TABLE ctl WHERE source_table IN ('s0', 's1')";
+    assert_eq!(
+        ok(&wh, job)
+            .lines()
+            .filter(|l| l.contains(",succeeded,"))
+            .count(),
+        2
+    );
+    // The two advances may land in one commit or two: either way, 3,002 rows in 6 files.
+    let detail = ok(&wh, "DESCRIBE DETAIL ctl");
+    let mut lines = detail.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = header.iter().position(|h| *h == "numFiles").unwrap();
+    let row = lines.next().unwrap().to_string();
+    assert_eq!(row.split(',').nth(at), Some("6"), "{detail}");
+    ok(&wh, "INSERT INTO s1 VALUES (6)");
+    ok(&wh, job);
+    let (added, removed) = last_commit_files(&ctl);
+    assert_eq!(removed, 1, "only the file holding s1's row");
+    assert_eq!(added.len(), 1);
+    assert!(added[0] <= 512, "{added:?}");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT count(*) AS n, sum(last_watermark) AS s FROM ctl WHERE source_table LIKE 'z%'"
+        ),
+        "n,s\n3000,4498500\n",
+        "untouched rows kept"
+    );
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT source_table, last_watermark FROM ctl WHERE source_table LIKE 's%' ORDER BY 1"
+        ),
+        "source_table,last_watermark\ns0,2\ns1,6\n"
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t1 ORDER BY id"), "id\n5\n6\n");
+}

@@ -267,6 +267,9 @@ pub struct Advance {
     new: ScalarValue,
 }
 
+/// The most rows an advance writes into one file of a control table.
+const CONTROL_FILE_ROWS: usize = 512;
+
 /// Queued advances per control table: iterations of one job advance their rows in shared
 /// commits instead of racing each other.
 static ADVANCES: Registry<Advance> = Registry::new();
@@ -325,6 +328,16 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         .map(|(c, _)| c.clone())
         .reduce(|a, b| a.or(b))
         .expect("a batch has one advance or more");
+    // Rows sorted by name in files of a few hundred: the next batch of advances (rows near
+    // these in the job's order) rewrites one or two such files, not the whole control table.
+    let mut sort_by = vec!["source_table".to_string()];
+    if batch.iter().any(|a| a.row.target_value.is_some()) {
+        sort_by.push("target_table".to_string());
+    }
+    let layout = crate::statements::rewrite::Layout {
+        sort_by,
+        rows_per_file: CONTROL_FILE_ROWS,
+    };
     crate::statements::retry::on_conflict(crate::statements::retry::SMALL_WRITE, || async {
         let t = session.warehouse().open_for_write(table).await?;
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
@@ -332,11 +345,12 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         // file), else delta-rs' UPDATE.
         if crate::statements::rewrite::applies(&t)? {
             let set = vec![("last_watermark".to_string(), value.clone())];
-            crate::statements::rewrite::rewrite(
+            crate::statements::rewrite::rewrite_laid_out(
                 session,
                 &t,
                 Some(pred.clone()),
                 crate::statements::rewrite::Change::Update(set),
+                Some(&layout),
             )
             .await
             .map(|_| ())

@@ -300,13 +300,15 @@ async fn append_batch(
     }
     appendable.next_version = version + 1;
     *kept = Some(appendable);
-    if version.is_multiple_of(crate::statements::upkeep::CHECKPOINT_EVERY) {
+    if crate::statements::upkeep::checkpoint_due(&log_store, version).await {
         // Upkeep needs the file list: one full load every few runs. Compact first, so that the
         // one checkpoint is of the compacted table.
         let mut table = warehouse.open(&table_name()).await?;
         if crate::statements::upkeep::needs_compaction(&table) {
             // Best effort, like the checkpoint: a failed compaction leaves more files to read.
-            if let Ok((t, _)) = table.clone().optimize().await {
+            let size = std::num::NonZeroU64::new(crate::statements::upkeep::COMPACTED_FILE_BYTES)
+                .expect("a compacted file's size is not zero");
+            if let Ok((t, _)) = table.clone().optimize().with_target_size(size).await {
                 table = t;
             }
         }

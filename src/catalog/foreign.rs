@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use connect::{ForeignCatalogProvider, Pool, finish_reads, snapshot_of};
+pub use connect::{ForeignCatalogProvider, Names, Pool, Relation, finish_reads, snapshot_of};
 
 use super::{Place, Warehouse};
 use crate::error::{Error, Result};

@@ -224,8 +224,12 @@ impl Session {
         &mut self.vars
     }
 
-    /// The schemas and tables of the foreign catalog `catalog` (None: not a foreign one).
-    pub async fn foreign_names(&self, catalog: &str) -> Result<Option<Vec<(String, Vec<String>)>>> {
+    /// The schemas, tables and views of the foreign catalog `catalog` as its database has
+    /// them now (None: not a foreign one).
+    pub async fn foreign_names(
+        &self,
+        catalog: &str,
+    ) -> Result<Option<crate::catalog::foreign::Names>> {
         match self.catalogs.foreign(catalog) {
             Some(f) => Ok(Some(f.list().await?)),
             None => Ok(None),

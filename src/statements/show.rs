@@ -64,7 +64,7 @@ pub async fn show(
     };
     let wh = &session.warehouse();
     match what {
-        ShowWhat::Views => show_views(session, within),
+        ShowWhat::Views => show_views(session, within).await,
         ShowWhat::Catalogs => Ok(strings("catalog", wh.try_catalogs()?)),
         ShowWhat::Schemas => {
             let catalog = parts
@@ -85,20 +85,14 @@ pub async fn show(
         ShowWhat::Tables => {
             let (catalog, schema) = schema_in(session, &parts, "TABLES")?;
             let tables = match session.foreign_names(&catalog).await? {
-                Some(names) => names
+                Some(names) => foreign_schema(names, &catalog, &schema)?
                     .into_iter()
-                    .find(|(s, _)| s == &schema)
-                    .map(|(_, t)| t)
-                    .ok_or_else(|| {
-                        Error::NotFound(format!(
-                            "schema '{catalog}.{schema}' not found in the foreign catalog {catalog} (SHOW SCHEMAS IN {catalog} lists them)"
-                        ))
-                    })?,
+                    .filter(|r| !r.view)
+                    .map(|r| r.name)
+                    .collect(),
                 None => {
                     if !wh.schema_exists(&catalog, &schema) {
-                        return Err(
-                            wh.missing_table_error(&TableName::new(&catalog, &schema, "_"))
-                        );
+                        return Err(wh.missing_table_error(&TableName::new(&catalog, &schema, "_")));
                     }
                     wh.try_tables(&catalog, &schema)?
                 }
@@ -334,23 +328,53 @@ pub async fn describe_history(session: &Session, name: &ObjectName) -> Result<Ou
 }
 
 /// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.
-fn show_views(session: &Session, within: Option<&ObjectName>) -> Result<Output> {
+/// The relations of a foreign catalog's schema `schema` (spelled as the database does, or
+/// in another case).
+fn foreign_schema(
+    names: crate::catalog::foreign::Names,
+    catalog: &str,
+    schema: &str,
+) -> Result<Vec<crate::catalog::foreign::Relation>> {
+    let at = names.iter().position(|(s, _)| s == schema).or_else(|| {
+        names
+            .iter()
+            .position(|(s, _)| s.eq_ignore_ascii_case(schema))
+    });
+    match at {
+        Some(i) => Ok(names.into_iter().nth(i).map(|(_, r)| r).unwrap_or_default()),
+        None => Err(Error::NotFound(format!(
+            "schema '{catalog}.{schema}' not found in the foreign catalog {catalog} (SHOW SCHEMAS IN {catalog} lists them)"
+        ))),
+    }
+}
+
+async fn show_views(session: &Session, within: Option<&ObjectName>) -> Result<Output> {
     let parts: Vec<String> = match within {
         Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
         None => vec![],
     };
     let (catalog, schema) = schema_in(session, &parts, "VIEWS")?;
-    if !session.warehouse().schema_exists(&catalog, &schema) {
-        return Err(session
-            .warehouse()
-            .missing_table_error(&TableName::new(&catalog, &schema, "_")));
-    }
-    let mut rows: Vec<(String, String, bool)> = session
-        .warehouse()
-        .views(&catalog, &schema)
-        .into_iter()
-        .map(|v| (schema.clone(), v, false))
-        .collect();
+    let mut rows: Vec<(String, String, bool)> = match session.foreign_names(&catalog).await? {
+        // A database's views and materialized views.
+        Some(names) => foreign_schema(names, &catalog, &schema)?
+            .into_iter()
+            .filter(|r| r.view)
+            .map(|r| (schema.clone(), r.name, false))
+            .collect(),
+        None => {
+            if !session.warehouse().schema_exists(&catalog, &schema) {
+                return Err(session
+                    .warehouse()
+                    .missing_table_error(&TableName::new(&catalog, &schema, "_")));
+            }
+            session
+                .warehouse()
+                .views(&catalog, &schema)
+                .into_iter()
+                .map(|v| (schema.clone(), v, false))
+                .collect()
+        }
+    };
     rows.extend(
         session
             .temp_views()

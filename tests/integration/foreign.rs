@@ -46,6 +46,7 @@ fn sqlite_db(dir: &Path) -> PathBuf {
          c = sqlite3.connect({p:?})\n\
          c.execute('CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, amount REAL, placed_at TEXT)')\n\
          c.executemany('INSERT INTO orders VALUES (?, ?, ?, ?)', [(i, 'c%d' % (i % 3), i * 1.5, '2024-01-%02d' % (i % 28 + 1)) for i in range(1, 101)])\n\
+         c.execute('CREATE VIEW big_orders AS SELECT * FROM orders WHERE amount > 100')\n\
          c.commit()\n",
         p = path.display().to_string()
     );
@@ -85,10 +86,19 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
             "SELECT count(*) AS plus_one FROM shop.main.orders WHERE id + 1 <= 11 AND try_add(id, 1) > 1",
             "SHOW SCHEMAS IN shop",
             "SHOW TABLES IN shop.main",
+            "SHOW VIEWS IN shop.main",
+            "SELECT count(*) AS big FROM shop.main.big_orders",
             "SHOW CONNECTIONS",
             "SHOW CATALOGS",
         ],
     );
+    // A view is listed as one, not as a table, and read like a table.
+    assert!(
+        out.contains("namespace,viewName,isTemporary\nmain,big_orders,false\n"),
+        "{out}"
+    );
+    assert!(!out.contains("shop,main,big_orders"), "{out}");
+    assert!(out.contains("big\n34\n"), "{out}");
     assert!(out.contains("count(*),sum(amount)\n34,2575.5\n"), "{out}");
     assert!(out.contains("gold,33\nsilver,34\n"), "{out}");
     assert!(out.contains("count(*)\n10\n"), "{out}");
@@ -231,7 +241,9 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
          CREATE SCHEMA sales; CREATE TABLE sales.regions (id int, name text); INSERT INTO sales.regions VALUES (1, 'north');
          CREATE TABLE sales.\"Returns\" (id int); INSERT INTO sales.\"Returns\" VALUES (1), (2); ALTER TABLE sales.\"Returns\" OWNER TO shopper;
          ALTER TABLE public.orders OWNER TO shopper; ALTER SCHEMA sales OWNER TO shopper; ALTER TABLE sales.regions OWNER TO shopper;
-         CREATE TABLE public.names (s text COLLATE \"und-x-icu\"); INSERT INTO public.names VALUES ('B'), ('a'); ALTER TABLE public.names OWNER TO shopper;",
+         CREATE TABLE public.names (s text COLLATE \"und-x-icu\"); INSERT INTO public.names VALUES ('B'), ('a'); ALTER TABLE public.names OWNER TO shopper;
+         CREATE VIEW sales.north AS SELECT * FROM sales.regions WHERE name = 'north'; ALTER VIEW sales.north OWNER TO shopper;
+         CREATE MATERIALIZED VIEW public.totals AS SELECT customer, sum(amount)::numeric(12,2) AS amount FROM public.orders GROUP BY customer; ALTER MATERIALIZED VIEW public.totals OWNER TO shopper;",
         "shop",
     );
     let (_d, wh) = warehouse();
@@ -256,8 +268,18 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
             "SELECT count(*) AS below FROM shop.public.orders WHERE customer < 'c1'",
             // In the column's ICU collation 'a' < 'B'; in the engine's byte order 'B' < 'a'.
             "SELECT count(*) AS byte_order FROM shop.public.names WHERE s < 'a'",
+            "SHOW VIEWS IN shop.sales",
+            "SHOW VIEWS IN shop.public",
+            "SELECT count(*) AS north FROM shop.sales.north",
+            "SELECT sum(amount) AS total FROM shop.public.totals",
         ],
     );
+    // Views and materialized views are listed as views, apart from the tables, and read.
+    assert!(out.contains("sales,north,false\n"), "{out}");
+    assert!(out.contains("public,totals,false\n"), "{out}");
+    assert!(!out.contains("shop,sales,north"), "{out}");
+    assert!(out.contains("north\n1\n"), "{out}");
+    assert!(out.contains("total\n625625.00\n"), "{out}");
     assert!(out.contains("byte_order\n1\n"), "{out}");
     // UTC whatever the server's time zone: hours 24 to 1000.
     assert!(out.contains("after_jan_2\n977\n"), "{out}");
@@ -306,7 +328,8 @@ fn a_mariadb_database_is_a_catalog_and_filters_run_there() {
     let db = MariaDb::start();
     db.sql(
         "USE shop; CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, customer VARCHAR(20), amount DECIMAL(10,2), placed_at DATETIME);
-         INSERT INTO shop.orders SELECT seq, CONCAT('c', seq % 3), seq * 1.25, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq HOUR FROM seq_1_to_1000;",
+         INSERT INTO shop.orders SELECT seq, CONCAT('c', seq % 3), seq * 1.25, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq HOUR FROM seq_1_to_1000;
+         CREATE VIEW shop.big_orders AS SELECT * FROM shop.orders WHERE amount > 1000;",
     );
     let (_d, wh) = warehouse();
     let env = [("TIDEMARK_SECRET_SHOP_MARIA", "m4ria-pw")];
@@ -322,8 +345,13 @@ fn a_mariadb_database_is_a_catalog_and_filters_run_there() {
             "CREATE FOREIGN CATALOG msh USING CONNECTION maria OPTIONS (database 'shop')",
             "SELECT count(*), sum(amount), typeof(min(amount)) FROM msh.shop.orders WHERE customer = 'c1' AND id > 500",
             "SHOW TABLES IN msh.shop",
+            "SHOW VIEWS IN msh.shop",
+            "SELECT count(*) AS big FROM msh.shop.big_orders",
         ],
     );
+    assert!(out.contains("shop,big_orders,false\n"), "{out}");
+    assert!(!out.contains("msh,shop,big_orders"), "{out}");
+    assert!(out.contains("big\n200\n"), "{out}");
     assert!(out.contains("167,"), "{out}");
     assert!(out.contains("decimal(10,2)"), "{out}");
     assert!(out.contains("msh,shop,orders"), "{out}");
@@ -333,4 +361,71 @@ fn a_mariadb_database_is_a_catalog_and_filters_run_there() {
             .any(|l| l.contains("orders") && l.contains("WHERE") && l.contains("c1")),
         "no pushed-down statement in the server log:\n{log}"
     );
+}
+
+/// Waits until the server log at `log` has a line containing `text` (a minute at most).
+fn await_log(log: &Path, text: &str) {
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(text)
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{text} never reached the server log"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_table_created_in_the_database_after_the_listing_is_found() {
+    // The catalog lists the database's tables once; a name it does not know makes it list
+    // them again. The run lists the tables, then waits in the database (a view that takes a
+    // lock the test holds) while the test creates a table, then reads that table.
+    use std::io::Write;
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE public.first (id int); ALTER TABLE public.first OWNER TO shopper;
+         CREATE FUNCTION public.wait_for_test() RETURNS int LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock_shared(42); RETURN 1; END $$;
+         CREATE VIEW public.waiter AS SELECT public.wait_for_test() AS ready; ALTER VIEW public.waiter OWNER TO shopper;",
+        "shop",
+    );
+    let mut holder = pg.session("shop");
+    let mut hold = holder.stdin.take().unwrap();
+    writeln!(hold, "SELECT pg_advisory_lock(42);").unwrap();
+    await_log(&pg.log(), "pg_advisory_lock(42)");
+    let (_d, wh) = warehouse();
+    let create = format!(
+        "CREATE CONNECTION pg TYPE postgresql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'pg'), sslmode 'disable')",
+        pg.port
+    );
+    let wh2 = wh.clone();
+    let run = std::thread::spawn(move || {
+        sql_env(
+            &wh2,
+            &[("TIDEMARK_SECRET_SHOP_PG", "s3cret-pw")],
+            &[
+                &create,
+                "CREATE FOREIGN CATALOG shop USING CONNECTION pg OPTIONS (database 'shop')",
+                "SHOW TABLES IN shop.public",
+                "SELECT ready FROM shop.public.waiter",
+                "SELECT count(*) AS late_rows FROM shop.public.late",
+            ],
+        )
+    });
+    // Its read of the view (identifiers quoted, as the psql that made it did not).
+    await_log(&pg.log(), "\"waiter\"");
+    writeln!(
+        hold,
+        "CREATE TABLE public.late (id int); INSERT INTO public.late VALUES (1), (2); ALTER TABLE public.late OWNER TO shopper; SELECT pg_advisory_unlock(42);"
+    )
+    .unwrap();
+    drop(hold);
+    let (ok, out, err) = run.join().unwrap();
+    holder.wait().unwrap();
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("shop,public,first\n"), "{out}");
+    assert!(!out.contains("shop,public,late"), "listed before: {out}");
+    assert!(out.contains("late_rows\n2\n"), "{out}");
 }

@@ -11,16 +11,15 @@ use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::error::DataFusionError;
 use datafusion_table_providers::UnsupportedTypeAction;
-use datafusion_table_providers::common::DatabaseCatalogProvider;
-use datafusion_table_providers::mysql::{DynMySQLConnectionPool, MySQLTableFactory};
-use datafusion_table_providers::postgres::{DynPostgresConnectionPool, PostgresTableFactory};
+use datafusion_table_providers::mysql::MySQLTableFactory;
+use datafusion_table_providers::postgres::PostgresTableFactory;
 use datafusion_table_providers::sql::db_connection_pool::Mode;
 use datafusion_table_providers::sql::db_connection_pool::mysqlpool::MySQLConnectionPool;
 use datafusion_table_providers::sql::db_connection_pool::postgrespool::PostgresConnectionPool;
 use datafusion_table_providers::sql::db_connection_pool::sqlitepool::{
     SqliteConnectionPool, SqliteConnectionPoolFactory,
 };
-use datafusion_table_providers::sqlite::{DynSqliteConnectionPool, SqliteTableFactory};
+use datafusion_table_providers::sqlite::SqliteTableFactory;
 use datafusion_table_providers::util::secrets::to_secret_map;
 
 use super::snapshot::{MySqlReads, PostgresReads, SnapshotReads};
@@ -182,37 +181,117 @@ impl Pool {
         Ok(Checked { inner, reads: None })
     }
 
-    /// Every schema of the database and its tables.
-    async fn names(&self) -> Result<Vec<(String, Vec<String>)>> {
-        let listed = match self {
+    /// Every schema of the database with its tables and views (plain, materialized and
+    /// foreign tables too), in the database's own spelling, sorted.
+    async fn names(&self) -> Result<Names> {
+        let other = |what: &str, e: &dyn std::fmt::Display| {
+            Error::Other(format!("listing the tables of the database: {what}: {e}"))
+        };
+        // (schema, relation, is a view): a schema with no relations has one row with none.
+        let rows: Vec<(String, Option<String>, bool)> = match self {
             Pool::Postgres(p, _) => {
-                let pool: Arc<DynPostgresConnectionPool> = p.clone();
-                DatabaseCatalogProvider::try_new(pool).await
+                let conn = p
+                    .connect_direct()
+                    .await
+                    .map_err(|e| other("connection", &e))?;
+                conn.conn
+                    .query(POSTGRES_NAMES, &[])
+                    .await
+                    .map_err(|e| other("query", &e))?
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.get(0),
+                            r.get(1),
+                            r.get::<_, Option<bool>>(2) == Some(true),
+                        )
+                    })
+                    .collect()
             }
             Pool::MySql(p) => {
-                let pool: Arc<DynMySQLConnectionPool> = p.clone();
-                DatabaseCatalogProvider::try_new(pool).await
+                use mysql_async::prelude::Queryable;
+                let conn = p
+                    .connect_direct()
+                    .await
+                    .map_err(|e| other("connection", &e))?;
+                let mut c = conn.conn.lock().await;
+                c.query::<(String, Option<String>, Option<String>), _>(MYSQL_NAMES)
+                    .await
+                    .map_err(|e| other("query", &e))?
+                    .into_iter()
+                    .map(|(s, t, kind)| (s, t, kind.is_some_and(|k| k.ends_with("VIEW"))))
+                    .collect()
             }
             Pool::Sqlite(p) => {
-                let pool: Arc<DynSqliteConnectionPool> = p.clone();
-                DatabaseCatalogProvider::try_new(pool).await
+                use datafusion_table_providers::sql::db_connection_pool::DbConnectionPool;
+                use datafusion_table_providers::sql::db_connection_pool::dbconnection::query_arrow;
+                let conn = p.connect().await.map_err(|e| other("connection", &e))?;
+                let stream = query_arrow(conn, SQLITE_NAMES.to_string(), None)
+                    .await
+                    .map_err(|e| other("query", &e))?;
+                let batches: Vec<datafusion::arrow::array::RecordBatch> =
+                    futures::TryStreamExt::try_collect(stream)
+                        .await
+                        .map_err(|e| other("query", &e))?;
+                let mut rows = vec![("main".to_string(), None, false)];
+                for b in &batches {
+                    let text = |i: usize| {
+                        datafusion::arrow::compute::cast(
+                            b.column(i),
+                            &datafusion::arrow::datatypes::DataType::Utf8,
+                        )
+                    };
+                    let (names, kinds) = (
+                        text(0).map_err(|e| other("result", &e))?,
+                        text(1).map_err(|e| other("result", &e))?,
+                    );
+                    use datafusion::arrow::array::AsArray;
+                    let (names, kinds) = (names.as_string::<i32>(), kinds.as_string::<i32>());
+                    for r in 0..b.num_rows() {
+                        rows.push((
+                            "main".to_string(),
+                            Some(names.value(r).to_string()),
+                            kinds.value(r) == "view",
+                        ));
+                    }
+                }
+                rows
+            }
+        };
+        let mut schemas: std::collections::BTreeMap<String, Vec<Relation>> = Default::default();
+        for (schema, relation, view) in rows {
+            let relations = schemas.entry(schema).or_default();
+            if let Some(name) = relation {
+                relations.push(Relation { name, view });
             }
         }
-        .map_err(|e| Error::Other(e.to_string()))?;
-        let mut out = vec![];
-        let mut schemas = listed.schema_names();
-        schemas.sort();
-        for s in schemas {
-            let mut tables = listed
-                .schema(&s)
-                .map(|p| p.table_names())
-                .unwrap_or_default();
-            tables.sort();
-            out.push((s, tables));
-        }
-        Ok(out)
+        Ok(schemas
+            .into_iter()
+            .map(|(s, mut r)| {
+                r.sort_by(|a, b| a.name.cmp(&b.name));
+                (s, r)
+            })
+            .collect())
     }
 }
+
+/// PostgreSQL's schemas and relations that can be read as tables: tables, partitioned tables,
+/// views, materialized views and foreign tables (not the system's, TOAST or temporary
+/// schemas).
+const POSTGRES_NAMES: &str = "SELECT n.nspname::text, c.relname::text, c.relkind IN ('v', 'm') \
+    FROM pg_catalog.pg_namespace n \
+    LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p', 'v', 'm', 'f') \
+    WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_(toast|temp_)'";
+
+/// MySQL's and MariaDB's databases (but the system's) and their tables and views.
+const MYSQL_NAMES: &str = "SELECT s.SCHEMA_NAME, t.TABLE_NAME, t.TABLE_TYPE \
+    FROM INFORMATION_SCHEMA.SCHEMATA s \
+    LEFT JOIN INFORMATION_SCHEMA.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME \
+    WHERE s.SCHEMA_NAME NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys')";
+
+/// A SQLite file's tables and views (its one schema is `main`).
+const SQLITE_NAMES: &str = "SELECT name, type FROM sqlite_master \
+    WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'";
 
 /// The options under the driver's names (its port key differs), TLS verified unless told.
 fn driver_params(
@@ -254,8 +333,17 @@ struct Inner {
     database: Mutex<Option<String>>,
 }
 
-/// Schemas and their tables, in the database's own spelling.
-type Names = Vec<(String, Vec<String>)>;
+/// Schemas and their tables and views, in the database's own spelling.
+pub type Names = Vec<(String, Vec<Relation>)>;
+
+/// A table or view of a foreign catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Relation {
+    /// As the database spells it.
+    pub name: String,
+    /// A view or materialized view (read as a table all the same).
+    pub view: bool,
+}
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -274,9 +362,9 @@ impl ForeignCatalogProvider {
         }))
     }
 
-    /// Schemas and tables of the database (listed once per process).
+    /// Schemas, tables and views of the database as it has them now.
     pub async fn list(&self) -> Result<Names> {
-        self.0.list().await
+        self.0.relist().await
     }
 }
 
@@ -305,9 +393,34 @@ impl Inner {
     }
 
     /// The database's own spelling of `schema` (and of `table` in it): an exact match, else
-    /// the one that differs only in case; several such are refused by name.
+    /// the one that differs only in case; several such are refused by name. Names are listed
+    /// once and listed again when one is not found (a table created in the
+    /// database since).
     async fn spelled(&self, schema: &str, table: Option<&str>) -> Result<(String, Option<String>)> {
-        let names = self.list().await?;
+        let listed = self.list().await?;
+        match Self::spelled_in(&self.catalog, &listed, schema, table) {
+            Ok((Some(s), t)) if t.is_some() || table.is_none() => Ok((s, t)),
+            Err(e) => Err(e),
+            _ => {
+                let fresh = self.relist().await?;
+                match Self::spelled_in(&self.catalog, &fresh, schema, table)? {
+                    (Some(s), t) => Ok((s, t)),
+                    (None, _) => Err(Error::NotFound(format!(
+                        "schema {schema} not found in the foreign catalog {} (SHOW SCHEMAS IN {} lists them)",
+                        self.catalog, self.catalog
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// [`Self::spelled`] in `names`: the schema (None: not there) and the table.
+    fn spelled_in(
+        catalog: &str,
+        names: &Names,
+        schema: &str,
+        table: Option<&str>,
+    ) -> Result<(Option<String>, Option<String>)> {
         let pick = |wanted: &str, have: Vec<&String>, what: &str| -> Result<Option<String>> {
             if let Some(exact) = have.iter().find(|h| h.as_str() == wanted) {
                 return Ok(Some((*exact).clone()));
@@ -320,8 +433,7 @@ impl Inner {
                 [] => Ok(None),
                 [one] => Ok(Some((**one).clone())),
                 many => Err(Error::Invalid(format!(
-                    "{}: {what} {wanted} matches {} in the database: name it exactly, quoted with backticks",
-                    self.catalog,
+                    "{catalog}: {what} {wanted} matches {} in the database: name it exactly, quoted with backticks",
                     many.iter()
                         .map(|m| m.as_str())
                         .collect::<Vec<_>>()
@@ -329,32 +441,40 @@ impl Inner {
                 ))),
             }
         };
-        let schema_name = pick(schema, names.iter().map(|(s, _)| s).collect(), "schema")?
-            .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "schema {schema} not found in the foreign catalog {} (SHOW SCHEMAS IN {} lists them)",
-                    self.catalog, self.catalog
-                ))
-            })?;
+        let Some(schema_name) = pick(schema, names.iter().map(|(s, _)| s).collect(), "schema")?
+        else {
+            return Ok((None, None));
+        };
         let table_name = match table {
             None => None,
             Some(t) => {
                 let tables = names
                     .iter()
                     .find(|(s, _)| s == &schema_name)
-                    .map(|(_, t)| t.iter().collect())
+                    .map(|(_, t)| t.iter().map(|r| &r.name).collect())
                     .unwrap_or_default();
                 pick(t, tables, "table")?
             }
         };
-        Ok((schema_name, table_name))
+        Ok((Some(schema_name), table_name))
     }
 
+    /// The schemas and relations as last listed (listed now if never).
     async fn list(&self) -> Result<Names> {
         if let Some(names) = self.names.lock().ok().and_then(|n| n.clone()) {
             return Ok(names);
         }
-        let mut names = self.pool().await?.names().await?;
+        self.relist().await
+    }
+
+    /// The schemas and relations as the database has them now (kept for the next lookups).
+    async fn relist(&self) -> Result<Names> {
+        let mut names = self
+            .pool()
+            .await?
+            .names()
+            .await
+            .map_err(|e| e.context(format!("foreign catalog {}", self.catalog)))?;
         if let Some(db) = self.database.lock().ok().and_then(|d| d.clone()) {
             names.retain(|(s, _)| s == &db);
         }
@@ -400,7 +520,7 @@ impl SchemaProvider for ForeignSchema {
             .listed()
             .into_iter()
             .find(|(s, _)| s == &self.schema)
-            .map(|(_, t)| t)
+            .map(|(_, t)| t.into_iter().map(|r| r.name).collect())
             .unwrap_or_default()
     }
 

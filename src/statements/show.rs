@@ -83,13 +83,17 @@ pub async fn show(
             Ok(strings("schema", wh.try_schemas(&catalog)?))
         }
         ShowWhat::Tables => {
-            let (catalog, schema) = schema_in(session, &parts, "TABLES")?;
+            let (catalog, mut schema) = schema_in(session, &parts, "TABLES")?;
             let tables = match session.foreign_names(&catalog).await? {
-                Some(names) => foreign_schema(names, &catalog, &schema)?
-                    .into_iter()
-                    .filter(|r| !r.view)
-                    .map(|r| r.name)
-                    .collect(),
+                Some(names) => {
+                    let (spelled, relations) = foreign_schema(names, &catalog, within, &schema)?;
+                    schema = spelled;
+                    relations
+                        .into_iter()
+                        .filter(|r| !r.view)
+                        .map(|r| r.name)
+                        .collect()
+                }
                 None => {
                     if !wh.schema_exists(&catalog, &schema) {
                         return Err(wh.missing_table_error(&TableName::new(&catalog, &schema, "_")));
@@ -327,27 +331,44 @@ pub async fn describe_history(session: &Session, name: &ObjectName) -> Result<Ou
     Ok(Output::batch(batch))
 }
 
-/// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.
-/// The relations of a foreign catalog's schema `schema` (spelled as the database does, or
-/// in another case).
+/// The relations of the schema a foreign catalog's `SHOW ... IN` names (`within`, else the
+/// current schema `current`), and the database's spelling of that schema: its exact name
+/// (as written, quoted or not), else the one schema that differs only in case; several such
+/// are refused by name.
 fn foreign_schema(
     names: crate::catalog::foreign::Names,
     catalog: &str,
-    schema: &str,
-) -> Result<Vec<crate::catalog::foreign::Relation>> {
-    let at = names.iter().position(|(s, _)| s == schema).or_else(|| {
-        names
-            .iter()
-            .position(|(s, _)| s.eq_ignore_ascii_case(schema))
-    });
-    match at {
-        Some(i) => Ok(names.into_iter().nth(i).map(|(_, r)| r).unwrap_or_default()),
-        None => Err(Error::NotFound(format!(
-            "schema '{catalog}.{schema}' not found in the foreign catalog {catalog} (SHOW SCHEMAS IN {catalog} lists them)"
+    within: Option<&ObjectName>,
+    current: &str,
+) -> Result<(String, Vec<crate::catalog::foreign::Relation>)> {
+    let wanted = match within {
+        Some(n) => name_parts(n)?.last().cloned().unwrap_or_default(),
+        None => current.to_string(),
+    };
+    if let Some(i) = names.iter().position(|(s, _)| *s == wanted) {
+        return Ok(names.into_iter().nth(i).expect("found above"));
+    }
+    let mut folded: Vec<_> = names
+        .into_iter()
+        .filter(|(s, _)| s.eq_ignore_ascii_case(&wanted))
+        .collect();
+    match folded.len() {
+        1 => Ok(folded.remove(0)),
+        0 => Err(Error::NotFound(format!(
+            "schema '{catalog}.{wanted}' not found in the foreign catalog {catalog} (SHOW SCHEMAS IN {catalog} lists them)"
+        ))),
+        _ => Err(Error::Invalid(format!(
+            "{catalog}: schema {wanted} matches {} in the database: name it exactly, quoted with backticks",
+            folded
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
 
+/// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.
 async fn show_views(session: &Session, within: Option<&ObjectName>) -> Result<Output> {
     let parts: Vec<String> = match within {
         Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
@@ -356,11 +377,14 @@ async fn show_views(session: &Session, within: Option<&ObjectName>) -> Result<Ou
     let (catalog, schema) = schema_in(session, &parts, "VIEWS")?;
     let mut rows: Vec<(String, String, bool)> = match session.foreign_names(&catalog).await? {
         // A database's views and materialized views.
-        Some(names) => foreign_schema(names, &catalog, &schema)?
-            .into_iter()
-            .filter(|r| r.view)
-            .map(|r| (schema.clone(), r.name, false))
-            .collect(),
+        Some(names) => {
+            let (spelled, relations) = foreign_schema(names, &catalog, within, &schema)?;
+            relations
+                .into_iter()
+                .filter(|r| r.view)
+                .map(|r| (spelled.clone(), r.name, false))
+                .collect()
+        }
         None => {
             if !session.warehouse().schema_exists(&catalog, &schema) {
                 return Err(session

@@ -137,18 +137,18 @@ async fn after_commit(table: &DeltaTable) {
 /// Actions (files and tombstones) in a table's last checkpoint per commit between checkpoints.
 const ACTIONS_PER_INTERVAL_COMMIT: u64 = 200;
 
-/// The most commits between checkpoints that [`checkpoint_due`] lets pass (Delta's default
-/// interval).
-const LONGEST_INTERVAL: u64 = 100;
+/// The intervals (in versions) between checkpoints [`checkpoint_due`] picks from: each
+/// divides [`CLEANUP_EVERY`], so that the log's clean-up, which runs with a checkpoint on an
+/// object store at every multiple of it, is never skipped.
+const INTERVALS: [u64; 4] = [CHECKPOINT_EVERY, 20, 50, 100];
 
-/// Whether a table at `version` is due a checkpoint. Every [`CHECKPOINT_EVERY`] versions,
-/// unless its last checkpoint is recent for its size: a checkpoint rewrites every action it
-/// holds, the tombstones of removed files included (kept 7 days), so a run history or a
-/// control table rewritten a few rows at a time holds thousands of them, and writing one
-/// every 10 commits made the job's cost per table grow with the number of tables. The
-/// interval grows with the checkpoint's size (one commit per [`ACTIONS_PER_INTERVAL_COMMIT`]
-/// actions, at most [`LONGEST_INTERVAL`]), so that a commit's share of the checkpoints stays
-/// flat.
+/// Whether a table at `version` is due a checkpoint: at every multiple of an interval that
+/// grows with its last checkpoint's size. A checkpoint rewrites every action it holds, the
+/// tombstones of removed files included (kept 7 days), so a run history or a control table
+/// rewritten a few rows at a time holds thousands of them, and writing one every 10 commits
+/// made the job's cost per table grow with the number of tables. The interval is the
+/// longest of [`INTERVALS`] with at least one commit per [`ACTIONS_PER_INTERVAL_COMMIT`]
+/// actions, so that a commit's share of the checkpoints stays flat.
 pub(crate) async fn checkpoint_due(
     log_store: &deltalake::logstore::LogStoreRef,
     version: u64,
@@ -156,20 +156,22 @@ pub(crate) async fn checkpoint_due(
     if version == 0 || !version.is_multiple_of(CHECKPOINT_EVERY) {
         return false;
     }
-    let Some((last, size)) = last_checkpoint(log_store).await else {
-        return true;
-    };
-    version.saturating_sub(last) >= checkpoint_interval(size)
+    let size = last_checkpoint_size(log_store).await.unwrap_or(0);
+    version.is_multiple_of(checkpoint_interval(size))
 }
 
 /// Commits between checkpoints for a checkpoint of `size` actions.
 fn checkpoint_interval(size: u64) -> u64 {
     let commits = size / ACTIONS_PER_INTERVAL_COMMIT;
-    (commits - commits % CHECKPOINT_EVERY).clamp(CHECKPOINT_EVERY, LONGEST_INTERVAL)
+    INTERVALS
+        .into_iter()
+        .filter(|i| *i <= commits)
+        .max()
+        .unwrap_or(CHECKPOINT_EVERY)
 }
 
-/// The version and number of actions of a table's last checkpoint, from `_last_checkpoint`.
-async fn last_checkpoint(log_store: &deltalake::logstore::LogStoreRef) -> Option<(u64, u64)> {
+/// The number of actions in a table's last checkpoint, from `_last_checkpoint`.
+async fn last_checkpoint_size(log_store: &deltalake::logstore::LogStoreRef) -> Option<u64> {
     use deltalake::logstore::object_store::ObjectStoreExt;
     let path = log_store.log_path().clone().join("_last_checkpoint");
     let bytes = log_store
@@ -181,7 +183,7 @@ async fn last_checkpoint(log_store: &deltalake::logstore::LogStoreRef) -> Option
         .await
         .ok()?;
     let hint: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    Some((hint.get("version")?.as_u64()?, hint.get("size")?.as_u64()?))
+    hint.get("size")?.as_u64()
 }
 
 /// Checkpoint a small table now and remove the log files its retention no longer keeps.
@@ -279,12 +281,14 @@ fn oldest_commit(dir: &std::path::Path, newest: u64) -> Option<u64> {
 /// 40 times a run, and the job's cost per table grew with the number of tables.
 pub(crate) const COMPACTED_FILE_BYTES: u64 = 512 * 1024;
 
-/// Whether an append-only table of tidemark's has grown enough small files to compact.
+/// Whether an append-only table of tidemark's has grown enough small files to compact: files
+/// under half [`COMPACTED_FILE_BYTES`] (a compaction's own files, near that size, do not
+/// count, or every checkpoint would compact them again).
 pub(crate) fn needs_compaction(table: &DeltaTable) -> bool {
     table.snapshot().is_ok_and(|s| {
         s.log_data()
             .iter()
-            .filter(|f| (f.size() as u64) < COMPACTED_FILE_BYTES)
+            .filter(|f| (f.size() as u64) < COMPACTED_FILE_BYTES / 2)
             .count()
             >= COMPACT_AT_FILES
     })
@@ -423,15 +427,20 @@ mod tests {
 
     #[test]
     fn checkpoints_of_bigger_tables_come_less_often() {
-        // Small tables every 10 commits; then one commit per 200 actions of the last
-        // checkpoint, in steps of 10, up to Delta's default of 100.
+        // Small tables every 10 commits; then at least one commit per 200 actions of the
+        // last checkpoint, in intervals that divide 1,000 (the log's clean-up runs with a
+        // checkpoint at each multiple of 1,000), up to Delta's default of 100.
         assert_eq!(checkpoint_interval(0), 10);
         assert_eq!(checkpoint_interval(3_999), 10);
         assert_eq!(checkpoint_interval(4_000), 20);
-        assert_eq!(checkpoint_interval(7_999), 30);
-        assert_eq!(checkpoint_interval(19_999), 90);
+        assert_eq!(checkpoint_interval(9_999), 20);
+        assert_eq!(checkpoint_interval(10_000), 50);
+        assert_eq!(checkpoint_interval(19_999), 50);
         assert_eq!(checkpoint_interval(20_000), 100);
         assert_eq!(checkpoint_interval(10_000_000), 100);
+        for size in (0..30_000).step_by(100) {
+            assert!(super::CLEANUP_EVERY.is_multiple_of(checkpoint_interval(size)));
+        }
     }
 
     #[test]

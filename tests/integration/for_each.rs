@@ -333,6 +333,20 @@ fn a_big_control_table_is_advanced_a_file_at_a_time() {
         String::from_utf8_lossy(&out.stderr)
     );
     let ctl = wh.join("main/default/ctl");
+    let files = |wh: &std::path::Path| {
+        let detail = ok(wh, "DESCRIBE DETAIL ctl");
+        let mut lines = detail.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let at = header.iter().position(|h| *h == "numFiles").unwrap();
+        lines
+            .next()
+            .unwrap()
+            .split(',')
+            .nth(at)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(files(&wh), "1", "INSERT writes one file");
     let job = "COPY INCREMENTAL USING CONTROL TABLE ctl WHERE source_table IN ('s0', 's1')";
     assert_eq!(
         ok(&wh, job)
@@ -342,12 +356,7 @@ fn a_big_control_table_is_advanced_a_file_at_a_time() {
         2
     );
     // The two advances may land in one commit or two: either way, 3,002 rows in 6 files.
-    let detail = ok(&wh, "DESCRIBE DETAIL ctl");
-    let mut lines = detail.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let at = header.iter().position(|h| *h == "numFiles").unwrap();
-    let row = lines.next().unwrap().to_string();
-    assert_eq!(row.split(',').nth(at), Some("6"), "{detail}");
+    assert_eq!(files(&wh), "6");
     ok(&wh, "INSERT INTO s1 VALUES (6)");
     ok(&wh, job);
     let (added, removed) = last_commit_files(&ctl);

@@ -268,7 +268,7 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
             "SELECT count(*) AS below FROM shop.public.orders WHERE customer < 'c1'",
             // In the column's ICU collation 'a' < 'B'; in the engine's byte order 'B' < 'a'.
             "SELECT count(*) AS byte_order FROM shop.public.names WHERE s < 'a'",
-            "SHOW VIEWS IN shop.sales",
+            "SHOW VIEWS IN shop.SALES",
             "SHOW VIEWS IN shop.public",
             "SELECT count(*) AS north FROM shop.sales.north",
             "SELECT sum(amount) AS total FROM shop.public.totals",
@@ -278,6 +278,12 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
     assert!(out.contains("sales,north,false\n"), "{out}");
     assert!(out.contains("public,totals,false\n"), "{out}");
     assert!(!out.contains("shop,sales,north"), "{out}");
+    assert!(
+        !out.contains("sales,regions,false"),
+        "tables are not views: {out}"
+    );
+    // A schema named in another case than the database's is found, and shown as spelled there.
+    assert!(out.contains("shop,sales,regions"), "{out}");
     assert!(out.contains("north\n1\n"), "{out}");
     assert!(out.contains("total\n625625.00\n"), "{out}");
     assert!(out.contains("byte_order\n1\n"), "{out}");

@@ -289,9 +289,10 @@ const MYSQL_NAMES: &str = "SELECT s.SCHEMA_NAME, t.TABLE_NAME, t.TABLE_TYPE \
     LEFT JOIN INFORMATION_SCHEMA.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME \
     WHERE s.SCHEMA_NAME NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys')";
 
-/// A SQLite file's tables and views (its one schema is `main`).
+/// A SQLite file's tables and views (its one schema is `main`), but SQLite's own (`sqlite_`
+/// names, which users cannot create).
 const SQLITE_NAMES: &str = "SELECT name, type FROM sqlite_master \
-    WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'";
+    WHERE type IN ('table', 'view') AND lower(substr(name, 1, 7)) <> 'sqlite_'";
 
 /// The options under the driver's names (its port key differs), TLS verified unless told.
 fn driver_params(
@@ -476,7 +477,13 @@ impl Inner {
             .await
             .map_err(|e| e.context(format!("foreign catalog {}", self.catalog)))?;
         if let Some(db) = self.database.lock().ok().and_then(|d| d.clone()) {
-            names.retain(|(s, _)| s == &db);
+            // The catalog's database as the server spells it (in another case on a server
+            // that folds names, `lower_case_table_names`).
+            if names.iter().any(|(s, _)| s == &db) {
+                names.retain(|(s, _)| s == &db);
+            } else {
+                names.retain(|(s, _)| s.eq_ignore_ascii_case(&db));
+            }
         }
         if let Ok(mut n) = self.names.lock() {
             *n = Some(names.clone());

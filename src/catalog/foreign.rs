@@ -12,7 +12,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use connect::{ForeignCatalogProvider, Names, Pool, Relation, finish_reads, snapshot_of};
+pub use connect::{
+    ForeignCatalogProvider, Names, Pool, Relation, finish_reads, snapshot_of, spelling,
+};
 
 use super::{Place, Warehouse};
 use crate::error::{Error, Result};

@@ -345,27 +345,21 @@ fn foreign_schema(
         Some(n) => name_parts(n)?.last().cloned().unwrap_or_default(),
         None => current.to_string(),
     };
-    if let Some(i) = names.iter().position(|(s, _)| *s == wanted) {
-        return Ok(names.into_iter().nth(i).expect("found above"));
-    }
-    let mut folded: Vec<_> = names
-        .into_iter()
-        .filter(|(s, _)| s.eq_ignore_ascii_case(&wanted))
-        .collect();
-    match folded.len() {
-        1 => Ok(folded.remove(0)),
-        0 => Err(Error::NotFound(format!(
+    let spelled = crate::catalog::foreign::spelling(
+        catalog,
+        "schema",
+        &wanted,
+        names.iter().map(|(s, _)| s),
+    )?
+    .ok_or_else(|| {
+        Error::NotFound(format!(
             "schema '{catalog}.{wanted}' not found in the foreign catalog {catalog} (SHOW SCHEMAS IN {catalog} lists them)"
-        ))),
-        _ => Err(Error::Invalid(format!(
-            "{catalog}: schema {wanted} matches {} in the database: name it exactly, quoted with backticks",
-            folded
-                .iter()
-                .map(|(s, _)| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
+        ))
+    })?;
+    Ok(names
+        .into_iter()
+        .find(|(s, _)| *s == spelled)
+        .expect("a spelling is one of the names"))
 }
 
 /// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.

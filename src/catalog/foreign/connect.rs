@@ -294,6 +294,36 @@ const MYSQL_NAMES: &str = "SELECT s.SCHEMA_NAME, t.TABLE_NAME, t.TABLE_TYPE \
 const SQLITE_NAMES: &str = "SELECT name, type FROM sqlite_master \
     WHERE type IN ('table', 'view') AND lower(substr(name, 1, 7)) <> 'sqlite_'";
 
+/// The database's spelling of the name `wanted` among `have` (the names of `catalog`'s
+/// schemas, or of one schema's tables): the exact name, else the one that differs only in
+/// case (None: neither); several such are refused by name.
+pub fn spelling<'a>(
+    catalog: &str,
+    what: &str,
+    wanted: &str,
+    have: impl IntoIterator<Item = &'a String>,
+) -> Result<Option<String>> {
+    let have: Vec<&String> = have.into_iter().collect();
+    if let Some(exact) = have.iter().find(|h| h.as_str() == wanted) {
+        return Ok(Some((*exact).clone()));
+    }
+    let folded: Vec<&&String> = have
+        .iter()
+        .filter(|h| h.eq_ignore_ascii_case(wanted))
+        .collect();
+    match folded.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some((**one).clone())),
+        many => Err(Error::Invalid(format!(
+            "{catalog}: {what} {wanted} matches {} in the database: name it exactly, quoted with backticks",
+            many.iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
 /// The options under the driver's names (its port key differs), TLS verified unless told.
 fn driver_params(
     values: &HashMap<String, String>,
@@ -398,20 +428,20 @@ impl Inner {
     /// once and listed again when one is not found (a table created in the
     /// database since).
     async fn spelled(&self, schema: &str, table: Option<&str>) -> Result<(String, Option<String>)> {
-        let listed = self.list().await?;
-        match Self::spelled_in(&self.catalog, &listed, schema, table) {
-            Ok((Some(s), t)) if t.is_some() || table.is_none() => Ok((s, t)),
-            Err(e) => Err(e),
-            _ => {
-                let fresh = self.relist().await?;
-                match Self::spelled_in(&self.catalog, &fresh, schema, table)? {
-                    (Some(s), t) => Ok((s, t)),
-                    (None, _) => Err(Error::NotFound(format!(
-                        "schema {schema} not found in the foreign catalog {} (SHOW SCHEMAS IN {} lists them)",
-                        self.catalog, self.catalog
-                    ))),
-                }
-            }
+        let cached = self.names.lock().ok().and_then(|n| n.clone());
+        if let Some(names) = cached
+            && let (Some(s), t) = Self::spelled_in(&self.catalog, &names, schema, table)?
+            && (t.is_some() || table.is_none())
+        {
+            return Ok((s, t));
+        }
+        // Never listed, or a name the last list lacks: list now.
+        match Self::spelled_in(&self.catalog, &self.relist().await?, schema, table)? {
+            (Some(s), t) => Ok((s, t)),
+            (None, _) => Err(Error::NotFound(format!(
+                "schema {schema} not found in the foreign catalog {} (SHOW SCHEMAS IN {} lists them)",
+                self.catalog, self.catalog
+            ))),
         }
     }
 
@@ -422,27 +452,7 @@ impl Inner {
         schema: &str,
         table: Option<&str>,
     ) -> Result<(Option<String>, Option<String>)> {
-        let pick = |wanted: &str, have: Vec<&String>, what: &str| -> Result<Option<String>> {
-            if let Some(exact) = have.iter().find(|h| h.as_str() == wanted) {
-                return Ok(Some((*exact).clone()));
-            }
-            let folded: Vec<&&String> = have
-                .iter()
-                .filter(|h| h.eq_ignore_ascii_case(wanted))
-                .collect();
-            match folded.as_slice() {
-                [] => Ok(None),
-                [one] => Ok(Some((**one).clone())),
-                many => Err(Error::Invalid(format!(
-                    "{catalog}: {what} {wanted} matches {} in the database: name it exactly, quoted with backticks",
-                    many.iter()
-                        .map(|m| m.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))),
-            }
-        };
-        let Some(schema_name) = pick(schema, names.iter().map(|(s, _)| s).collect(), "schema")?
+        let Some(schema_name) = spelling(catalog, "schema", schema, names.iter().map(|(s, _)| s))?
         else {
             return Ok((None, None));
         };
@@ -451,21 +461,12 @@ impl Inner {
             Some(t) => {
                 let tables = names
                     .iter()
-                    .find(|(s, _)| s == &schema_name)
-                    .map(|(_, t)| t.iter().map(|r| &r.name).collect())
-                    .unwrap_or_default();
-                pick(t, tables, "table")?
+                    .filter(|(s, _)| s == &schema_name)
+                    .flat_map(|(_, t)| t.iter().map(|r| &r.name));
+                spelling(catalog, "table", t, tables)?
             }
         };
         Ok((Some(schema_name), table_name))
-    }
-
-    /// The schemas and relations as last listed (listed now if never).
-    async fn list(&self) -> Result<Names> {
-        if let Some(names) = self.names.lock().ok().and_then(|n| n.clone()) {
-            return Ok(names);
-        }
-        self.relist().await
     }
 
     /// The schemas and relations as the database has them now (kept for the next lookups).
@@ -479,11 +480,8 @@ impl Inner {
         if let Some(db) = self.database.lock().ok().and_then(|d| d.clone()) {
             // The catalog's database as the server spells it (in another case on a server
             // that folds names, `lower_case_table_names`).
-            if names.iter().any(|(s, _)| s == &db) {
-                names.retain(|(s, _)| s == &db);
-            } else {
-                names.retain(|(s, _)| s.eq_ignore_ascii_case(&db));
-            }
+            let kept = spelling(&self.catalog, "database", &db, names.iter().map(|(s, _)| s))?;
+            names.retain(|(s, _)| Some(s) == kept.as_ref());
         }
         if let Ok(mut n) = self.names.lock() {
             *n = Some(names.clone());

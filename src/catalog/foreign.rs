@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use connect::{
     ForeignCatalogProvider, Names, Pool, Relation, finish_reads, snapshot_of, spelling,
 };
+pub use snapshot::{alone, statement};
 
 use super::{Place, Warehouse};
 use crate::error::{Error, Result};

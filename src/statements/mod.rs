@@ -48,8 +48,12 @@ pub async fn run_streaming(session: &mut Session, sql: &str) -> Result<Reply> {
     execute_streaming(session, stmt).await
 }
 
-/// Run one parsed statement.
+/// Run one parsed statement (its reads of one database's tables in one snapshot).
 pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
+    crate::catalog::foreign::statement(Box::pin(execute_one(session, stmt))).await
+}
+
+async fn execute_one(session: &mut Session, stmt: Statement) -> Result<Output> {
     session.warehouse().root().begin_statement();
     if stmt.writes_tables() {
         session.warehouse().check_writable(None)?;
@@ -160,6 +164,10 @@ pub async fn execute(session: &mut Session, stmt: Statement) -> Result<Output> {
 
 /// Run one parsed statement; a query's rows are not collected but streamed.
 pub async fn execute_streaming(session: &mut Session, stmt: Statement) -> Result<Reply> {
+    crate::catalog::foreign::statement(Box::pin(stream_one(session, stmt))).await
+}
+
+async fn stream_one(session: &mut Session, stmt: Statement) -> Result<Reply> {
     session.warehouse().root().begin_statement();
     match stmt {
         Statement::Sql(s) if matches!(*s, Sql::Query(_)) => {
@@ -169,7 +177,7 @@ pub async fn execute_streaming(session: &mut Session, stmt: Statement) -> Result
             };
             Ok(Reply::Rows(Box::new(query::stream(session, *q).await?)))
         }
-        other => Ok(Reply::Done(execute(session, other).await?)),
+        other => Ok(Reply::Done(execute_one(session, other).await?)),
     }
 }
 

@@ -10,7 +10,7 @@ use datafusion::arrow::array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use datafusion::sql::sqlparser::ast::ObjectName;
+use datafusion::sql::sqlparser::ast::{ObjectName, ObjectNamePart};
 use futures::TryStreamExt;
 
 use super::table::{COMMENT_KEY, DEFAULT_KEY};
@@ -341,8 +341,14 @@ fn foreign_schema(
     within: Option<&ObjectName>,
     current: &str,
 ) -> Result<(String, Vec<crate::catalog::foreign::Relation>)> {
-    let wanted = match within {
-        Some(n) => name_parts(n)?.last().cloned().unwrap_or_default(),
+    // As a query reads the name: unquoted in lower case (then the database's one spelling
+    // of it in any case), quoted as written.
+    let wanted = match within.and_then(|n| n.0.last()) {
+        Some(ObjectNamePart::Identifier(i)) if i.quote_style.is_none() => i.value.to_lowercase(),
+        Some(_) => name_parts(within.expect("a name"))?
+            .last()
+            .cloned()
+            .unwrap_or_default(),
         None => current.to_string(),
     };
     let spelled = crate::catalog::foreign::spelling(

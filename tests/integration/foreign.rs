@@ -243,7 +243,8 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
          ALTER TABLE public.orders OWNER TO shopper; ALTER SCHEMA sales OWNER TO shopper; ALTER TABLE sales.regions OWNER TO shopper;
          CREATE TABLE public.names (s text COLLATE \"und-x-icu\"); INSERT INTO public.names VALUES ('B'), ('a'); ALTER TABLE public.names OWNER TO shopper;
          CREATE VIEW sales.north AS SELECT * FROM sales.regions WHERE name = 'north'; ALTER VIEW sales.north OWNER TO shopper;
-         CREATE MATERIALIZED VIEW public.totals AS SELECT customer, sum(amount)::numeric(12,2) AS amount FROM public.orders GROUP BY customer; ALTER MATERIALIZED VIEW public.totals OWNER TO shopper;",
+         CREATE MATERIALIZED VIEW public.totals AS SELECT customer, sum(amount)::numeric(12,2) AS amount FROM public.orders GROUP BY customer; ALTER MATERIALIZED VIEW public.totals OWNER TO shopper;
+         CREATE SCHEMA \"Sales\"; CREATE TABLE \"Sales\".upper_only (id int);",
         "shop",
     );
     let (_d, wh) = warehouse();
@@ -262,6 +263,9 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
             "SELECT typeof(placed_at), typeof(local_at), typeof(tags) FROM shop.public.orders LIMIT 1",
             "SHOW SCHEMAS IN shop",
             "SHOW TABLES IN shop.sales",
+            // Beside a schema spelled "Sales": an unquoted name is read as a query reads it.
+            "SHOW TABLES IN shop.SALES",
+            "SHOW TABLES IN shop.`Sales`",
             "SELECT r.name, count(*) FROM shop.public.orders o JOIN shop.sales.regions r ON r.id = o.id % 2 GROUP BY r.name",
             "SELECT count(*) AS after_jan_2 FROM shop.public.orders WHERE placed_at >= TIMESTAMP '2024-01-02 00:00:00'",
             "SELECT count(*) AS returns FROM shop.sales.returns",
@@ -282,6 +286,8 @@ fn a_postgres_database_is_a_catalog_and_filters_run_there() {
         !out.contains("sales,regions,false"),
         "tables are not views: {out}"
     );
+    assert_eq!(out.matches("shop,sales,regions").count(), 2, "{out}");
+    assert_eq!(out.matches("shop,Sales,upper_only").count(), 1, "{out}");
     // A schema named in another case than the database's is found, and shown as spelled there.
     assert!(out.contains("shop,sales,regions"), "{out}");
     assert!(out.contains("north\n1\n"), "{out}");

@@ -740,3 +740,57 @@ fn a_mariadb_table_and_a_sqlite_table_are_copied_incrementally() {
     assert!(out.contains(",5,0,"), "{out}");
     assert!(out.contains("105,105"), "{out}");
 }
+
+#[test]
+fn the_postgres_tables_of_one_statement_share_a_snapshot_and_each_copy_has_its_own() {
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE public.a (id bigint PRIMARY KEY, at timestamptz NOT NULL);
+         CREATE TABLE public.b (id bigint PRIMARY KEY, at timestamptz NOT NULL);
+         INSERT INTO public.a SELECT i, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 minute' FROM generate_series(1, 100) i;
+         INSERT INTO public.b SELECT i, timestamptz '2024-01-01 00:00:00+00' + i * interval '1 minute' FROM generate_series(1, 50) i;
+         ALTER TABLE public.a OWNER TO shopper;
+         ALTER TABLE public.b OWNER TO shopper;",
+        "shop",
+    );
+    let (_d, wh) = warehouse();
+    pg_catalog(&wh, &pg);
+    // A join, a subquery and a write from both tables: one exported snapshot each statement.
+    for statement in [
+        "SELECT count(*) FROM shop.public.a JOIN shop.public.b USING (id)",
+        "SELECT count(*) FROM shop.public.a WHERE id NOT IN (SELECT id FROM shop.public.b)",
+        "CREATE TABLE both_ids AS SELECT id FROM shop.public.a UNION ALL SELECT id FROM shop.public.b",
+    ] {
+        let before = logged_since(&pg, 0).len();
+        ok_env(&wh, &PG_ENV, &[statement]);
+        let log = logged_since(&pg, before);
+        assert_eq!(
+            log.matches("pg_export_snapshot()").count(),
+            1,
+            "{statement}\n{log}"
+        );
+        assert!(log.contains("\"a\"") && log.contains("\"b\""), "{log}");
+    }
+    assert_eq!(value(&wh, "SELECT count(*) FROM both_ids"), "150");
+    // Two copies of one job: each run records and ends a snapshot of its own.
+    ok_env(
+        &wh,
+        &PG_ENV,
+        &[
+            "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark TIMESTAMP)",
+            "INSERT INTO ctl VALUES ('shop.public.a', 'a_copy', 'at', NULL), ('shop.public.b', 'b_copy', 'at', NULL)",
+        ],
+    );
+    let before = logged_since(&pg, 0).len();
+    let out = ok_env(&wh, &PG_ENV, &["COPY INCREMENTAL USING CONTROL TABLE ctl"]);
+    assert_eq!(out.matches("succeeded").count(), 2, "{out}");
+    let log = logged_since(&pg, before);
+    assert_eq!(log.matches("pg_export_snapshot()").count(), 2, "{log}");
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', (SELECT count(*) FROM a_copy), (SELECT count(*) FROM b_copy), count(source_snapshot)) FROM system.tidemark.copy_runs WHERE status = 'succeeded'"
+        ),
+        "100/50/2"
+    );
+}

@@ -28,9 +28,16 @@ use crate::catalog::Warehouse;
 use crate::error::{Error, Result};
 use datafusion::logical_expr::{Expr as EngineExpr, TableProviderFilterPushDown};
 
-/// An open connection.
+/// An open connection, and the secrets its text must never show.
 #[derive(Clone)]
-pub enum Pool {
+pub struct Pool {
+    db: Db,
+    secrets: Secrets,
+}
+
+/// The database sessions of an open connection.
+#[derive(Clone)]
+enum Db {
     /// With how many connections one read of a large table may use.
     Postgres(Arc<PostgresConnectionPool>, usize),
     MySql(Arc<MySQLConnectionPool>),
@@ -39,11 +46,40 @@ pub enum Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Pool::Postgres(..) => "Pool::Postgres",
-            Pool::MySql(_) => "Pool::MySql",
-            Pool::Sqlite(_) => "Pool::Sqlite",
+        f.write_str(match self.db {
+            Db::Postgres(..) => "Pool::Postgres",
+            Db::MySql(_) => "Pool::MySql",
+            Db::Sqlite(_) => "Pool::Sqlite",
         })
+    }
+}
+
+/// The values of a connection's `secret(...)` options: every error text about the connection
+/// (opening it, listing its tables, reading them) goes through [`Secrets::scrub`].
+#[derive(Clone, Default)]
+pub(in crate::catalog::foreign) struct Secrets(Arc<[String]>);
+
+impl Secrets {
+    fn of(connection: &Connection) -> Secrets {
+        let mut values: Vec<String> = connection
+            .options
+            .values()
+            .filter(|v| matches!(v, super::OptionValue::Secret { .. }))
+            .filter_map(|v| v.resolve().ok())
+            .filter(|v| !v.is_empty())
+            .collect();
+        // A longer secret that contains a shorter one is blanked whole.
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        Secrets(values.into())
+    }
+
+    /// `text` with every secret value replaced by `***`.
+    pub(in crate::catalog::foreign) fn scrub(&self, text: impl std::fmt::Display) -> String {
+        let mut text = text.to_string();
+        for s in self.0.iter() {
+            text = text.replace(s.as_str(), "***");
+        }
+        text
     }
 }
 
@@ -60,13 +96,7 @@ impl Pool {
                 values.insert(k.clone(), v.resolve()?);
             }
         }
-        let secrets: Vec<String> = connection
-            .options
-            .values()
-            .filter(|v| matches!(v, super::OptionValue::Secret { .. }))
-            .filter_map(|v| v.resolve().ok())
-            .filter(|v| !v.is_empty())
-            .collect();
+        let secrets = Secrets::of(connection);
         let name = &connection.name;
         let at = |values: &HashMap<String, String>| {
             format!(
@@ -76,14 +106,10 @@ impl Pool {
             )
         };
         let failed = |e: &dyn std::fmt::Display, at: String| {
-            let mut text = e.to_string();
-            for s in &secrets {
-                text = text.replace(s.as_str(), "***");
-            }
             Error::Invalid(format!(
                 "connection {name} ({} at {at}) failed: {}",
                 connection.kind.name(),
-                text.trim()
+                secrets.scrub(e).trim()
             ))
         };
         match connection.kind {
@@ -114,14 +140,20 @@ impl Pool {
                     .map_err(|e| failed(&e, at(&values)))?
                     // json and jsonb as STRING.
                     .with_unsupported_type_action(UnsupportedTypeAction::String);
-                Ok(Pool::Postgres(Arc::new(pool), connections))
+                Ok(Pool {
+                    db: Db::Postgres(Arc::new(pool), connections),
+                    secrets,
+                })
             }
             ConnectionType::Mysql => {
                 let params = driver_params(&values, "tcp_port", "required");
                 let pool = MySQLConnectionPool::new(to_secret_map(params))
                     .await
                     .map_err(|e| failed(&e, at(&values)))?;
-                Ok(Pool::MySql(Arc::new(pool)))
+                Ok(Pool {
+                    db: Db::MySql(Arc::new(pool)),
+                    secrets,
+                })
             }
             ConnectionType::Sqlite => {
                 let path = values.get("path").cloned().unwrap_or_default();
@@ -139,7 +171,10 @@ impl Pool {
                 .build()
                 .await
                 .map_err(|e| failed(&e, path.clone()))?;
-                Ok(Pool::Sqlite(Arc::new(pool)))
+                Ok(Pool {
+                    db: Db::Sqlite(Arc::new(pool)),
+                    secrets,
+                })
             }
         }
     }
@@ -148,36 +183,45 @@ impl Pool {
     /// MySQL table's reads in one snapshot: see [`snapshot`](super::snapshot)).
     async fn table(&self, schema: &str, table: &str) -> Result<Checked> {
         let reference = TableReference::partial(schema, table);
-        let found = match self {
-            Pool::Postgres(p, connections) => {
+        let failed = |e: &dyn std::fmt::Display| Error::Other(self.secrets.scrub(e));
+        let found = match &self.db {
+            Db::Postgres(p, connections) => {
                 let provider = PostgresTableFactory::new(p.clone())
                     .table_provider(reference)
                     .await
-                    .map_err(|e| Error::Other(e.to_string()))?;
-                let reads = PostgresReads::of(p.clone(), &provider, schema, table, *connections);
+                    .map_err(|e| failed(&e))?;
+                let reads = PostgresReads::of(
+                    p.clone(),
+                    &provider,
+                    schema,
+                    table,
+                    *connections,
+                    self.secrets.clone(),
+                );
                 return Ok(Checked {
                     inner: provider,
                     reads: reads.map(|r| Arc::new(r) as Arc<dyn SnapshotReads>),
                 });
             }
-            Pool::MySql(p) => {
+            Db::MySql(p) => {
                 let provider = MySQLTableFactory::new(p.clone())
                     .table_provider(reference)
                     .await
-                    .map_err(|e| Error::Other(e.to_string()))?;
-                let reads = MySqlReads::of(p.clone(), &provider, schema, table);
+                    .map_err(|e| failed(&e))?;
+                let reads =
+                    MySqlReads::of(p.clone(), &provider, schema, table, self.secrets.clone());
                 return Ok(Checked {
                     inner: provider,
                     reads: Some(Arc::new(reads)),
                 });
             }
-            Pool::Sqlite(p) => {
+            Db::Sqlite(p) => {
                 SqliteTableFactory::new(p.clone())
                     .table_provider(reference)
                     .await
             }
         };
-        let inner = found.map_err(|e| Error::Other(e.to_string()))?;
+        let inner = found.map_err(|e| failed(&e))?;
         Ok(Checked { inner, reads: None })
     }
 
@@ -185,11 +229,14 @@ impl Pool {
     /// foreign tables too), in the database's own spelling, sorted.
     async fn names(&self) -> Result<Names> {
         let other = |what: &str, e: &dyn std::fmt::Display| {
-            Error::Other(format!("listing the tables of the database: {what}: {e}"))
+            Error::Other(
+                self.secrets
+                    .scrub(format!("listing the tables of the database: {what}: {e}")),
+            )
         };
         // (schema, relation, is a view): a schema with no relations has one row with none.
-        let rows: Vec<(String, Option<String>, bool)> = match self {
-            Pool::Postgres(p, _) => {
+        let rows: Vec<(String, Option<String>, bool)> = match &self.db {
+            Db::Postgres(p, _) => {
                 let conn = p
                     .connect_direct()
                     .await
@@ -208,7 +255,7 @@ impl Pool {
                     })
                     .collect()
             }
-            Pool::MySql(p) => {
+            Db::MySql(p) => {
                 use mysql_async::prelude::Queryable;
                 let conn = p
                     .connect_direct()
@@ -222,7 +269,7 @@ impl Pool {
                     .map(|(s, t, kind)| (s, t, kind.is_some_and(|k| k.ends_with("VIEW"))))
                     .collect()
             }
-            Pool::Sqlite(p) => {
+            Db::Sqlite(p) => {
                 use datafusion_table_providers::sql::db_connection_pool::DbConnectionPool;
                 use datafusion_table_providers::sql::db_connection_pool::dbconnection::query_arrow;
                 let conn = p.connect().await.map_err(|e| other("connection", &e))?;
@@ -802,4 +849,40 @@ fn compares_strings_loosely(f: &EngineExpr, schema: &datafusion::arrow::datatype
         Ok(TreeNodeRecursion::Continue)
     });
     loose
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::foreign::OptionValue;
+
+    #[test]
+    fn secrets_are_blanked_out_of_error_texts_longest_first() {
+        // SAFETY: variables of this test's own names, read only by this test.
+        unsafe {
+            std::env::set_var("TIDEMARK_SECRET_SCRUBTEST_PASS", "hunter2");
+            std::env::set_var("TIDEMARK_SECRET_SCRUBTEST_TOKEN", "hunter2-long");
+        }
+        let secret = |key: &str| OptionValue::Secret {
+            scope: "scrubtest".into(),
+            key: key.into(),
+        };
+        let connection = Connection::new(
+            "pg",
+            ConnectionType::Postgresql,
+            vec![
+                ("host".into(), OptionValue::Text("hunter".into())),
+                ("user".into(), secret("token")),
+                ("password".into(), secret("pass")),
+            ],
+            None,
+        )
+        .unwrap();
+        let secrets = Secrets::of(&connection);
+        assert_eq!(
+            secrets.scrub("role hunter2-long, password hunter2 at hunter"),
+            "role ***, password *** at hunter"
+        );
+        assert_eq!(Secrets::default().scrub("hunter2"), "hunter2");
+    }
 }

@@ -62,7 +62,10 @@ impl Source {
             });
         }
         if session.warehouse().is_foreign(&name.catalog) {
-            let provider = session.foreign_table(name).await?.ok_or_else(|| {
+            // A run records and ends its snapshot: one of its own, whatever else the
+            // statement reads.
+            let found = crate::catalog::foreign::alone(session.foreign_table(name)).await?;
+            let provider = found.ok_or_else(|| {
                 Error::NotFound(format!(
                     "table {name} not found in the database of foreign catalog {}",
                     name.catalog

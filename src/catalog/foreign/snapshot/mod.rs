@@ -3,14 +3,16 @@
 //! database as of one moment, and a copy records which.
 //!
 //! - PostgreSQL ([`postgres`]): one `REPEATABLE READ READ ONLY` transaction, whose exported
-//!   snapshot other connections join; large tables are read over several.
+//!   snapshot other connections join; large tables are read over several. The tables of one
+//!   database a statement reads share one snapshot (see [`statement`]).
 //! - MySQL and MariaDB ([`mysql`]): one `START TRANSACTION WITH CONSISTENT SNAPSHOT, READ
 //!   ONLY` on one connection, which the reads take in turn.
 
 mod mysql;
 mod postgres;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::Expr as EngineExpr;
@@ -38,4 +40,38 @@ pub(super) trait SnapshotReads: std::fmt::Debug + Send + Sync {
     /// End the snapshot's transaction: every read has run (a later one fails, naming this).
     /// Returns the snapshot's name.
     fn finish(&self) -> Option<String>;
+}
+
+/// A snapshot several tables' reads share: opened by the first.
+pub(super) type Shared<T> = Arc<tokio::sync::OnceCell<Arc<T>>>;
+
+tokio::task_local! {
+    /// The running statement's shared PostgreSQL snapshots, by connection pool.
+    static STATEMENT: Arc<Mutex<HashMap<usize, Shared<postgres::Held>>>>;
+}
+
+/// Run `work` as one statement: the PostgreSQL tables of one database it reads (a join, a
+/// subquery, `INSERT ... SELECT`) are read in one snapshot. Outside (and in [`alone`]) each
+/// table provider reads in a snapshot of its own.
+pub async fn statement<F: std::future::Future>(work: F) -> F::Output {
+    STATEMENT.scope(Default::default(), work).await
+}
+
+/// Run `work` with snapshots of its own, not the statement's: a copy's source, whose run
+/// records and ends its snapshot.
+pub async fn alone<F: std::future::Future>(work: F) -> F::Output {
+    statement(work).await
+}
+
+/// The running statement's snapshot for the database of the pool at `pool` (None outside a
+/// statement).
+fn shared(pool: usize) -> Option<Shared<postgres::Held>> {
+    STATEMENT
+        .try_with(|s| {
+            s.lock()
+                .ok()
+                .map(|mut m| m.entry(pool).or_default().clone())
+        })
+        .ok()
+        .flatten()
 }

@@ -45,6 +45,7 @@ use mysql_async::prelude::{Queryable, ToValue};
 use mysql_async::{Params, Row};
 
 use super::SnapshotReads;
+use crate::catalog::foreign::connect::Secrets;
 
 /// The table as the provider's SQL writer sees it.
 type MyTable = SqlTable<mysql_async::Conn, &'static (dyn ToValue + Sync)>;
@@ -56,6 +57,7 @@ pub(in crate::catalog::foreign) struct MySqlReads {
     /// The table as the database names it, quoted (`` `shop`.`orders` ``).
     relation: String,
     snapshot: tokio::sync::OnceCell<Arc<Held>>,
+    secrets: Secrets,
 }
 
 impl std::fmt::Debug for MySqlReads {
@@ -118,6 +120,7 @@ impl MySqlReads {
         provider: &Arc<dyn TableProvider>,
         schema: &str,
         table: &str,
+        secrets: Secrets,
     ) -> MySqlReads {
         let dyn_pool: Arc<DynMySQLConnectionPool> = pool.clone();
         let reference = TableReference::partial(schema, table);
@@ -128,11 +131,15 @@ impl MySqlReads {
                 .with_dialect(Arc::new(MySqlDialect {})),
             relation: format!("{}.{}", quote(schema), quote(table)),
             snapshot: tokio::sync::OnceCell::new(),
+            secrets,
         }
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) -> DataFusionError {
-        DataFusionError::Execution(format!("MySQL table {}: {what}: {e}", self.relation))
+        DataFusionError::Execution(
+            self.secrets
+                .scrub(format!("MySQL table {}: {what}: {e}", self.relation)),
+        )
     }
 
     /// The snapshot, opened on first use.

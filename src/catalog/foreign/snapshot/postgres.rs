@@ -42,6 +42,7 @@ use datafusion_table_providers::sql::sql_provider_datafusion::SqlTable;
 use futures::{StreamExt, TryStreamExt};
 
 use super::SnapshotReads;
+use crate::catalog::foreign::connect::Secrets;
 use tokio_postgres::types::ToSql;
 
 /// The provider's own table: its SQL for a scan.
@@ -59,6 +60,9 @@ pub(in crate::catalog::foreign) struct PostgresReads {
     /// How many connections one scan may use.
     connections: usize,
     snapshot: tokio::sync::OnceCell<Arc<Held>>,
+    /// The snapshot the running statement's reads of this database share, if any.
+    shared: Option<super::Shared<Held>>,
+    secrets: Secrets,
 }
 
 impl std::fmt::Debug for PostgresReads {
@@ -68,7 +72,7 @@ impl std::fmt::Debug for PostgresReads {
 }
 
 /// The open transaction whose snapshot every read shares.
-struct Held {
+pub(super) struct Held {
     /// `pg_export_snapshot()`'s id: None where the server refuses to export (then no read
     /// can join the snapshot, and reads take turns on the holder).
     id: Option<String>,
@@ -116,6 +120,7 @@ impl PostgresReads {
         schema: &str,
         table: &str,
         connections: usize,
+        secrets: Secrets,
     ) -> Option<PostgresReads> {
         let inner = provider
             .downcast_ref::<FederatedTableProviderAdaptor>()
@@ -123,12 +128,15 @@ impl PostgresReads {
             .unwrap_or_else(|| provider.clone());
         inner.downcast_ref::<PgTable>()?;
         let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        let shared = super::shared(Arc::as_ptr(&pool) as usize);
         Some(PostgresReads {
             pool,
             table: inner,
             relation: format!("{}.{}", quote(schema), quote(table)),
             connections: connections.max(1),
             snapshot: tokio::sync::OnceCell::new(),
+            shared,
+            secrets,
         })
     }
 
@@ -139,66 +147,91 @@ impl PostgresReads {
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) -> DataFusionError {
-        DataFusionError::Execution(format!("PostgreSQL table {}: {what}: {e}", self.relation))
+        DataFusionError::Execution(
+            self.secrets
+                .scrub(format!("PostgreSQL table {}: {what}: {e}", self.relation)),
+        )
     }
 
-    /// The snapshot, opened on first use.
+    /// The snapshot, opened on first use: the statement's for the tables of this database
+    /// (see [`super::statement`]) when other connections can join it, else one of its own.
     async fn held(&self) -> DfResult<Arc<Held>> {
         self.snapshot
             .get_or_try_init(|| async {
-                let conn = self
-                    .pool
-                    .connect_direct()
-                    .await
-                    .map_err(|e| self.failed("connection", e))?;
-                let leased = Leased(Some(conn));
-                let c = &leased.conn()?.conn;
-                // Each try in a transaction of its own (a failed query ends one), the first
-                // leaving whatever transaction a connection came back in. The first query
-                // fixes the transaction's snapshot and exports it; a server that cannot export
-                // gets a transaction without (its reads take turns on this connection), and
-                // one that cannot name its snapshot records none.
-                let begin = "ROLLBACK; BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-                let snapshot =
-                    "txid_current_snapshot()::text, current_setting('server_version_num')::int";
-                let mut found = None;
-                for query in [
-                    format!("SELECT {snapshot}, pg_export_snapshot()"),
-                    format!("SELECT {snapshot}"),
-                ] {
-                    c.batch_execute(begin)
-                        .await
-                        .map_err(|e| self.failed("transaction", e))?;
-                    if let Ok(row) = c.query_one(&query, &[]).await {
-                        found = Some(row);
-                        break;
-                    }
-                }
-                if found.is_none() {
-                    c.batch_execute(begin)
-                        .await
-                        .map_err(|e| self.failed("transaction", e))?;
-                }
-                let (id, name, version) = match found {
-                    Some(row) => (
-                        row.try_get::<_, String>(2).ok(),
-                        row.try_get::<_, String>(0).ok(),
-                        row.try_get::<_, i32>(1).unwrap_or(0),
-                    ),
-                    None => (None, None, 0),
+                let Some(shared) = &self.shared else {
+                    return self.open().await;
                 };
-                let id = id.filter(|id| {
-                    !id.is_empty() && id.chars().all(|ch| ch.is_ascii_hexdigit() || ch == '-')
-                });
-                Ok(Arc::new(Held {
-                    id,
-                    name,
-                    version,
-                    holder: Arc::new(tokio::sync::Mutex::new(leased)),
-                }))
+                let opened_here = std::sync::atomic::AtomicBool::new(false);
+                let held = shared
+                    .get_or_try_init(|| async {
+                        opened_here.store(true, std::sync::atomic::Ordering::Relaxed);
+                        self.open().await
+                    })
+                    .await?
+                    .clone();
+                // A snapshot that cannot be exported is read by its holder alone: another
+                // table's reads waiting for it could wait for each other.
+                if held.id.is_some() || opened_here.into_inner() {
+                    Ok(held)
+                } else {
+                    self.open().await
+                }
             })
             .await
             .cloned()
+    }
+
+    /// Open a transaction and its snapshot on a connection of its own.
+    async fn open(&self) -> DfResult<Arc<Held>> {
+        let conn = self
+            .pool
+            .connect_direct()
+            .await
+            .map_err(|e| self.failed("connection", e))?;
+        let leased = Leased(Some(conn));
+        let c = &leased.conn()?.conn;
+        // Each try in a transaction of its own (a failed query ends one), the first
+        // leaving whatever transaction a connection came back in. The first query
+        // fixes the transaction's snapshot and exports it; a server that cannot export
+        // gets a transaction without (its reads take turns on this connection), and
+        // one that cannot name its snapshot records none.
+        let begin = "ROLLBACK; BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+        let snapshot = "txid_current_snapshot()::text, current_setting('server_version_num')::int";
+        let mut found = None;
+        for query in [
+            format!("SELECT {snapshot}, pg_export_snapshot()"),
+            format!("SELECT {snapshot}"),
+        ] {
+            c.batch_execute(begin)
+                .await
+                .map_err(|e| self.failed("transaction", e))?;
+            if let Ok(row) = c.query_one(&query, &[]).await {
+                found = Some(row);
+                break;
+            }
+        }
+        if found.is_none() {
+            c.batch_execute(begin)
+                .await
+                .map_err(|e| self.failed("transaction", e))?;
+        }
+        let (id, name, version) = match found {
+            Some(row) => (
+                row.try_get::<_, String>(2).ok(),
+                row.try_get::<_, String>(0).ok(),
+                row.try_get::<_, i32>(1).unwrap_or(0),
+            ),
+            None => (None, None, 0),
+        };
+        let id = id.filter(|id| {
+            !id.is_empty() && id.chars().all(|ch| ch.is_ascii_hexdigit() || ch == '-')
+        });
+        Ok(Arc::new(Held {
+            id,
+            name,
+            version,
+            holder: Arc::new(tokio::sync::Mutex::new(leased)),
+        }))
     }
 
     /// The plan that reads `projection` of the rows `filters` keep (at most `limit`).

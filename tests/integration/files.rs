@@ -230,3 +230,30 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn a_large_csv_file_is_inferred_from_every_record_across_its_chunks() {
+    let (d, wh) = warehouse();
+    // 5 MB: more than the first chunk and the 4 MiB chunks after it. A quoted value with a
+    // line break, a DOUBLE only in the last record, a column empty but in the middle.
+    let mut text = String::from("id,v,note,sometimes\n");
+    for i in 0..400_000 {
+        let sometimes = if i == 200_000 { "true" } else { "" };
+        text.push_str(&format!("{i},{},\"a\nb\",{sometimes}\n", i % 1000));
+    }
+    text.push_str("400000,1.5,last,\n");
+    let dir = d.path().join("big");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("big.csv"), text).unwrap();
+    let out = ok(
+        &wh,
+        &format!(
+            "SELECT typeof(id), typeof(v), typeof(sometimes), count(*), sum(v), count(sometimes) FROM read_files('{}', format => 'csv', header => true) GROUP BY ALL",
+            dir.display()
+        ),
+    );
+    assert!(
+        out.contains("bigint,double,boolean,400001,199800001.5,1"),
+        "{out}"
+    );
+}

@@ -294,6 +294,23 @@ impl ReadOptions {
     }
 
     /// The engine's reader for these options, for files compressed as `compression`.
+    /// The engine's CSV reader with these options.
+    pub(super) fn csv_format(&self, infer: bool, compression: FileCompressionType) -> CsvFormat {
+        CsvFormat::default()
+            .with_file_compression_type(compression)
+            .with_has_header(self.header)
+            .with_delimiter(self.delimiter)
+            .with_quote(self.quote)
+            .with_escape(self.escape)
+            .with_comment(self.comment)
+            // Quoted values may hold line breaks, multiLine or not: a file is never
+            // split at a line break, which could fall inside a quoted value.
+            .with_newlines_in_values(true)
+            // Every record is looked at: a type seen only late in a file is still
+            // found (0: no inference, every column a string).
+            .with_schema_infer_max_rec(if infer { usize::MAX } else { 0 })
+    }
+
     pub(super) fn file_format(
         &self,
         session: &Session,
@@ -301,21 +318,7 @@ impl ReadOptions {
         compression: FileCompressionType,
     ) -> Arc<dyn FileFormat> {
         match self.format {
-            Format::Csv => Arc::new(
-                CsvFormat::default()
-                    .with_file_compression_type(compression)
-                    .with_has_header(self.header)
-                    .with_delimiter(self.delimiter)
-                    .with_quote(self.quote)
-                    .with_escape(self.escape)
-                    .with_comment(self.comment)
-                    // Quoted values may hold line breaks, multiLine or not: a file is never
-                    // split at a line break, which could fall inside a quoted value.
-                    .with_newlines_in_values(true)
-                    // Every record is looked at: a type seen only late in a file is still
-                    // found (0: no inference, every column a string).
-                    .with_schema_infer_max_rec(if infer { usize::MAX } else { 0 }),
-            ),
+            Format::Csv => Arc::new(self.csv_format(infer, compression)),
             Format::Json => Arc::new(
                 JsonFormat::default()
                     .with_file_compression_type(compression)

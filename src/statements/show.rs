@@ -344,7 +344,9 @@ fn foreign_schema(
     // As a query reads the name: unquoted in lower case (then the database's one spelling
     // of it in any case), quoted as written.
     let wanted = match within.and_then(|n| n.0.last()) {
-        Some(ObjectNamePart::Identifier(i)) if i.quote_style.is_none() => i.value.to_lowercase(),
+        Some(ObjectNamePart::Identifier(i)) if i.quote_style.is_none() => {
+            i.value.to_ascii_lowercase()
+        }
         Some(_) => name_parts(within.expect("a name"))?
             .last()
             .cloned()

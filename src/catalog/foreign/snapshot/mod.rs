@@ -12,7 +12,7 @@ mod mysql;
 mod postgres;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::Expr as EngineExpr;
@@ -45,13 +45,19 @@ pub(super) trait SnapshotReads: std::fmt::Debug + Send + Sync {
 /// A snapshot several tables' reads share: opened by the first.
 pub(super) type Shared<T> = Arc<tokio::sync::OnceCell<Arc<T>>>;
 
+/// The running statement's shared PostgreSQL snapshots, by connection pool: each kept while
+/// a table provider that reads in it lives (the tables of one query, planned together), the
+/// pool kept so that its address names no other while the statement runs.
+type Snapshots = HashMap<usize, (Arc<dyn std::any::Any + Send + Sync>, Weak<SharedCell>)>;
+type SharedCell = tokio::sync::OnceCell<Arc<postgres::Held>>;
+
 tokio::task_local! {
-    /// The running statement's shared PostgreSQL snapshots, by connection pool.
-    static STATEMENT: Arc<Mutex<HashMap<usize, Shared<postgres::Held>>>>;
+    static STATEMENT: Arc<Mutex<Snapshots>>;
 }
 
-/// Run `work` as one statement: the PostgreSQL tables of one database it reads (a join, a
-/// subquery, `INSERT ... SELECT`) are read in one snapshot. Outside (and in [`alone`]) each
+/// Run `work` as one statement: the PostgreSQL tables of one database a query of it reads
+/// together (a join, a subquery, `INSERT ... SELECT`) are read in one snapshot. A script's
+/// or loop's queries one after another each have their own; outside (and in [`alone`]) each
 /// table provider reads in a snapshot of its own.
 pub async fn statement<F: std::future::Future>(work: F) -> F::Output {
     STATEMENT.scope(Default::default(), work).await
@@ -63,14 +69,20 @@ pub async fn alone<F: std::future::Future>(work: F) -> F::Output {
     statement(work).await
 }
 
-/// The running statement's snapshot for the database of the pool at `pool` (None outside a
-/// statement).
-fn shared(pool: usize) -> Option<Shared<postgres::Held>> {
+/// The running statement's snapshot for the database of `pool` while another provider
+/// reads in it, else a new one (None outside a statement).
+fn shared<P: Send + Sync + 'static>(pool: &Arc<P>) -> Option<Shared<postgres::Held>> {
+    let key = Arc::as_ptr(pool) as usize;
     STATEMENT
         .try_with(|s| {
-            s.lock()
-                .ok()
-                .map(|mut m| m.entry(pool).or_default().clone())
+            let mut map = s.lock().ok()?;
+            if let Some(cell) = map.get(&key).and_then(|(_, cell)| cell.upgrade()) {
+                return Some(cell);
+            }
+            let cell: Shared<postgres::Held> = Default::default();
+            let kept: Arc<dyn std::any::Any + Send + Sync> = pool.clone();
+            map.insert(key, (kept, Arc::downgrade(&cell)));
+            Some(cell)
         })
         .ok()
         .flatten()

@@ -128,7 +128,7 @@ impl PostgresReads {
             .unwrap_or_else(|| provider.clone());
         inner.downcast_ref::<PgTable>()?;
         let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-        let shared = super::shared(Arc::as_ptr(&pool) as usize);
+        let shared = super::shared(&pool);
         Some(PostgresReads {
             pool,
             table: inner,
@@ -534,9 +534,10 @@ impl ExecutionPlan for SnapshotScan {
                 .await
                 .map_err(|e| reads.failed("query", e))?;
             // The connection stays leased until the rows are read (or the read dropped).
+            let failed = reads.clone();
             Ok::<_, DataFusionError>(stream.map(move |batch| {
                 let _ = &lease;
-                batch
+                batch.map_err(|e| failed.failed("query", e))
             }))
         })
         .try_flatten();

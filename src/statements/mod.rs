@@ -464,7 +464,7 @@ pub async fn finish_cancelled(limit: std::time::Duration) {
 
 /// A spawned task that is stopped when its owner is dropped (Ctrl-C drops the statement's
 /// future; a plain task would run on and commit after the user was told it stopped).
-pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
+pub(crate) struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {

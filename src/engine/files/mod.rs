@@ -17,7 +17,6 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::execution::object_store::ObjectStoreUrl;
-use futures::{FutureExt, StreamExt};
 
 pub(crate) use listing::{
     Glob, Listing, SourceFile, file, filter_names, list, local_path, store_files, store_url,
@@ -44,17 +43,32 @@ impl Session {
             return Ok(s.clone());
         }
         let state = self.ctx.state();
-        // Files are read a few at a time (a local CSV file on a thread of its own), their
-        // columns merged in the files' order.
-        let at_once = state.config().target_partitions().max(1);
-        let state = &state;
-        let each: Vec<futures::future::BoxFuture<'_, (&SourceFile, Result<SchemaRef>)>> = files
-            .iter()
-            .map(|file| async move { (file, self.infer_one(state, file, options).await) }.boxed())
-            .collect();
-        let mut inferred = futures::stream::iter(each).buffered(at_once);
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
-        while let Some((file, inferred)) = inferred.next().await {
+        for file in files {
+            let store = self.files_store(file)?;
+            let compression = compression_of(&file.text()).1;
+            let local = file
+                .url
+                .to_file_path()
+                .ok()
+                .filter(|_| file.url.scheme() == "file");
+            let inferred = match local {
+                Some(path) if options.format == Format::Csv => {
+                    infer_local_csv(
+                        &state,
+                        options.csv_format(options.infer_types, compression),
+                        path,
+                    )
+                    .await
+                }
+                _ => {
+                    let format = options.file_format(self, options.infer_types, compression);
+                    let meta = object_meta(file)?;
+                    format
+                        .infer_schema(&state, &store, std::slice::from_ref(&meta))
+                        .await
+                }
+            };
             let schema = inferred.map_err(|e| {
                 Error::Invalid(format!(
                     "{who}: cannot read {} as {}: {e}",
@@ -86,43 +100,6 @@ impl Session {
             fields.sort_by(|a, b| a.name().cmp(b.name()));
         }
         Ok(Arc::new(Schema::new(fields)))
-    }
-
-    /// The columns of one file, as its format infers them.
-    async fn infer_one(
-        &self,
-        state: &datafusion::execution::SessionState,
-        file: &SourceFile,
-        options: &ReadOptions,
-    ) -> Result<SchemaRef> {
-        let compression = compression_of(&file.text()).1;
-        let local = file
-            .url
-            .to_file_path()
-            .ok()
-            .filter(|_| file.url.scheme() == "file");
-        if let Some(path) = local
-            && options.format == Format::Csv
-        {
-            let format = options.csv_format(options.infer_types, compression);
-            let task = crate::statements::AbortOnDrop(tokio::spawn(infer_local_csv(
-                state.clone(),
-                format,
-                path,
-            )));
-            return task
-                .await
-                .map_err(|e| {
-                    Error::Other(format!("inferring the columns of {}: {e}", file.shown()))
-                })?
-                .map_err(Error::from);
-        }
-        let store = self.files_store(file)?;
-        let format = options.file_format(self, options.infer_types, compression);
-        let meta = object_meta(file)?;
-        Ok(format
-            .infer_schema(state, &store, std::slice::from_ref(&meta))
-            .await?)
     }
 
     /// CSV columns are read by position: with a header, each file's must name the given
@@ -234,11 +211,12 @@ impl Session {
 /// 4 MiB (the engine's store reads a local file 8 KiB at a time, each chunk a hop to a
 /// blocking thread and a CSV reader of its own: several times slower for a large file).
 async fn infer_local_csv(
-    state: datafusion::execution::SessionState,
+    state: &datafusion::execution::SessionState,
     format: datafusion::datasource::file_format::csv::CsvFormat,
     path: std::path::PathBuf,
 ) -> datafusion::error::Result<SchemaRef> {
     use datafusion::error::DataFusionError;
+    use futures::StreamExt;
     const FIRST: usize = 64 << 10;
     const CHUNK: usize = 4 << 20;
     let blocking = |e: tokio::task::JoinError| DataFusionError::External(Box::new(e));
@@ -267,7 +245,7 @@ async fn infer_local_csv(
         .schema_infer_max_rec
         .unwrap_or(datafusion::datasource::file_format::DEFAULT_SCHEMA_INFER_MAX_RECORD);
     let (schema, _) = format
-        .infer_schema_from_stream(&state, limit, records)
+        .infer_schema_from_stream(state, limit, records)
         .await?;
     Ok(Arc::new(schema))
 }

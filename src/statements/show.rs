@@ -347,10 +347,8 @@ fn foreign_schema(
         Some(ObjectNamePart::Identifier(i)) if i.quote_style.is_none() => {
             i.value.to_ascii_lowercase()
         }
-        Some(_) => name_parts(within.expect("a name"))?
-            .last()
-            .cloned()
-            .unwrap_or_default(),
+        Some(ObjectNamePart::Identifier(i)) => i.value.clone(),
+        Some(other) => return Err(Error::Invalid(format!("'{other}' is not a plain name"))),
         None => current.to_string(),
     };
     let spelled = crate::catalog::foreign::spelling(

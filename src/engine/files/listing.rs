@@ -27,11 +27,19 @@ impl SourceFile {
         Ok(self.url.clone())
     }
 
+    /// The file's local path (None: on an object store).
+    pub(crate) fn local(&self) -> Option<PathBuf> {
+        self.url
+            .to_file_path()
+            .ok()
+            .filter(|_| self.url.scheme() == "file")
+    }
+
     /// The file for messages: its local path, or its URL.
     pub(crate) fn shown(&self) -> String {
-        match self.url.to_file_path() {
-            Ok(p) if self.url.scheme() == "file" => p.display().to_string(),
-            _ => crate::catalog::external::shown(&self.url),
+        match self.local() {
+            Some(p) => p.display().to_string(),
+            None => crate::catalog::external::shown(&self.url),
         }
     }
 
@@ -50,9 +58,9 @@ impl SourceFile {
 
     /// The file's text as given (for its extension and compression).
     pub(crate) fn text(&self) -> String {
-        match self.url.to_file_path() {
-            Ok(p) if self.url.scheme() == "file" => p.to_string_lossy().into_owned(),
-            _ => self.url.path().to_string(),
+        match self.local() {
+            Some(p) => p.to_string_lossy().into_owned(),
+            None => self.url.path().to_string(),
         }
     }
 }

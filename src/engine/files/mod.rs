@@ -45,14 +45,8 @@ impl Session {
         let state = self.ctx.state();
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
         for file in files {
-            let store = self.files_store(file)?;
             let compression = compression_of(&file.text()).1;
-            let local = file
-                .url
-                .to_file_path()
-                .ok()
-                .filter(|_| file.url.scheme() == "file");
-            let inferred = match local {
+            let inferred = match file.local() {
                 Some(path) if options.format == Format::Csv => {
                     infer_local_csv(
                         &state,
@@ -62,6 +56,7 @@ impl Session {
                     .await
                 }
                 _ => {
+                    let store = self.files_store(file)?;
                     let format = options.file_format(self, options.infer_types, compression);
                     let meta = object_meta(file)?;
                     format
@@ -318,9 +313,9 @@ fn one_compression(files: &[SourceFile], format: Format) -> Result<FileCompressi
 
 fn object_meta(file: &SourceFile) -> Result<deltalake::logstore::object_store::ObjectMeta> {
     use deltalake::logstore::object_store::path::Path as Key;
-    let location = match file.url.to_file_path() {
-        Ok(path) if file.url.scheme() == "file" => Key::from_absolute_path(&path),
-        _ => Key::from_url_path(file.url.path()),
+    let location = match file.local() {
+        Some(path) => Key::from_absolute_path(&path),
+        None => Key::from_url_path(file.url.path()),
     }
     .map_err(|e| Error::Invalid(format!("{}: {e}", file.shown())))?;
     Ok(deltalake::logstore::object_store::ObjectMeta {

@@ -293,7 +293,6 @@ impl ReadOptions {
         }
     }
 
-    /// The engine's reader for these options, for files compressed as `compression`.
     /// The engine's CSV reader with these options.
     pub(super) fn csv_format(&self, infer: bool, compression: FileCompressionType) -> CsvFormat {
         CsvFormat::default()
@@ -311,6 +310,7 @@ impl ReadOptions {
             .with_schema_infer_max_rec(if infer { usize::MAX } else { 0 })
     }
 
+    /// The engine's reader for these options, for files compressed as `compression`.
     pub(super) fn file_format(
         &self,
         session: &Session,

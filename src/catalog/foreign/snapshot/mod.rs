@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, Weak};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::Expr as EngineExpr;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion_table_providers::sql::db_connection_pool::postgrespool::PostgresConnectionPool;
 
 pub(super) use mysql::MySqlReads;
 pub(super) use postgres::PostgresReads;
@@ -43,13 +44,18 @@ pub(super) trait SnapshotReads: std::fmt::Debug + Send + Sync {
 }
 
 /// A snapshot several tables' reads share: opened by the first.
-pub(super) type Shared<T> = Arc<tokio::sync::OnceCell<Arc<T>>>;
+type Shared = Arc<tokio::sync::OnceCell<Arc<postgres::Held>>>;
 
 /// The running statement's shared PostgreSQL snapshots, by connection pool: each kept while
 /// a table provider that reads in it lives (the tables of one query, planned together), the
 /// pool kept so that its address names no other while the statement runs.
-type Snapshots = HashMap<usize, (Arc<dyn std::any::Any + Send + Sync>, Weak<SharedCell>)>;
-type SharedCell = tokio::sync::OnceCell<Arc<postgres::Held>>;
+type Snapshots = HashMap<
+    usize,
+    (
+        Arc<PostgresConnectionPool>,
+        Weak<tokio::sync::OnceCell<Arc<postgres::Held>>>,
+    ),
+>;
 
 tokio::task_local! {
     static STATEMENT: Arc<Mutex<Snapshots>>;
@@ -71,7 +77,7 @@ pub async fn alone<F: std::future::Future>(work: F) -> F::Output {
 
 /// The running statement's snapshot for the database of `pool` while another provider
 /// reads in it, else a new one (None outside a statement).
-fn shared<P: Send + Sync + 'static>(pool: &Arc<P>) -> Option<Shared<postgres::Held>> {
+fn shared(pool: &Arc<PostgresConnectionPool>) -> Option<Shared> {
     let key = Arc::as_ptr(pool) as usize;
     STATEMENT
         .try_with(|s| {
@@ -79,9 +85,8 @@ fn shared<P: Send + Sync + 'static>(pool: &Arc<P>) -> Option<Shared<postgres::He
             if let Some(cell) = map.get(&key).and_then(|(_, cell)| cell.upgrade()) {
                 return Some(cell);
             }
-            let cell: Shared<postgres::Held> = Default::default();
-            let kept: Arc<dyn std::any::Any + Send + Sync> = pool.clone();
-            map.insert(key, (kept, Arc::downgrade(&cell)));
+            let cell: Shared = Default::default();
+            map.insert(key, (pool.clone(), Arc::downgrade(&cell)));
             Some(cell)
         })
         .ok()

@@ -61,7 +61,7 @@ pub(in crate::catalog::foreign) struct PostgresReads {
     connections: usize,
     snapshot: tokio::sync::OnceCell<Arc<Held>>,
     /// The snapshot the running statement's reads of this database share, if any.
-    shared: Option<super::Shared<Held>>,
+    shared: Option<super::Shared>,
     secrets: Secrets,
 }
 

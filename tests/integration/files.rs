@@ -257,3 +257,39 @@ fn a_large_csv_file_is_inferred_from_every_record_across_its_chunks() {
         "{out}"
     );
 }
+
+#[test]
+fn a_csv_file_with_its_own_quote_character_and_line_breaks_in_values_is_inferred_compressed_or_not()
+{
+    let (d, wh) = warehouse();
+    // 2.7 MB quoted with ': every value's line break and its " are letters inside the quotes,
+    // so no chunk may end at them. A DOUBLE only in the last record. The same file gzipped
+    // is decompressed in small pieces and cut the same way.
+    let mut text = String::from("id,v,note\n");
+    for i in 0..150_000 {
+        text.push_str(&format!("{i},{},'say \"a\nb'\n", i % 1000));
+    }
+    text.push_str("150000,1.5,'last'\n");
+    let dir = d.path().join("quoted");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("q.csv"), &text).unwrap();
+    std::fs::write(dir.join("copy.csv"), &text).unwrap();
+    let gzip = std::process::Command::new("gzip")
+        .arg(dir.join("copy.csv"))
+        .status()
+        .unwrap();
+    assert!(gzip.success());
+    for file in ["q.csv", "copy.csv.gz"] {
+        let out = ok(
+            &wh,
+            &format!(
+                "SELECT typeof(id), typeof(v), count(*), sum(v), count_if(note = 'say \"a' || chr(10) || 'b') FROM read_files('{}', format => 'csv', header => true, quote => '''') GROUP BY ALL",
+                dir.join(file).display()
+            ),
+        );
+        assert!(
+            out.contains("bigint,double,150001,74925001.5,150000"),
+            "{file}: {out}"
+        );
+    }
+}

@@ -7,6 +7,7 @@
 
 mod listing;
 mod options;
+mod records;
 
 use std::sync::Arc;
 
@@ -46,14 +47,10 @@ impl Session {
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
         for file in files {
             let compression = compression_of(&file.text()).1;
-            let inferred = match file.local() {
-                Some(path) if options.format == Format::Csv => {
-                    infer_local_csv(
-                        &state,
-                        options.csv_format(options.infer_types, compression),
-                        path,
-                    )
-                    .await
+            let inferred = match options.format {
+                Format::Csv => {
+                    let format = options.csv_format(options.infer_types, compression);
+                    self.infer_csv(file, format).await
                 }
                 _ => {
                     let store = self.files_store(file)?;
@@ -106,18 +103,15 @@ impl Session {
         schema: &Schema,
         options: &ReadOptions,
     ) -> Result<()> {
-        let state = self.ctx.state();
         let wanted: Vec<String> = schema
             .fields()
             .iter()
             .map(|f| f.name().to_lowercase())
             .collect();
         for file in files {
-            let store = self.files_store(file)?;
             let compression = compression_of(&file.text()).1;
-            let format = options.file_format(self, false, compression);
-            let header = format
-                .infer_schema(&state, &store, &[object_meta(file)?])
+            let header = self
+                .infer_csv(file, options.csv_format(false, compression))
                 .await
                 .map_err(|e| Error::Invalid(format!("{who}: cannot read {}: {e}", file.shown())))?;
             let names: Vec<String> = header
@@ -202,14 +196,62 @@ impl Session {
     }
 }
 
-/// The columns of the local CSV file at `path`, read by `format` in chunks of 64 KiB, then
-/// 4 MiB (the engine's store reads a local file 8 KiB at a time, each chunk a hop to a
-/// blocking thread and a CSV reader of its own: several times slower for a large file).
-async fn infer_local_csv(
-    state: &datafusion::execution::SessionState,
-    format: datafusion::datasource::file_format::csv::CsvFormat,
+impl Session {
+    /// The columns of the CSV file `file` as `format` reads them (from every record, or with
+    /// no inference the header only): its bytes decompressed, cut into chunks of whole
+    /// records (`records.rs`; the engine's own splitter knows only `"` quotes), each chunk read
+    /// by a reader of its own and the types merged.
+    async fn infer_csv(
+        &self,
+        file: &SourceFile,
+        format: datafusion::datasource::file_format::csv::CsvFormat,
+    ) -> datafusion::error::Result<SchemaRef> {
+        use datafusion::error::DataFusionError;
+        use deltalake::logstore::object_store::ObjectStoreExt;
+        use futures::{StreamExt, TryStreamExt};
+        let bytes = match file.local() {
+            Some(path) => local_chunks(path).await?,
+            None => {
+                let store = self
+                    .files_store(file)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                let meta = object_meta(file).map_err(|e| DataFusionError::External(Box::new(e)))?;
+                store
+                    .get(&meta.location)
+                    .await?
+                    .into_stream()
+                    .map_err(DataFusionError::from)
+                    .boxed()
+            }
+        };
+        let o = format.options();
+        let compression = FileCompressionType::from(o.compression);
+        let syntax = records::Syntax {
+            delimiter: o.delimiter,
+            quote: o.quote,
+            escape: o.escape,
+            comment: o.comment,
+            terminator: o.terminator,
+        };
+        let records = records::whole_records(compression.convert_stream(bytes)?, syntax);
+        let limit = o
+            .schema_infer_max_rec
+            .unwrap_or(datafusion::datasource::file_format::DEFAULT_SCHEMA_INFER_MAX_RECORD);
+        let (schema, _) = format
+            .infer_schema_from_stream(&self.ctx.state(), limit, records)
+            .await?;
+        Ok(Arc::new(schema))
+    }
+}
+
+/// The bytes of the local file at `path`, read in chunks of 64 KiB, then 4 MiB (the engine's
+/// store reads a local file 8 KiB at a time, each read a hop to a blocking thread: several
+/// times slower for a large file).
+async fn local_chunks(
     path: std::path::PathBuf,
-) -> datafusion::error::Result<SchemaRef> {
+) -> datafusion::error::Result<
+    futures::stream::BoxStream<'static, datafusion::error::Result<bytes::Bytes>>,
+> {
     use datafusion::error::DataFusionError;
     use futures::StreamExt;
     const FIRST: usize = 64 << 10;
@@ -218,7 +260,6 @@ async fn infer_local_csv(
     let file = tokio::task::spawn_blocking(move || std::fs::File::open(path))
         .await
         .map_err(blocking)??;
-    // The header (or, with no inference, all that is read) comes from the first chunk.
     let chunks = futures::stream::try_unfold((Some(file), FIRST), move |(file, size)| async move {
         let Some(mut file) = file else {
             return Ok(None);
@@ -234,15 +275,7 @@ async fn infer_local_csv(
         let more = (chunk.len() == size).then_some(file);
         Ok((!chunk.is_empty()).then(|| (bytes::Bytes::from(chunk), (more, CHUNK))))
     });
-    let records = format.read_to_delimited_chunks_from_stream(chunks.boxed());
-    let limit = format
-        .options()
-        .schema_infer_max_rec
-        .unwrap_or(datafusion::datasource::file_format::DEFAULT_SCHEMA_INFER_MAX_RECORD);
-    let (schema, _) = format
-        .infer_schema_from_stream(state, limit, records)
-        .await?;
-    Ok(Arc::new(schema))
+    Ok(chunks.boxed())
 }
 
 /// `schema` as the readers must parse it: CSV and JSON text for a TIMESTAMP without an

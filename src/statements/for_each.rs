@@ -315,6 +315,10 @@ fn stored_name(raw: &str) -> Result<ObjectName> {
     ))
 }
 
+/// Copies started per slot of a job: those beyond the slots wait for one, or wait in a group
+/// commit with their work done.
+const WAITING_PER_SLOT: usize = 32;
+
 /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
 pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> Result<Output> {
     let ctl = session.table_name(&c.control)?;
@@ -328,6 +332,8 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     let n = c.concurrency.unwrap_or(4) as usize;
     let progress = LoopProgress::start(session.settings().progress.as_ref(), rows.len() as u64);
     let quiet = quiet_settings(session);
+    // n copies work at once; more wait in group commits, their slots lent to the next ones.
+    let slots = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
     let mut indexed: Vec<(usize, IterationResult)> =
         futures::stream::iter(rows.into_iter().zip(known).enumerate())
             .map(|(i, (row, known_row))| {
@@ -337,18 +343,18 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
                 let ctl_name = c.control.clone();
                 let dry_run = c.dry_run;
                 let paused = has_active && paused[i];
+                let slots = slots.clone();
                 // A task per copy: copies run on every core, not interleaved on one.
                 let task = AbortOnDrop(tokio::spawn(async move {
-                    let r =
-                        copy_row(&s, i, &row, known_row, ctl_name, dry_run, paused, &line).await;
-                    (i, r)
+                    let copy = copy_row(&s, i, &row, known_row, ctl_name, dry_run, paused, &line);
+                    (i, super::group_commit::in_slot(slots, copy).await)
                 }));
                 async move {
                     task.await
                         .unwrap_or_else(|e| (i, IterationResult::stopped("copy", e)))
                 }
             })
-            .buffer_unordered(n.max(1))
+            .buffer_unordered(n.max(1) * WAITING_PER_SLOT)
             .collect()
             .await;
     progress.finish();

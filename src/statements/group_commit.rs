@@ -8,12 +8,17 @@
 //! it, copies that end one after another each made a commit of their own (a job of 1,000
 //! copies made about 410 history commits, 130 with the wait), and every commit is a file, a
 //! log entry and a share of the checkpoints that later opens read.
+//!
+//! A job's copies each hold one of its CONCURRENCY slots while they work ([`in_slot`]), and
+//! lend it to the next copy while they wait in a group commit: a copy whose rows are written
+//! has only its commit to wait for, and the next copy's work overlaps that wait (before, a
+//! job with nothing new spent most of its time with every slot waiting on a commit).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::catalog::TableName;
 use crate::error::{Error, Result};
@@ -75,6 +80,7 @@ impl<T> Group<T> {
         Fut: Future<Output = Result<()>>,
     {
         let (tx, mut rx) = oneshot::channel();
+        lend_slot();
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -138,4 +144,85 @@ fn unshare(r: Shared) -> Result<()> {
             Error::Other(msg)
         }
     })
+}
+
+tokio::task_local! {
+    /// The slots of the job a copy runs in, and the one it holds (none while it is lent).
+    static SLOT: std::cell::RefCell<Slot>;
+}
+
+struct Slot {
+    slots: Arc<Semaphore>,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+/// Run `work` in one of `slots` (taken first, lent while `work` waits in a group commit).
+pub async fn in_slot<F: Future>(slots: Arc<Semaphore>, work: F) -> F::Output {
+    // The job never closes its semaphore; a closed one would only mean no limit.
+    let held = slots.clone().acquire_owned().await.ok();
+    SLOT.scope(std::cell::RefCell::new(Slot { slots, held }), work)
+        .await
+}
+
+/// Take a slot again before more work of one's own (a copy retried after its commit lost a
+/// race); outside a job, or with the slot held, nothing to do.
+pub async fn hold_slot() {
+    let lent = SLOT
+        .try_with(|s| {
+            let s = s.borrow();
+            s.held.is_none().then(|| s.slots.clone())
+        })
+        .ok()
+        .flatten();
+    if let Some(slots) = lent {
+        let held = slots.acquire_owned().await.ok();
+        let _ = SLOT.try_with(|s| s.borrow_mut().held = held);
+    }
+}
+
+/// Give this copy's slot to the next copy while it waits for a commit.
+fn lend_slot() {
+    let _ = SLOT.try_with(|s| s.borrow_mut().held = None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_copy_waiting_in_a_group_commit_lends_its_slot_and_takes_one_again_to_work() {
+        let slots = Arc::new(Semaphore::new(1));
+        let group: Arc<Group<u32>> = Arc::default();
+        let (release, wait) = oneshot::channel::<()>();
+        let first = {
+            let (slots, group) = (slots.clone(), group.clone());
+            tokio::spawn(in_slot(slots, async move {
+                group
+                    .submit(1, |_| async move {
+                        let _ = wait.await;
+                        Ok(())
+                    })
+                    .await
+            }))
+        };
+        // The first copy waits in its commit; its slot is free for a second one.
+        let second = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            in_slot(slots.clone(), async { slots.available_permits() }),
+        )
+        .await
+        .expect("the slot was lent");
+        assert_eq!(second, 0, "the second copy holds the one slot");
+        release.send(()).unwrap();
+        first.await.unwrap().unwrap();
+        // Taken again after the commit, and given back when the copy ends.
+        in_slot(slots.clone(), async {
+            lend_slot();
+            assert_eq!(slots.available_permits(), 1);
+            hold_slot().await;
+            assert_eq!(slots.available_permits(), 0);
+        })
+        .await;
+        assert_eq!(slots.available_permits(), 1);
+    }
 }

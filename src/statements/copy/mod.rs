@@ -93,6 +93,9 @@ pub async fn run_with_row(
     let result = loop {
         // Per attempt: an attempt that lost the race for its commit did not commit.
         record.commit_started.store(false, Ordering::SeqCst);
+        // A retry works again: it takes a slot of the job first (the last attempt lent its
+        // slot while it waited for a commit).
+        super::group_commit::hold_slot().await;
         match attempt(session, c, known_row.take(), &mut record).await {
             Err(e) => {
                 if let Err(e) = retry.again(e).await {

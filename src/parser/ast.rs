@@ -16,10 +16,12 @@ pub enum Statement {
     Sql(Box<SqlStatement>),
     /// `USE [CATALOG|SCHEMA|DATABASE] name`.
     Use { kind: UseKind, name: ObjectName },
-    /// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES [IN [c.]s]`.
+    /// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES|VIEWS [IN [c.]s]`, each with an
+    /// optional `[LIKE] 'pattern'`.
     Show {
         what: ShowWhat,
         within: Option<ObjectName>,
+        like: Option<String>,
     },
     /// `DESCRIBE [TABLE] [EXTENDED] t` or `DESCRIBE HISTORY t`.
     Describe {
@@ -487,7 +489,7 @@ impl fmt::Display for Statement {
                 UseKind::Schema => write!(f, "USE SCHEMA {name}"),
                 UseKind::Plain => write!(f, "USE {name}"),
             },
-            Statement::Show { what, within } => {
+            Statement::Show { what, within, like } => {
                 let w = match what {
                     ShowWhat::Catalogs => "CATALOGS",
                     ShowWhat::Schemas => "SCHEMAS",
@@ -497,6 +499,9 @@ impl fmt::Display for Statement {
                 write!(f, "SHOW {w}")?;
                 if let Some(n) = within {
                     write!(f, " IN {n}")?;
+                }
+                if let Some(p) = like {
+                    write!(f, " LIKE '{}'", p.replace('\'', "''"))?;
                 }
                 Ok(())
             }

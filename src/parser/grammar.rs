@@ -109,7 +109,25 @@ pub(super) fn parse_statement(p: &mut Parser) -> Result<Statement> {
     Ok(Statement::Sql(Box::new(p.parse_statement().map_err(pe)?)))
 }
 
-/// `USE`, `SHOW CATALOGS|SCHEMAS|TABLES`, `DESCRIBE [HISTORY]`.
+/// SHOW's `[LIKE] 'pattern'`: LIKE needs its pattern; without LIKE a quoted pattern may follow.
+pub(super) fn show_pattern(p: &mut Parser) -> Result<Option<String>> {
+    let like = parse_word(p, "LIKE");
+    let at = p.peek_token();
+    match at.token {
+        Token::SingleQuotedString(s) => {
+            p.next_token();
+            Ok(Some(s))
+        }
+        _ if like => Err(Error::parse(
+            "LIKE needs a pattern in single quotes (`*` for any text, `|` between alternatives): SHOW TABLES LIKE 'sales_*'",
+            at.span.start.line as usize,
+            at.span.start.column as usize,
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// `USE`, `SHOW CATALOGS|SCHEMAS|TABLES|VIEWS`, `DESCRIBE [HISTORY]`.
 pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
     let w0 = p.peek_token().token;
     if is_word(&w0, "USE") {
@@ -149,7 +167,8 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
         } else {
             None
         };
-        return Ok(Some(Statement::Show { what, within }));
+        let like = show_pattern(p)?;
+        return Ok(Some(Statement::Show { what, within, like }));
     }
     if is_word(&w0, "DESCRIBE") || is_word(&w0, "DESC") {
         p.next_token();

@@ -190,10 +190,10 @@ DESCRIBE DETAIL table",
     Syntax {
         name: "SHOW",
         about: "list catalogs, schemas, tables, columns or properties; a table's CREATE",
-        grammar: "SHOW CATALOGS
-SHOW { SCHEMAS | DATABASES } [ { IN | FROM } catalog ]
-SHOW TABLES [ { IN | FROM } [ catalog. ]schema ]
-SHOW VIEWS [ { IN | FROM } [ catalog. ]schema ]
+        grammar: "SHOW CATALOGS [ [ LIKE ] 'pattern' ]
+SHOW { SCHEMAS | DATABASES } [ { IN | FROM } catalog ] [ [ LIKE ] 'pattern' ]
+SHOW TABLES [ { IN | FROM } [ catalog. ]schema ] [ [ LIKE ] 'pattern' ]
+SHOW VIEWS [ { IN | FROM } [ catalog. ]schema ] [ [ LIKE ] 'pattern' ]
 SHOW COLUMNS { IN | FROM } table [ { IN | FROM } schema ]
 SHOW TBLPROPERTIES table [ ( key ) ]
 SHOW CREATE TABLE table

@@ -61,7 +61,9 @@ async fn execute_one(session: &mut Session, stmt: Statement) -> Result<Output> {
     match stmt {
         Statement::Sql(s) => execute_sql(session, *s).await,
         Statement::Use { kind, name } => ddl::use_(session, kind, &name),
-        Statement::Show { what, within } => show::show(session, what, within.as_ref()).await,
+        Statement::Show { what, within, like } => {
+            show::show(session, what, within.as_ref(), like.as_deref()).await
+        }
         Statement::CreateConnection(c) => ddl::connection::create_connection(session, *c).await,
         Statement::CreateForeignCatalog(c) => {
             ddl::connection::create_foreign_catalog(session, *c).await

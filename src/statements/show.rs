@@ -52,20 +52,27 @@ pub(crate) fn strings(name: &str, values: Vec<String>) -> Output {
     Output::batch(batch)
 }
 
-/// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES|VIEWS [IN [c.]s]`.
+/// `SHOW CATALOGS`, `SHOW SCHEMAS [IN c]`, `SHOW TABLES|VIEWS [IN [c.]s]`, each with an
+/// optional `[LIKE] 'pattern'`, in Databricks' columns.
 pub async fn show(
     session: &Session,
     what: ShowWhat,
     within: Option<&ObjectName>,
+    like: Option<&str>,
 ) -> Result<Output> {
     let parts: Vec<String> = match within {
         Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
         None => vec![],
     };
+    let wanted = |name: &str| like.is_none_or(|p| matches_pattern(p, name));
     let wh = &session.warehouse();
     match what {
-        ShowWhat::Views => show_views(session, within).await,
-        ShowWhat::Catalogs => Ok(strings("catalog", wh.try_catalogs()?)),
+        ShowWhat::Views => show_views(session, within, like).await,
+        ShowWhat::Catalogs => {
+            let mut names = wh.try_catalogs()?;
+            names.retain(|c| wanted(c));
+            Ok(strings("catalog", names))
+        }
         ShowWhat::Schemas => {
             let catalog = parts
                 .first()
@@ -74,50 +81,91 @@ pub async fn show(
             if !wh.catalog_exists(&catalog) {
                 return Err(wh.missing_table_error(&TableName::new(&catalog, "_", "_")));
             }
-            if let Some(names) = session.foreign_names(&catalog).await? {
-                return Ok(strings(
-                    "schema",
-                    names.into_iter().map(|(s, _)| s).collect(),
-                ));
-            }
-            Ok(strings("schema", wh.try_schemas(&catalog)?))
+            let mut names = match session.foreign_names(&catalog).await? {
+                Some(names) => names.into_iter().map(|(s, _)| s).collect(),
+                None => wh.try_schemas(&catalog)?,
+            };
+            names.retain(|s| wanted(s));
+            Ok(strings("databaseName", names))
         }
         ShowWhat::Tables => {
+            // As Databricks lists them: the schema's tables and views, then the session's
+            // temporary views.
             let (catalog, mut schema) = schema_in(session, &parts, "TABLES")?;
-            let tables = match session.foreign_names(&catalog).await? {
+            let mut names: Vec<String> = match session.foreign_names(&catalog).await? {
                 Some(names) => {
                     let (spelled, relations) = foreign_schema(names, &catalog, within, &schema)?;
                     schema = spelled;
-                    relations
-                        .into_iter()
-                        .filter(|r| !r.view)
-                        .map(|r| r.name)
-                        .collect()
+                    relations.into_iter().map(|r| r.name).collect()
                 }
                 None => {
                     if !wh.schema_exists(&catalog, &schema) {
                         return Err(wh.missing_table_error(&TableName::new(&catalog, &schema, "_")));
                     }
-                    wh.try_tables(&catalog, &schema)?
+                    let mut names = wh.try_tables(&catalog, &schema)?;
+                    names.extend(wh.views(&catalog, &schema));
+                    names.sort();
+                    names
                 }
             };
-            let n = tables.len();
-            let schema_ref = Arc::new(Schema::new(vec![
-                Field::new("catalog", DataType::Utf8, false),
-                Field::new("schema", DataType::Utf8, false),
-                Field::new("table", DataType::Utf8, false),
-            ]));
-            let batch = RecordBatch::try_new(
-                schema_ref,
-                vec![
-                    Arc::new(StringArray::from(vec![catalog; n])) as ArrayRef,
-                    Arc::new(StringArray::from(vec![schema; n])),
-                    Arc::new(StringArray::from(tables)),
-                ],
-            )?;
-            Ok(Output::batch(batch))
+            names.retain(|t| wanted(t));
+            let mut rows: Vec<(String, String, bool)> = names
+                .into_iter()
+                .map(|t| (schema.clone(), t, false))
+                .collect();
+            rows.extend(
+                session
+                    .temp_views()
+                    .into_iter()
+                    .filter(|v| wanted(v))
+                    .map(|v| (String::new(), v, true)),
+            );
+            relations(["database", "tableName", "isTemporary"], rows)
         }
     }
+}
+
+/// A listing of relations: schema, name, temporary.
+fn relations(columns: [&str; 3], rows: Vec<(String, String, bool)>) -> Result<Output> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(columns[0], DataType::Utf8, false),
+        Field::new(columns[1], DataType::Utf8, false),
+        Field::new(columns[2], DataType::Boolean, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.0.clone()),
+            )) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| r.1.clone()),
+            )),
+            Arc::new(BooleanArray::from(
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            )),
+        ],
+    )?;
+    Ok(Output::batch(batch))
+}
+
+/// Databricks' SHOW pattern: `*` any text, `|` between alternatives (each trimmed),
+/// case-insensitive; every other character stands for itself.
+pub(crate) fn matches_pattern(pattern: &str, name: &str) -> bool {
+    fn glob(p: &[char], s: &[char]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some(('*', rest)) => (0..=s.len()).any(|i| glob(rest, &s[i..])),
+            Some((c, rest)) => s.split_first().is_some_and(|(x, srest)| {
+                x.to_lowercase().eq(c.to_lowercase()) && glob(rest, srest)
+            }),
+        }
+    }
+    let name: Vec<char> = name.chars().collect();
+    pattern.split('|').any(|alt| {
+        let alt: Vec<char> = alt.trim().chars().collect();
+        glob(&alt, &name)
+    })
 }
 
 /// One DESCRIBE row: name, type, nullable, default, comment.
@@ -368,8 +416,13 @@ fn foreign_schema(
         .expect("a spelling is one of the names"))
 }
 
-/// `SHOW VIEWS [IN [catalog.]schema]`: the schema's views and the session's temporary ones.
-async fn show_views(session: &Session, within: Option<&ObjectName>) -> Result<Output> {
+/// `SHOW VIEWS [IN [catalog.]schema] [[LIKE] 'pattern']`: the schema's views and the
+/// session's temporary ones.
+async fn show_views(
+    session: &Session,
+    within: Option<&ObjectName>,
+    like: Option<&str>,
+) -> Result<Output> {
     let parts: Vec<String> = match within {
         Some(n) => name_parts(n)?.iter().map(|p| p.to_lowercase()).collect(),
         None => vec![],
@@ -405,24 +458,6 @@ async fn show_views(session: &Session, within: Option<&ObjectName>) -> Result<Ou
             .into_iter()
             .map(|v| (String::new(), v, true)),
     );
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("namespace", DataType::Utf8, false),
-        Field::new("viewName", DataType::Utf8, false),
-        Field::new("isTemporary", DataType::Boolean, false),
-    ]));
-    let batch = RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| r.0.clone()),
-            )) as ArrayRef,
-            Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| r.1.clone()),
-            )),
-            Arc::new(BooleanArray::from(
-                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
-            )),
-        ],
-    )?;
-    Ok(Output::batch(batch))
+    rows.retain(|r| like.is_none_or(|p| matches_pattern(p, &r.1)));
+    relations(["namespace", "viewName", "isTemporary"], rows)
 }

@@ -419,7 +419,7 @@ fn azure_mistakes_are_clear_errors() {
         let err = fails(Path::new(wh), &azurite.reach(), &stmt);
         assert!(!err.contains("SECRET"), "{stmt}: {err}");
     }
-    assert!(sql_reaching(&local, &azurite.reach(), &["SHOW TABLES"]).starts_with("catalog"));
+    assert!(sql_reaching(&local, &azurite.reach(), &["SHOW TABLES"]).starts_with("database"));
     assert!(azurite.blobs(&python, "").is_empty());
 }
 

@@ -77,14 +77,7 @@ pub(in crate::parser) fn function_statement(p: &mut Parser) -> Result<Option<Sta
     } else {
         None
     };
-    parse_word(p, "LIKE");
-    let like = match p.peek_token().token {
-        Token::SingleQuotedString(s) => {
-            p.next_token();
-            Some(s)
-        }
-        _ => None,
-    };
+    let like = super::show_pattern(p)?;
     Ok(Some(Statement::ShowFunctions { kind, within, like }))
 }
 

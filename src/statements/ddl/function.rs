@@ -488,26 +488,9 @@ pub fn show(
     if let Some(pattern) = like {
         names.retain(|n| {
             let short = n.rsplit('.').next().unwrap_or(n);
-            matches_pattern(pattern, short) || matches_pattern(pattern, n)
+            super::super::show::matches_pattern(pattern, short)
+                || super::super::show::matches_pattern(pattern, n)
         });
     }
     Ok(super::super::show::strings("function", names))
-}
-
-/// Databricks' SHOW pattern: `*` any text, `|` alternatives, case-insensitive.
-fn matches_pattern(pattern: &str, name: &str) -> bool {
-    fn glob(p: &[char], s: &[char]) -> bool {
-        match p.split_first() {
-            None => s.is_empty(),
-            Some(('*', rest)) => (0..=s.len()).any(|i| glob(rest, &s[i..])),
-            Some((c, rest)) => s
-                .split_first()
-                .is_some_and(|(x, srest)| x.eq_ignore_ascii_case(c) && glob(rest, srest)),
-        }
-    }
-    let name: Vec<char> = name.chars().collect();
-    pattern.split('|').any(|alt| {
-        let alt: Vec<char> = alt.trim().chars().collect();
-        glob(&alt, &name)
-    })
 }

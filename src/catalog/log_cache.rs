@@ -11,7 +11,7 @@
 //! which are read afresh. Everything else (listings, `_last_checkpoint`, data files, reads of
 //! files the process has not listed, conditional reads) goes to the store.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -45,7 +45,9 @@ type Kept = HashMap<String, (ObjectMeta, Bytes)>;
 /// The files kept, and their bytes in all.
 static READ: Mutex<Option<(Kept, usize)>> = Mutex::new(None);
 /// The files as the latest listing of their log showed them, by store and path.
-static LISTED: Mutex<Option<HashMap<String, ObjectMeta>>> = Mutex::new(None);
+/// Ordered, so that the end of a listing looks only at the names under its prefix (a job over
+/// thousands of tables lists thousands of logs).
+static LISTED: Mutex<Option<BTreeMap<String, ObjectMeta>>> = Mutex::new(None);
 /// One fetch of a file at a time: the ranges of one checkpoint are asked for at once.
 static FETCHING: Mutex<Option<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
 
@@ -160,7 +162,7 @@ fn noted(
             Ok(meta) if immutable(meta.location.as_ref()).is_some() => {
                 let key = format!("{items_name}/{}", meta.location);
                 if let Ok(mut l) = LISTED.lock() {
-                    let l = l.get_or_insert_with(HashMap::new);
+                    let l = l.get_or_insert_with(BTreeMap::new);
                     if l.len() >= 1 << 16 {
                         l.clear();
                     }
@@ -186,11 +188,20 @@ fn noted(
             if let Ok(mut l) = LISTED.lock()
                 && let Some(l) = l.as_mut()
             {
-                l.retain(|key, _| {
-                    !key.starts_with(&under)
-                        || after.as_ref().is_some_and(|a| key <= a)
-                        || shown.contains(key)
-                });
+                // Kept: what the listing showed, and what comes before its offset.
+                let gone: Vec<String> = l
+                    .range::<str, _>((
+                        std::ops::Bound::Included(under.as_str()),
+                        std::ops::Bound::Unbounded,
+                    ))
+                    .map(|(key, _)| key)
+                    .take_while(|key| key.starts_with(&under))
+                    .filter(|key| after.as_ref().is_none_or(|a| *key > a) && !shown.contains(*key))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    l.remove(&key);
+                }
             }
         }
         None

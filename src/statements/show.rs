@@ -152,20 +152,36 @@ fn relations(columns: [&str; 3], rows: Vec<(String, String, bool)>) -> Result<Ou
 /// Databricks' SHOW pattern: `*` any text, `|` between alternatives (each trimmed),
 /// case-insensitive; every other character stands for itself.
 pub(crate) fn matches_pattern(pattern: &str, name: &str) -> bool {
-    fn glob(p: &[char], s: &[char]) -> bool {
-        match p.split_first() {
-            None => s.is_empty(),
-            Some(('*', rest)) => (0..=s.len()).any(|i| glob(rest, &s[i..])),
-            Some((c, rest)) => s.split_first().is_some_and(|(x, srest)| {
-                x.to_lowercase().eq(c.to_lowercase()) && glob(rest, srest)
-            }),
-        }
-    }
-    let name: Vec<char> = name.chars().collect();
+    let name: Vec<char> = name.chars().flat_map(char::to_lowercase).collect();
     pattern.split('|').any(|alt| {
-        let alt: Vec<char> = alt.trim().chars().collect();
+        let alt: Vec<char> = alt.trim().chars().flat_map(char::to_lowercase).collect();
         glob(&alt, &name)
     })
+}
+
+/// `*` matches any text: a walk that goes back only to the last `*` seen (time in the product
+/// of the lengths, whatever the pattern).
+fn glob(p: &[char], s: &[char]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    // The last `*` and where in `s` its match ends for now.
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((sp, ss)) = star {
+            // The last `*` takes one character more.
+            star = Some((sp, ss + 1));
+            pi = sp + 1;
+            si = ss + 1;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
 }
 
 /// One DESCRIBE row: name, type, nullable, default, comment.
@@ -460,4 +476,24 @@ async fn show_views(
     );
     rows.retain(|r| like.is_none_or(|p| matches_pattern(p, &r.1)));
     relations(["namespace", "viewName", "isTemporary"], rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches_pattern;
+
+    #[test]
+    fn show_patterns_match_as_databricks_and_in_time_whatever_their_stars() {
+        assert!(matches_pattern("sales*", "Sales_2024"));
+        assert!(matches_pattern(" x | sal*s ", "SALES"));
+        assert!(matches_pattern("*", ""));
+        assert!(matches_pattern("a*b*c", "aXbYbZc"));
+        assert!(!matches_pattern("a*b*c", "aXbYbZ"));
+        assert!(!matches_pattern("sales", "sales2"));
+        assert!(!matches_pattern("s_les", "sales"));
+        // Many stars against a long name that fails late: a walk, not a search of every split.
+        let name = "a".repeat(5_000);
+        assert!(!matches_pattern(&format!("{}z", "*a".repeat(40)), &name));
+        assert!(matches_pattern(&format!("{}*", "*a".repeat(40)), &name));
+    }
 }

@@ -45,6 +45,9 @@ enum State {
 struct Cutter {
     syntax: Syntax,
     state: State,
+    /// A record (not a comment or blank line) began since the last boundary: a chunk of
+    /// comments or blank lines alone would be a reader's record of no fields.
+    data: bool,
 }
 
 impl Cutter {
@@ -67,7 +70,8 @@ impl Cutter {
                 State::FieldStart { .. } | State::Unquoted | State::QuoteInQuoted if ends => {
                     State::FieldStart { record: true }
                 }
-                State::Comment if ends => State::FieldStart { record: true },
+                // The reader ends a comment at a line feed only, whatever the terminator.
+                State::Comment if b == b'\n' => State::FieldStart { record: true },
                 State::Comment => State::Comment,
                 State::FieldStart { .. } if b == s.quote => State::Quoted,
                 State::FieldStart { .. } | State::Unquoted | State::QuoteInQuoted
@@ -79,16 +83,25 @@ impl Cutter {
                 State::FieldStart { .. } | State::Unquoted | State::QuoteInQuoted => {
                     State::Unquoted
                 }
-                State::Quoted if Some(b) == s.escape => State::Escaped,
+                // The quote first, as the reader tests it: an escape that is the quote itself
+                // (`escape => '"'`) is a doubled quote.
                 State::Quoted if b == s.quote => State::QuoteInQuoted,
+                State::Quoted if Some(b) == s.escape => State::Escaped,
                 State::Quoted | State::Escaped => State::Quoted,
             };
             let cut = match s.terminator {
                 Some(_) => ends,
                 None => b == b'\n',
             };
-            if cut && self.state == (State::FieldStart { record: true }) {
+            if !matches!(
+                self.state,
+                State::Comment | State::FieldStart { record: true }
+            ) {
+                self.data = true;
+            }
+            if cut && self.data && self.state == (State::FieldStart { record: true }) {
                 last = Some(i + 1);
+                self.data = false;
             }
         }
         last
@@ -117,6 +130,7 @@ pub(super) fn whole_records(
         cutter: Cutter {
             syntax,
             state: State::FieldStart { record: true },
+            data: false,
         },
         pending: BytesMut::new(),
         boundary: 0,
@@ -146,7 +160,8 @@ pub(super) fn whole_records(
                 }
                 None => {
                     cut.input = None;
-                    if cut.pending.is_empty() {
+                    // Comments and blank lines after the last record are no chunk.
+                    if cut.pending.is_empty() || (cut.boundary == 0 && !cut.cutter.data) {
                         return Ok(None);
                     }
                     let rest = std::mem::take(&mut cut.pending).freeze();
@@ -194,6 +209,7 @@ mod tests {
         let mut cutter = Cutter {
             syntax,
             state: State::FieldStart { record: true },
+            data: false,
         };
         // One byte at a time: the state carries across calls.
         let mut at = vec![];
@@ -226,9 +242,18 @@ mod tests {
         assert_eq!(boundaries("ab\"c\nd\n", q), vec![5, 7]);
         // A comment line's quote opens nothing; a cut falls after \r\n, not between.
         assert_eq!(
-            boundaries("# it's\r\nx,'\r\n", syntax(b'\'', None)),
-            vec![8]
+            boundaries("# it's\r\nx,1\r\ny,'\r\n", syntax(b'\'', None)),
+            vec![13]
         );
+        // An escape that is the quote itself is a doubled quote.
+        assert_eq!(
+            boundaries("\"a\"\"b\nc\",1\n\"x\",2\n", syntax(b'"', Some(b'"'))),
+            vec![11, 17]
+        );
+        // A comment ends at a line feed only: its bare \r and the quote after it are letters.
+        assert_eq!(boundaries("#a\r'b\nx,1\n", syntax(b'\'', None)), vec![10]);
+        // Comment and blank lines alone are no record: no cut after them.
+        assert_eq!(boundaries("a\n# c\n\nb\n", q), vec![2, 9]);
         // A terminator of its own: line breaks are letters.
         let semi = Syntax {
             terminator: Some(b';'),
@@ -261,6 +286,12 @@ mod tests {
             }
             assert_eq!(chunks.concat(), text);
         }
+        // Comments and blank lines after the last chunk's records are no chunk of their own.
+        let records = "1,2\n".repeat(FIRST / 4);
+        assert_eq!(
+            cuts(&format!("{records}# end\n\n"), syntax(b'"', None), FIRST),
+            vec![records]
+        );
         // A last record with no line break is the last chunk.
         assert_eq!(cuts("a\nb", syntax(b'"', None), 1).concat(), "a\nb");
         assert!(cuts("", syntax(b'"', None), 1).is_empty());

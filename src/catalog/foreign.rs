@@ -66,7 +66,15 @@ impl ConnectionType {
                 &["host", "user"],
             ),
             ConnectionType::Mysql => (
-                &["host", "port", "user", "password", "database", "sslmode"],
+                &[
+                    "host",
+                    "port",
+                    "user",
+                    "password",
+                    "database",
+                    "sslmode",
+                    "read_connections",
+                ],
                 &["host", "user"],
             ),
             ConnectionType::Sqlite => (&["path"], &["path"]),
@@ -74,7 +82,7 @@ impl ConnectionType {
     }
 }
 
-/// The most connections one read of a PostgreSQL table may use (`read_connections`).
+/// The most connections one read of a PostgreSQL or MySQL table may use (`read_connections`).
 pub const MAX_READ_CONNECTIONS: usize = 16;
 
 /// Connections one read of a large PostgreSQL table uses unless told.

@@ -639,6 +639,151 @@ fn a_mariadb_copy_reads_one_snapshot_and_records_its_binlog_position() {
 }
 
 #[test]
+fn a_large_mariadb_table_is_read_over_several_connections_in_one_snapshot() {
+    let db = MariaDb::start();
+    // 300,000 rows of about 150 bytes: over 32 MB of data, so four connections read it.
+    db.sql(
+        "USE shop; CREATE TABLE shop.big (id BIGINT PRIMARY KEY, at DATETIME(6) NOT NULL, pad VARCHAR(200), KEY (at)) ENGINE=InnoDB;
+         INSERT INTO shop.big SELECT seq, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND, REPEAT('x', 100) FROM seq_1_to_300000;
+         ANALYZE TABLE shop.big;",
+    );
+    let (_d, wh) = warehouse();
+    let env = [("TIDEMARK_SECRET_SHOP_MY", "m4ria-pw")];
+    let catalog = |wh: &Path, more: &str| {
+        ok_env(
+            wh,
+            &env,
+            &[
+                &format!(
+                    "CREATE CONNECTION my TYPE mysql OPTIONS (host '127.0.0.1', port '{}', user 'shopper', password secret('shop', 'my'), sslmode 'disabled'{more})",
+                    db.port
+                ),
+                "CREATE FOREIGN CATALOG shop USING CONNECTION my OPTIONS (database 'shop')",
+            ],
+        );
+    };
+    let value = |wh: &Path, sql: &str| {
+        let out = ok_env(wh, &env, &[sql]);
+        out.lines().nth(1).unwrap_or_default().to_string()
+    };
+    catalog(&wh, ", read_connections '4'");
+    let logged_from = |from: usize| {
+        let log = std::fs::read_to_string(db.log()).unwrap();
+        log.get(from..).unwrap_or_default().to_string()
+    };
+    let copy = "COPY INCREMENTAL shop.shop.big INTO big_copy WATERMARK at";
+    let before = std::fs::read_to_string(db.log()).unwrap().len();
+    // Another session updates half of the rows and adds rows above every watermark while
+    // the run opens its snapshots: after the first connection opened its own, 2 s before the
+    // others do (the write waits for the lock's release), and the run then holds its
+    // snapshots 4 s before it reads.
+    let child = copy_in_background(
+        &wh,
+        &env,
+        copy,
+        "foreign::mysql_spares=return(2000);foreign::mysql_snapshot=return(4000)",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let locked = |log: &str| {
+        log.split_once("LOCK TABLES")
+            .is_some_and(|(_, after)| after.contains("WITH CONSISTENT SNAPSHOT"))
+    };
+    while !locked(&logged_from(before)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never opened its snapshots together:\n{}",
+            logged_from(before)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    db.sql(
+        "USE shop; UPDATE shop.big SET pad = 'changed' WHERE id % 2 = 0 AND id < 300000;
+         INSERT INTO shop.big SELECT seq, TIMESTAMP '2025-01-01 00:00:00' + INTERVAL seq SECOND, 'new' FROM seq_300001_to_300100;",
+    );
+    let mut child = child;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the copy ended before the table changed"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The rows as they were when the run began: each once, none changed, none added.
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), sum(id), count_if(pad <> repeat('x', 100))) FROM big_copy"
+        ),
+        "300000/300000/45000150000/0"
+    );
+    // One lock, under which five connections opened their snapshots (the holder and four
+    // spares); the rows read by four queries, each a range of the key on a spare of its own.
+    let log = logged_from(before);
+    assert_eq!(
+        log.matches("LOCK TABLES `shop`.`big` READ").count(),
+        1,
+        "{log}"
+    );
+    let threads = mariadb_threads(&log);
+    let in_snapshot: std::collections::BTreeSet<&str> = threads
+        .iter()
+        .filter(|(_, l)| l.contains("WITH CONSISTENT SNAPSHOT"))
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(in_snapshot.len(), 5, "{log}");
+    let reads: Vec<&(&str, &str)> = threads
+        .iter()
+        .filter(|(_, l)| {
+            l.contains("`big`")
+                && l.contains("`pad`")
+                && !l.contains("EXPLAIN")
+                && !l.contains("Prepare")
+        })
+        .collect();
+    assert_eq!(reads.len(), 4, "{log}");
+    assert!(reads.iter().all(|(_, l)| l.contains("`id` ")), "{log}");
+    let readers: std::collections::BTreeSet<&str> = reads.iter().map(|(t, _)| *t).collect();
+    assert_eq!(readers.len(), 4, "{log}");
+    assert!(readers.is_subset(&in_snapshot), "{log}");
+    // The next run, an increment (a range of the watermark's index, one query), copies the
+    // added rows only.
+    let before = std::fs::read_to_string(db.log()).unwrap().len();
+    let out = ok_env(&wh, &env, &[copy]);
+    assert!(out.contains(",100,0,"), "{out}");
+    let log = logged_from(before);
+    assert!(
+        !mariadb_threads(&log)
+            .iter()
+            .any(|(_, l)| l.contains("`big`") && l.contains("`id` >=")),
+        "{log}"
+    );
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT concat_ws('/', count(*), count(DISTINCT id), count_if(pad = 'new')) FROM big_copy"
+        ),
+        "300100/300100/100"
+    );
+    // Two reads of the table at once (a self-join): each row met once.
+    assert_eq!(
+        value(
+            &wh,
+            "SELECT count(*) FROM shop.shop.big a JOIN shop.shop.big b ON a.id = b.id AND a.pad = b.pad"
+        ),
+        "300100"
+    );
+    // One connection unless told: no lock taken.
+    let (_d2, wh2) = warehouse();
+    catalog(&wh2, "");
+    let before = std::fs::read_to_string(db.log()).unwrap().len();
+    assert_eq!(value(&wh2, "SELECT count(*) FROM shop.shop.big"), "300100");
+    assert!(!logged_from(before).contains("LOCK TABLES"));
+}
+
+#[test]
 fn a_mariadb_table_and_a_sqlite_table_are_copied_incrementally() {
     let db = MariaDb::start();
     db.sql(

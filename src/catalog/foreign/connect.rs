@@ -40,7 +40,7 @@ pub struct Pool {
 enum Db {
     /// With how many connections one read of a large table may use.
     Postgres(Arc<PostgresConnectionPool>, usize),
-    MySql(Arc<MySQLConnectionPool>),
+    MySql(Arc<MySQLConnectionPool>, usize),
     Sqlite(Arc<SqliteConnectionPool>),
 }
 
@@ -48,7 +48,7 @@ impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.db {
             Db::Postgres(..) => "Pool::Postgres",
-            Db::MySql(_) => "Pool::MySql",
+            Db::MySql(..) => "Pool::MySql",
             Db::Sqlite(_) => "Pool::Sqlite",
         })
     }
@@ -146,12 +146,19 @@ impl Pool {
                 })
             }
             ConnectionType::Mysql => {
+                // One connection unless told: several line their snapshots up under a brief
+                // `LOCK TABLES ... READ` (see `snapshot::mysql`), which a DBA opts into.
+                let connections = values
+                    .get("read_connections")
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .unwrap_or(1)
+                    .clamp(1, super::MAX_READ_CONNECTIONS);
                 let params = driver_params(&values, "tcp_port", "required");
                 let pool = MySQLConnectionPool::new(to_secret_map(params))
                     .await
                     .map_err(|e| failed(&e, at(&values)))?;
                 Ok(Pool {
-                    db: Db::MySql(Arc::new(pool)),
+                    db: Db::MySql(Arc::new(pool), connections),
                     secrets,
                 })
             }
@@ -203,13 +210,19 @@ impl Pool {
                     reads: reads.map(|r| Arc::new(r) as Arc<dyn SnapshotReads>),
                 });
             }
-            Db::MySql(p) => {
+            Db::MySql(p, connections) => {
                 let provider = MySQLTableFactory::new(p.clone())
                     .table_provider(reference)
                     .await
                     .map_err(|e| failed(&e))?;
-                let reads =
-                    MySqlReads::of(p.clone(), &provider, schema, table, self.secrets.clone());
+                let reads = MySqlReads::of(
+                    p.clone(),
+                    &provider,
+                    schema,
+                    table,
+                    *connections,
+                    self.secrets.clone(),
+                );
                 return Ok(Checked {
                     inner: provider,
                     reads: Some(Arc::new(reads)),
@@ -255,7 +268,7 @@ impl Pool {
                     })
                     .collect()
             }
-            Db::MySql(p) => {
+            Db::MySql(p, _) => {
                 use mysql_async::prelude::Queryable;
                 let conn = p
                     .connect_direct()

@@ -6,7 +6,9 @@
 //!   snapshot other connections join; large tables are read over several. The tables of one
 //!   database a statement reads share one snapshot (see [`statement`]).
 //! - MySQL and MariaDB ([`mysql`]): one `START TRANSACTION WITH CONSISTENT SNAPSHOT, READ
-//!   ONLY` on one connection, which the reads take in turn.
+//!   ONLY` on one connection, which the reads take in turn; with `read_connections`, a large
+//!   table's snapshot is opened on several connections at once under a brief `LOCK TABLES
+//!   ... READ`, and a whole-table read is split over them by ranges of its primary key.
 
 mod mysql;
 mod postgres;
@@ -91,4 +93,29 @@ fn shared(pool: &Arc<PostgresConnectionPool>) -> Option<Shared> {
         })
         .ok()
         .flatten()
+}
+
+/// The filters as one condition on unqualified columns, in `dialect` (None without filters):
+/// the extra condition of each query of a split read.
+fn unqualified_conjunction(
+    filters: &[EngineExpr],
+    dialect: &dyn datafusion::sql::unparser::dialect::Dialect,
+) -> DfResult<Option<String>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    let Some(all) = datafusion::logical_expr::utils::conjunction(filters.iter().cloned()) else {
+        return Ok(None);
+    };
+    let all = all
+        .transform(|e| match e {
+            EngineExpr::Column(c) if c.relation.is_some() => Ok(Transformed::yes(
+                EngineExpr::Column(datafusion::common::Column::new_unqualified(c.name)),
+            )),
+            e => Ok(Transformed::no(e)),
+        })?
+        .data;
+    Ok(Some(
+        datafusion::sql::unparser::Unparser::new(dialect)
+            .expr_to_sql(&all)?
+            .to_string(),
+    ))
 }

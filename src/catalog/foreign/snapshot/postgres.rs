@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr as EngineExpr;
@@ -30,7 +29,6 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use datafusion::sql::unparser::Unparser;
 use datafusion::sql::unparser::dialect::PostgreSqlDialect;
 use datafusion_federation::FederatedTableProviderAdaptor;
 use datafusion_table_providers::sql::db_connection_pool::dbconnection::AsyncDbConnection;
@@ -257,7 +255,7 @@ impl PostgresReads {
             vec![whole]
         } else {
             let select = table.scan_to_sql(projection, &[], None)?;
-            let predicate = match unqualified_conjunction(filters)? {
+            let predicate = match super::unqualified_conjunction(filters, &PostgreSqlDialect {})? {
                 Some(p) => format!("({p}) AND "),
                 None => String::new(),
             };
@@ -400,23 +398,6 @@ fn sequential(plan: &serde_json::Value) -> bool {
             .is_some_and(|p| p.len() == 1 && sequential(&p[0])),
         _ => false,
     }
-}
-
-/// The filters as one PostgreSQL condition on unqualified columns.
-fn unqualified_conjunction(filters: &[EngineExpr]) -> DfResult<Option<String>> {
-    let Some(all) = datafusion::logical_expr::utils::conjunction(filters.iter().cloned()) else {
-        return Ok(None);
-    };
-    let all = all
-        .transform(|e| match e {
-            EngineExpr::Column(c) if c.relation.is_some() => Ok(Transformed::yes(
-                EngineExpr::Column(datafusion::common::Column::new_unqualified(c.name)),
-            )),
-            e => Ok(Transformed::no(e)),
-        })?
-        .data;
-    let dialect = PostgreSqlDialect {};
-    Ok(Some(Unparser::new(&dialect).expr_to_sql(&all)?.to_string()))
 }
 
 /// A connection a read holds while its rows stream.

@@ -164,7 +164,7 @@ pub async fn rewrite_laid_out(
     let progress = CopyProgress::start(None, "", 0);
     let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(t)?);
     let adds = match layout {
-        None => super::writer::write_with(writer, Some(rows), &[], None, &progress).await?,
+        None => super::writer::write_with(writer, Some(rows), &[], None, None, &progress).await?,
         Some(layout) => {
             let order = layout
                 .sort_by
@@ -183,7 +183,8 @@ pub async fn rewrite_laid_out(
                 for start in (0..all.num_rows()).step_by(step) {
                     let part = all.slice(start, step.min(all.num_rows() - start));
                     adds.extend(
-                        super::writer::write_with(writer, None, &[part], None, &progress).await?,
+                        super::writer::write_with(writer, None, &[part], None, None, &progress)
+                            .await?,
                     );
                 }
             }
@@ -404,7 +405,7 @@ pub async fn add_columns_with_values(
         )?)
     };
     let progress = CopyProgress::start(None, "", 0);
-    let adds = super::writer::write_with(writer, Some(rows), &[], None, &progress).await?;
+    let adds = super::writer::write_with(writer, Some(rows), &[], None, None, &progress).await?;
     let indexed = stats_columns(&config, &schema, &partitions);
     let mut actions: Vec<Action> = vec![Action::Metadata(metadata)];
     let removes: Vec<Action> = snapshot

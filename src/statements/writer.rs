@@ -18,13 +18,20 @@ use crate::statements::AbortOnDrop;
 /// the first one (see [`write_with`]).
 pub(crate) const VIOLATION_COLUMN: &str = "__tidemark_violation";
 
+/// Parquet settings chosen from the first batch a writer gets (see
+/// [`crate::statements::copy::encoding::sampled_settings`]).
+pub(crate) type Sampled =
+    fn(&RecordBatch) -> datafusion::parquet::file::properties::WriterProperties;
+
 /// Write `rows` (and the `extra` batches) with the writers `writer` makes (all for the same
-/// schema), `batch_rows` rows a batch; returns the files, uncommitted.
+/// schema), `batch_rows` rows a batch, each writer's Parquet settings chosen by `sampled`
+/// from its first batch where given; returns the files, uncommitted.
 pub(crate) async fn write_with(
     writer: impl Fn() -> Result<deltalake::writer::RecordBatchWriter>,
     rows: Option<DataFrame>,
     extra: &[RecordBatch],
     batch_rows: Option<usize>,
+    sampled: Option<Sampled>,
     progress: &CopyProgress,
 ) -> Result<Vec<Add>> {
     use deltalake::writer::DeltaWriter;
@@ -75,7 +82,11 @@ pub(crate) async fn write_with(
                 if batch.num_rows() > 0 {
                     stop_on_violation(&batch)?;
                     count(batch.num_rows() as u64);
-                    w.write(conform(batch)?).await?;
+                    let batch = conform(batch)?;
+                    if !wrote && let Some(choose) = sampled {
+                        w = w.with_writer_properties(choose(&batch));
+                    }
+                    w.write(batch).await?;
                     wrote = true;
                 }
             }

@@ -151,6 +151,87 @@ pub fn decode_settings(
     }
 }
 
+/// Parquet writer settings for rows with no Parquet file to learn from (the CSV and JSON
+/// files COPY INTO loads), chosen from the first batch a writer gets by the rules of
+/// [`decode_settings`]: Snappy; no dictionary for a top-level column whose sample holds more
+/// distinct values than half its values (ids, times, measures), and such integer, date and
+/// timestamp columns delta-encoded when the sample packs to half its plain size or less.
+/// Samples of fewer than 256 values keep the writer's defaults.
+pub fn sampled_settings(
+    batch: &datafusion::arrow::array::RecordBatch,
+) -> datafusion::parquet::file::properties::WriterProperties {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::parquet::basic::{Compression, Encoding};
+    use datafusion::parquet::file::properties::WriterProperties;
+    use datafusion::parquet::schema::types::ColumnPath;
+    let mut props = WriterProperties::builder()
+        .set_created_by(format!("tidemark {}", env!("CARGO_PKG_VERSION")))
+        .set_compression(Compression::SNAPPY);
+    let rows = batch.num_rows().min(ENCODING_SAMPLE);
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let column = column.slice(0, rows);
+        let values = column.len() - column.null_count();
+        if values < 256 {
+            continue;
+        }
+        // Integers as Parquet stores them (4 or 8 bytes), for the delta encoding's sample.
+        let integers: Option<(usize, Vec<i64>)> = {
+            let as_i64 = datafusion::arrow::compute::cast(&column, &DataType::Int64).ok();
+            let width = match field.data_type() {
+                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Date32 => Some(4),
+                DataType::Int64 | DataType::Timestamp(..) => Some(8),
+                _ => None,
+            };
+            match (width, as_i64) {
+                (Some(w), Some(a)) => Some((
+                    w,
+                    a.as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                        .iter()
+                        .flatten()
+                        .collect(),
+                )),
+                _ => None,
+            }
+        };
+        let distinct = match (&integers, field.data_type()) {
+            (Some((_, v)), _) => v.iter().collect::<std::collections::HashSet<_>>().len(),
+            (None, DataType::Float64) => column
+                .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+                .iter()
+                .flatten()
+                .map(f64::to_bits)
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            (None, DataType::Utf8) => column
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            (None, DataType::Utf8View) => column
+                .as_string_view()
+                .iter()
+                .flatten()
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            // Other types keep the writer's choice.
+            _ => continue,
+        };
+        if distinct * 2 <= values {
+            continue;
+        }
+        let path = ColumnPath::new(vec![field.name().clone()]);
+        props = props.set_column_dictionary_enabled(path.clone(), false);
+        if let Some((width, v)) = integers
+            && delta_packed_bytes(&v, width) * 2 <= v.len() * width
+        {
+            props = props.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+        }
+    }
+    props.build()
+}
+
 /// The width in bytes (4 or 8) of a Parquet column that both tables store as a Parquet
 /// integer under its own name: integer types, dates and timestamps, top-level, no column
 /// mapping. None otherwise, including decimals (stored as fixed-size bytes when wide).
@@ -246,6 +327,57 @@ fn delta_packed_bytes(values: &[i64], width: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_keeps_dictionaries_where_values_repeat_and_delta_encodes_steady_integers() {
+        use std::sync::Arc;
+
+        use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+        use datafusion::parquet::basic::Encoding;
+        use datafusion::parquet::schema::types::ColumnPath;
+        let n = 8192;
+        let batch = RecordBatch::try_from_iter([
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(0..n)) as datafusion::arrow::array::ArrayRef,
+            ),
+            (
+                "customer",
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("customer_{}", i % 50)),
+                )),
+            ),
+            (
+                "amount",
+                Arc::new(Float64Array::from_iter_values(
+                    (0..n).map(|i| (i * 7919 % 100_003) as f64 / 100.0),
+                )),
+            ),
+            (
+                "hash",
+                Arc::new(Int64Array::from_iter_values(
+                    (0..n).map(|i| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64),
+                )),
+            ),
+        ])
+        .unwrap();
+        let props = sampled_settings(&batch);
+        let col = |name: &str| ColumnPath::new(vec![name.to_string()]);
+        assert!(!props.dictionary_enabled(&col("id")));
+        assert_eq!(
+            props.encoding(&col("id")),
+            Some(Encoding::DELTA_BINARY_PACKED)
+        );
+        assert!(props.dictionary_enabled(&col("customer")));
+        assert!(!props.dictionary_enabled(&col("amount")));
+        assert_eq!(props.encoding(&col("amount")), None);
+        // Unique but scattered: no dictionary, and plain (delta packing would not pay).
+        assert!(!props.dictionary_enabled(&col("hash")));
+        assert_eq!(props.encoding(&col("hash")), None);
+        // Too small a sample to tell: the writer's defaults.
+        let small = sampled_settings(&batch.slice(0, 100));
+        assert!(small.dictionary_enabled(&col("id")));
+    }
 
     #[test]
     fn delta_packing_pays_for_small_steps_only() {

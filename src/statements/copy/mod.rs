@@ -19,7 +19,7 @@ pub(crate) mod uncommitted;
 pub mod whole_file;
 
 mod commit;
-mod encoding;
+pub(crate) mod encoding;
 mod metadata;
 mod plan;
 mod record;

@@ -263,5 +263,5 @@ async fn write_partitioned(
         })
     };
     let batch_rows = settings.as_ref().map(|s| s.batch_rows);
-    crate::statements::writer::write_with(writer, rows, extra, batch_rows, progress).await
+    crate::statements::writer::write_with(writer, rows, extra, batch_rows, None, progress).await
 }

@@ -462,8 +462,15 @@ async fn write(
     let rows = crate::statements::table::storable(rows)?;
     if plain {
         let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(&target)?);
-        let adds =
-            crate::statements::writer::write_with(writer, Some(rows), &[], None, &progress).await?;
+        let adds = crate::statements::writer::write_with(
+            writer,
+            Some(rows),
+            &[],
+            None,
+            Some(crate::statements::copy::encoding::sampled_settings),
+            &progress,
+        )
+        .await?;
         for add in &adds {
             let stats = add.get_stats().ok().flatten();
             let n = stats.map(|s| s.num_records as u64).unwrap_or(0);

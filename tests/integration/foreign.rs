@@ -63,6 +63,70 @@ fn sqlite_db(dir: &Path) -> PathBuf {
 }
 
 #[test]
+fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
+    let (d, wh) = warehouse();
+    let path = d.path().join("typed.db");
+    let script = format!(
+        "import sqlite3\n\
+         c = sqlite3.connect({p:?})\n\
+         c.execute('CREATE TABLE firsts (id INTEGER, v INT, name TEXT, amt REAL, ok BOOLEAN, day DATE, n NUMERIC, raw BLOB, loose)')\n\
+         c.execute(\"INSERT INTO firsts VALUES (1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)\")\n\
+         c.execute(\"INSERT INTO firsts VALUES (2, 5, 'x', 2.5, 1, '2024-01-02', 3, x'0102', 7)\")\n\
+         c.execute(\"INSERT INTO firsts VALUES (3, 7, 'y', 3, 0, '2024-01-03', 3.5, NULL, 8)\")\n\
+         c.execute('CREATE TABLE empty (herd INTEGER, note TEXT)')\n\
+         c.execute('CREATE TABLE odd (id INTEGER, v INTEGER)')\n\
+         c.execute(\"INSERT INTO odd VALUES (1, 1), (2, 'not a number')\")\n\
+         c.execute('CREATE VIEW doubled AS SELECT id * 2 AS twice, name FROM firsts')\n\
+         c.commit()\n",
+        p = path.display().to_string()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let create = format!(
+        "CREATE CONNECTION lite TYPE sqlite OPTIONS (path '{}')",
+        path.display()
+    );
+    let out = ok_env(
+        &wh,
+        &[],
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG lite USING CONNECTION lite",
+            // The first row's NULLs do not make the columns NULL in every row.
+            "SELECT sum(v), sum(amt), count(name), count_if(ok), max(day), sum(n), max(length(raw)), sum(loose) FROM lite.main.firsts",
+            "SELECT typeof(v), typeof(name), typeof(amt), typeof(ok), typeof(day), typeof(n), typeof(raw), typeof(loose) FROM lite.main.firsts LIMIT 1",
+            "SELECT id FROM lite.main.firsts WHERE v > 5",
+            // An empty table has its columns.
+            "SELECT count(*) AS empty_rows, count(herd) AS herds FROM lite.main.empty",
+            "SELECT typeof(twice), typeof(name) FROM lite.main.doubled LIMIT 1",
+            "SELECT sum(twice) AS twice_sum FROM lite.main.doubled",
+        ],
+    );
+    assert!(out.contains("12,5.5,2,1,2024-01-03,6.5,2,15\n"), "{out}");
+    assert!(
+        out.contains("bigint,string,double,boolean,string,double,binary,bigint\n"),
+        "{out}"
+    );
+    assert!(out.contains("id\n3\n"), "{out}");
+    assert!(out.contains("empty_rows,herds\n0,0\n"), "{out}");
+    assert!(out.contains("bigint,string\n"), "{out}");
+    assert!(out.contains("twice_sum\n12\n"), "{out}");
+    // A value that does not fit its column's type is an error, never a NULL.
+    let e = err_env(&wh, &[], &["SELECT sum(v) FROM lite.main.odd"]);
+    assert!(
+        e.contains("table main.odd of connection lite (sqlite)") && e.contains("name: v"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_sqlite_file_is_a_catalog_of_tables() {
     let (d, wh) = warehouse();
     let db = sqlite_db(d.path());

@@ -19,7 +19,6 @@ use datafusion_table_providers::sql::db_connection_pool::postgrespool::PostgresC
 use datafusion_table_providers::sql::db_connection_pool::sqlitepool::{
     SqliteConnectionPool, SqliteConnectionPoolFactory,
 };
-use datafusion_table_providers::sqlite::SqliteTableFactory;
 use datafusion_table_providers::util::secrets::to_secret_map;
 
 use super::snapshot::{MySqlReads, PostgresReads, SnapshotReads};
@@ -33,6 +32,8 @@ use datafusion::logical_expr::{Expr as EngineExpr, TableProviderFilterPushDown};
 pub struct Pool {
     db: Db,
     secrets: Secrets,
+    /// The connection's name and kind (`connection lite (sqlite)`), for errors.
+    label: String,
 }
 
 /// The database sessions of an open connection.
@@ -105,6 +106,7 @@ impl Pool {
                 values.get("port").map(String::as_str).unwrap_or("")
             )
         };
+        let label = format!("connection {name} ({})", connection.kind.name());
         let failed = |e: &dyn std::fmt::Display, at: String| {
             Error::Invalid(format!(
                 "connection {name} ({} at {at}) failed: {}",
@@ -143,6 +145,7 @@ impl Pool {
                 Ok(Pool {
                     db: Db::Postgres(Arc::new(pool), connections),
                     secrets,
+                    label,
                 })
             }
             ConnectionType::Mysql => {
@@ -160,6 +163,7 @@ impl Pool {
                 Ok(Pool {
                     db: Db::MySql(Arc::new(pool), connections),
                     secrets,
+                    label,
                 })
             }
             ConnectionType::Sqlite => {
@@ -181,9 +185,19 @@ impl Pool {
                 Ok(Pool {
                     db: Db::Sqlite(Arc::new(pool)),
                     secrets,
+                    label,
                 })
             }
         }
+    }
+
+    /// How errors name a table of this database: `table main.orders of connection lite
+    /// (sqlite)`, secrets blanked.
+    fn what(&self, schema: &str, table: &str) -> Arc<Named> {
+        Arc::new(Named {
+            name: format!("table {schema}.{table} of {}", self.label),
+            secrets: self.secrets.clone(),
+        })
     }
 
     /// The table `schema.table` of the database, read in its own dialect (a PostgreSQL or
@@ -191,7 +205,7 @@ impl Pool {
     async fn table(&self, schema: &str, table: &str) -> Result<Checked> {
         let reference = TableReference::partial(schema, table);
         let failed = |e: &dyn std::fmt::Display| Error::Other(self.secrets.scrub(e));
-        let found = match &self.db {
+        match &self.db {
             Db::Postgres(p, connections) => {
                 let provider = PostgresTableFactory::new(p.clone())
                     .table_provider(reference)
@@ -205,10 +219,11 @@ impl Pool {
                     *connections,
                     self.secrets.clone(),
                 );
-                return Ok(Checked {
+                Ok(Checked {
                     inner: provider,
                     reads: reads.map(|r| Arc::new(r) as Arc<dyn SnapshotReads>),
-                });
+                    what: self.what(schema, table),
+                })
             }
             Db::MySql(p, connections) => {
                 let provider = MySQLTableFactory::new(p.clone())
@@ -223,19 +238,20 @@ impl Pool {
                     *connections,
                     self.secrets.clone(),
                 );
-                return Ok(Checked {
+                Ok(Checked {
                     inner: provider,
                     reads: Some(Arc::new(reads)),
-                });
+                    what: self.what(schema, table),
+                })
             }
-            Db::Sqlite(p) => {
-                SqliteTableFactory::new(p.clone())
-                    .table_provider(reference)
+            Db::Sqlite(p) => Ok(Checked {
+                inner: sqlite_table(p, table, reference)
                     .await
-            }
-        };
-        let inner = found.map_err(|e| failed(&e))?;
-        Ok(Checked { inner, reads: None })
+                    .map_err(|e| failed(&e))?,
+                reads: None,
+                what: self.what(schema, table),
+            }),
+        }
     }
 
     /// Every schema of the database with its tables and views (plain, materialized and
@@ -348,6 +364,119 @@ const MYSQL_NAMES: &str = "SELECT s.SCHEMA_NAME, t.TABLE_NAME, t.TABLE_TYPE \
     FROM INFORMATION_SCHEMA.SCHEMATA s \
     LEFT JOIN INFORMATION_SCHEMA.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME \
     WHERE s.SCHEMA_NAME NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys')";
+
+/// A SQLite table or view with the columns its declaration gives, by SQLite's rules of type
+/// affinity: `INT` in the declared type is BIGINT; `CHAR`, `CLOB` or `TEXT` STRING; `REAL`,
+/// `FLOA` or `DOUB` DOUBLE; `BOOL` BOOLEAN; other numeric declarations (NUMERIC, DECIMAL)
+/// DOUBLE (SQLite stores them as integers or doubles); `DATE`, `TIME` STRING (SQLite keeps
+/// them as text); `BLOB` BINARY. A column with no declared type (a view's expression) takes
+/// the type of its first value that is not NULL, STRING when there is none. A value of
+/// another kind in a column (SQLite lets a column hold any) is an error when it is read.
+///
+/// The provider alone typed every column by the first row's value: a NULL there made the
+/// column NULL in every row, and an empty table had no columns.
+async fn sqlite_table(
+    pool: &Arc<SqliteConnectionPool>,
+    table: &str,
+    reference: TableReference,
+) -> std::result::Result<Arc<dyn TableProvider>, String> {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion_table_providers::sql::db_connection_pool::DbConnectionPool;
+    use datafusion_table_providers::sql::db_connection_pool::dbconnection::query_arrow;
+    let conn = pool.connect().await.map_err(|e| e.to_string())?;
+    let sql = format!(
+        "SELECT name, type FROM pragma_table_info('{}')",
+        table.replace('\'', "''")
+    );
+    let batches: Vec<datafusion::arrow::array::RecordBatch> = futures::TryStreamExt::try_collect(
+        query_arrow(conn, sql, None)
+            .await
+            .map_err(|e| e.to_string())?,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut fields = vec![];
+    for b in &batches {
+        let text = |i: usize| {
+            datafusion::arrow::compute::cast(b.column(i), &DataType::Utf8)
+                .map_err(|e| e.to_string())
+        };
+        let (names, kinds) = (text(0)?, text(1)?);
+        let (names, kinds) = (names.as_string::<i32>(), kinds.as_string::<i32>());
+        for r in 0..b.num_rows() {
+            let name = names.value(r);
+            let declared = if kinds.is_null(r) {
+                String::new()
+            } else {
+                kinds.value(r).to_uppercase()
+            };
+            let has = |part: &str| declared.contains(part);
+            let data_type = if has("INT") {
+                DataType::Int64
+            } else if has("CHAR") || has("CLOB") || has("TEXT") {
+                DataType::Utf8
+            } else if has("BLOB") {
+                DataType::Binary
+            } else if has("REAL") || has("FLOA") || has("DOUB") {
+                DataType::Float64
+            } else if has("BOOL") {
+                DataType::Boolean
+            } else if has("DATE") || has("TIME") {
+                DataType::Utf8
+            } else if !declared.trim().is_empty() {
+                DataType::Float64
+            } else {
+                // Known once the untyped columns' first values are read, below.
+                DataType::Null
+            };
+            fields.push(Field::new(name, data_type, true));
+        }
+    }
+    for field in fields
+        .iter_mut()
+        .filter(|f| f.data_type() == &DataType::Null)
+    {
+        let quoted = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        let sql = format!(
+            "SELECT typeof({c}) FROM {t} WHERE {c} IS NOT NULL LIMIT 1",
+            c = quoted(field.name()),
+            t = quoted(table)
+        );
+        let conn = pool.connect().await.map_err(|e| e.to_string())?;
+        let batches: Vec<datafusion::arrow::array::RecordBatch> =
+            futures::TryStreamExt::try_collect(
+                query_arrow(conn, sql, None)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let first = batches.iter().find(|b| b.num_rows() > 0).and_then(|b| {
+            datafusion::arrow::compute::cast(b.column(0), &DataType::Utf8)
+                .ok()
+                .map(|a| a.as_string::<i32>().value(0).to_string())
+        });
+        let data_type = match first.as_deref() {
+            Some("integer") => DataType::Int64,
+            Some("real") => DataType::Float64,
+            Some("blob") => DataType::Binary,
+            _ => DataType::Utf8,
+        };
+        *field = field.clone().with_data_type(data_type);
+    }
+    if fields.is_empty() {
+        return Err(format!("SQLite table {table} has no columns to read"));
+    }
+    let dyn_pool: Arc<datafusion_table_providers::sqlite::DynSqliteConnectionPool> = pool.clone();
+    Ok(Arc::new(
+        datafusion_table_providers::sqlite::sql_table::SQLiteTable::new_with_schema(
+            &dyn_pool,
+            Arc::new(Schema::new(fields)),
+            reference,
+        ),
+    ))
+}
 
 /// A SQLite file's tables and views (its one schema is `main`), but SQLite's own (`sqlite_`
 /// names, which users cannot create).
@@ -620,8 +749,13 @@ impl SchemaProvider for ForeignSchema {
 /// database runs are those [`Checked`] let through when the plan was made (DataFusion would
 /// otherwise offer a `FilterExec`'s whole predicate, string ordering included, to the
 /// provider, which takes any filter it can write as SQL, and drop the `FilterExec`).
+///
+/// Its errors name the table and its connection, secrets blanked.
 #[derive(Debug)]
-struct EngineFilters(Arc<dyn datafusion::physical_plan::ExecutionPlan>);
+struct EngineFilters(
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    Arc<Named>,
+);
 
 impl datafusion::physical_plan::DisplayAs for EngineFilters {
     fn fmt_as(
@@ -662,7 +796,9 @@ impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
         mut children: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
     ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
         match children.pop() {
-            Some(child) if children.is_empty() => Ok(Arc::new(EngineFilters(child))),
+            Some(child) if children.is_empty() => {
+                Ok(Arc::new(EngineFilters(child, self.1.clone())))
+            }
             _ => datafusion::common::internal_err!("EngineFilters has one child"),
         }
     }
@@ -672,7 +808,19 @@ impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
         partition: usize,
         context: Arc<datafusion::execution::TaskContext>,
     ) -> datafusion::error::Result<datafusion::execution::SendableRecordBatchStream> {
-        self.0.execute(partition, context)
+        let what = self.1.clone();
+        let rows = self
+            .0
+            .execute(partition, context)
+            .map_err(|e| what.failed(e))?;
+        let schema = rows.schema();
+        let what = self.1.clone();
+        Ok(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                schema,
+                futures::StreamExt::map(rows, move |batch| batch.map_err(|e| what.failed(e))),
+            ),
+        ))
     }
 }
 
@@ -687,6 +835,30 @@ impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
 struct Checked {
     inner: Arc<dyn TableProvider>,
     reads: Option<Arc<dyn SnapshotReads>>,
+    what: Arc<Named>,
+}
+
+/// A database table as errors of its reads name it.
+struct Named {
+    name: String,
+    secrets: Secrets,
+}
+
+impl std::fmt::Debug for Named {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl Named {
+    /// `e` of a read of the table, naming it, secrets blanked.
+    fn failed(&self, e: DataFusionError) -> DataFusionError {
+        DataFusionError::Execution(self.secrets.scrub(format!(
+            "{}: {}",
+            self.name,
+            e.message().trim()
+        )))
+    }
 }
 
 /// The snapshot a database table's reads ran in, as the database names it (PostgreSQL's
@@ -728,8 +900,12 @@ impl TableProvider for Checked {
         let scan = async |projection: Option<&Vec<usize>>| match &self.reads {
             Some(reads) => reads.clone().scan(projection, filters, limit).await,
             None => {
-                let scan = self.inner.scan(state, projection, filters, limit).await?;
-                Ok(Arc::new(EngineFilters(scan))
+                let scan = self
+                    .inner
+                    .scan(state, projection, filters, limit)
+                    .await
+                    .map_err(|e| self.what.failed(e))?;
+                Ok(Arc::new(EngineFilters(scan, self.what.clone()))
                     as Arc<dyn datafusion::physical_plan::ExecutionPlan>)
             }
         };

@@ -215,6 +215,11 @@ impl Session {
         &self.warehouse
     }
 
+    /// The catalogs as the engine sees them (foreign ones with their connections).
+    pub fn catalogs(&self) -> &Arc<WarehouseCatalogs> {
+        &self.catalogs
+    }
+
     /// The session's variables (`DECLARE`, `SET VAR`, the current FOR EACH row).
     pub fn vars(&self) -> &Variables {
         &self.vars

@@ -11,7 +11,7 @@ use rustyline::hint::Hinter;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Context, Helper};
 
-use crate::catalog::Warehouse;
+use crate::catalog::{Warehouse, WarehouseCatalogs};
 
 /// Keywords offered by completion.
 const KEYWORDS: &[&str] = &[
@@ -84,17 +84,109 @@ const KEYWORDS: &[&str] = &[
     "DISTINCT",
 ];
 
+/// The longest Tab waits for a foreign catalog's database to list its names or a table's
+/// columns; past it, the names as last listed are offered.
+const FOREIGN_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// Shared state the completer needs.
 pub struct ShellHelper {
     warehouse: Arc<Warehouse>,
+    /// The engine's catalogs: foreign ones list their names through their connections.
+    catalogs: Arc<WarehouseCatalogs>,
+    /// The shell's runtime, where foreign catalogs' connections live.
+    runtime: tokio::runtime::Handle,
     /// Current catalog and schema, updated by the shell after each statement.
     pub current: Arc<Mutex<(String, String)>>,
 }
 
 impl ShellHelper {
-    /// A helper over `warehouse`.
-    pub fn new(warehouse: Arc<Warehouse>, current: Arc<Mutex<(String, String)>>) -> Self {
-        ShellHelper { warehouse, current }
+    /// A helper over `warehouse` (made inside the shell's runtime).
+    pub fn new(
+        warehouse: Arc<Warehouse>,
+        catalogs: Arc<WarehouseCatalogs>,
+        current: Arc<Mutex<(String, String)>>,
+    ) -> Self {
+        ShellHelper {
+            warehouse,
+            catalogs,
+            runtime: tokio::runtime::Handle::current(),
+            current,
+        }
+    }
+
+    /// `work` run on the shell's runtime (Tab is pressed on one of its threads, which waits),
+    /// for at most [`FOREIGN_WAIT`]; None past it or if it fails.
+    fn on_runtime<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Option<T>> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv_timeout(FOREIGN_WAIT).ok().flatten()
+    }
+
+    /// A foreign catalog's schemas and their tables and views, lower case: as its database
+    /// has them now, else (no answer in time) as last listed.
+    fn foreign_names(&self, catalog: &str) -> Vec<(String, Vec<String>)> {
+        use datafusion::catalog::CatalogProvider;
+        let Some(provider) = self.catalogs.foreign(catalog) else {
+            return vec![];
+        };
+        let listing = provider.clone();
+        let names = self
+            .on_runtime(async move { listing.list().await.ok() })
+            .map(|names| {
+                names
+                    .into_iter()
+                    .map(|(s, relations)| (s, relations.into_iter().map(|r| r.name).collect()))
+                    .collect::<Vec<(String, Vec<String>)>>()
+            })
+            .unwrap_or_else(|| {
+                provider
+                    .schema_names()
+                    .into_iter()
+                    .map(|s| {
+                        let tables = provider
+                            .schema(&s)
+                            .map(|schema| schema.table_names())
+                            .unwrap_or_default();
+                        (s, tables)
+                    })
+                    .collect()
+            });
+        names
+            .into_iter()
+            .map(|(s, tables)| {
+                (
+                    s.to_lowercase(),
+                    tables.into_iter().map(|t| t.to_lowercase()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// The columns of a foreign catalog's table, from its database (none past
+    /// [`FOREIGN_WAIT`]).
+    fn foreign_columns(&self, name: &crate::catalog::TableName) -> Vec<String> {
+        use datafusion::catalog::CatalogProvider;
+        let Some(provider) = self.catalogs.foreign(&name.catalog) else {
+            return vec![];
+        };
+        let (schema, table) = (name.schema.clone(), name.table.clone());
+        self.on_runtime(async move {
+            let table = provider.schema(&schema)?.table(&table).await.ok()??;
+            Some(
+                table
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .unwrap_or_default()
     }
 
     /// The columns of the warehouse tables the text names after FROM, JOIN, UPDATE, INTO
@@ -107,22 +199,30 @@ impl ShellHelper {
             .filter(|w| !w.is_empty())
             .collect();
         let mut names = vec![];
+        let mut foreign = vec![];
         for pair in words.windows(2) {
             if ["FROM", "JOIN", "UPDATE", "INTO", "TABLE"]
                 .iter()
                 .any(|k| pair[0].eq_ignore_ascii_case(k))
                 && let Ok(parts) = crate::catalog::split_qualified(pair[1])
                 && let Ok(name) = crate::catalog::TableName::resolve(&parts, &cat, &sch)
-                && self.warehouse.table_exists(&name)
             {
-                names.push(name);
+                if self.warehouse.is_foreign(&name.catalog) {
+                    foreign.push(name);
+                } else if self.warehouse.table_exists(&name) {
+                    names.push(name);
+                }
             }
         }
+        let mut found: Vec<String> = foreign
+            .iter()
+            .flat_map(|n| self.foreign_columns(n))
+            .collect();
         if names.is_empty() {
-            return vec![];
+            return found;
         }
         let warehouse = self.warehouse.clone();
-        std::thread::spawn(move || {
+        let delta = std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -142,14 +242,39 @@ impl ShellHelper {
             })
         })
         .join()
-        .unwrap_or_default()
+        .unwrap_or_default();
+        found.extend(delta);
+        found
     }
 
-    fn names(&self) -> Vec<String> {
+    /// Catalog, schema and table names to offer for `word` (lower case): a foreign
+    /// catalog's from its database, listed when the word is in that catalog.
+    fn names(&self, word: &str) -> Vec<String> {
         let (cat, sch) = self.current.lock().map(|g| g.clone()).unwrap_or_default();
         let mut out = self.warehouse.tables(&cat, &sch);
         for c in self.warehouse.catalogs() {
             out.push(c.clone());
+            if self.warehouse.is_foreign(&c) {
+                if c != cat && !word.starts_with(&format!("{c}.")) {
+                    continue;
+                }
+                for (s, tables) in self.foreign_names(&c) {
+                    out.push(format!("{c}.{s}"));
+                    if c == cat {
+                        out.push(s.clone());
+                    }
+                    for t in tables {
+                        out.push(format!("{c}.{s}.{t}"));
+                        if c == cat {
+                            out.push(format!("{s}.{t}"));
+                            if s == sch {
+                                out.push(t);
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
             for s in self.warehouse.schemas(&c) {
                 out.push(format!("{c}.{s}"));
                 if c == cat {
@@ -212,7 +337,7 @@ impl Completer for ShellHelper {
             })
             .collect();
         out.extend(
-            self.names()
+            self.names(&lower)
                 .into_iter()
                 .filter(|n| n.starts_with(&lower))
                 .map(|n| Pair {

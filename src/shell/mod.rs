@@ -492,6 +492,7 @@ impl Shell {
             };
         editor.set_helper(Some(helper::ShellHelper::new(
             self.session.warehouse().clone(),
+            self.session.catalogs().clone(),
             self.current.clone(),
         )));
         let history = history_path();

@@ -1,5 +1,5 @@
 //! The REPL at a terminal (driven through a pseudo-terminal by `support/repl.py`):
-//! multi-line statements, Tab completion of table names, Ctrl-C cancelling the running
+//! multi-line statements, Tab completion of table names (a foreign catalog's too), Ctrl-C cancelling the running
 //! statement while the shell stays, Ctrl-D leaving, history kept in the home directory.
 
 use crate::common::{repo, warehouse};
@@ -22,6 +22,12 @@ fn the_repl_works_at_a_terminal() {
         out.status.success(),
         "{screen}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        screen.contains("AS walruses FROM lite.main.walrus_sightings")
+            && screen.contains("walrus_sightings WHERE species")
+            && screen.contains("AS yaks FROM lite.main.yak_counts"),
+        "Tab completed a foreign catalog's tables and columns: {screen}"
     );
     assert!(
         screen.contains("|     42 |"),

@@ -1280,6 +1280,22 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
         "DELETE FROM sales.orders WHERE id = 10",
     ]);
 
+    // MERGE, and a FOR EACH loop of copies, on the store (sales.orders holds ids 1, 2, 3, 11).
+    let merged = run(&[
+        "CREATE TABLE bronze.dim (id BIGINT, note STRING)",
+        "INSERT INTO bronze.dim VALUES (1, 'old'), (99, 'gone')",
+        "MERGE INTO bronze.dim d USING sales.orders o ON d.id = o.id WHEN MATCHED THEN UPDATE SET note = 'matched' WHEN NOT MATCHED THEN INSERT (id, note) VALUES (o.id, 'new') WHEN NOT MATCHED BY SOURCE THEN DELETE",
+        "SELECT 'dim', count(*), count_if(note = 'matched'), count_if(note = 'new'), count_if(id = 99) FROM bronze.dim",
+        "CREATE TABLE loop_ctl (source_table STRING, target_table STRING)",
+        "INSERT INTO loop_ctl VALUES ('main.sales.orders', 'main.bronze.looped_a'), ('main.bronze.orders', 'main.bronze.looped_b')",
+        "FOR EACH r IN (SELECT * FROM loop_ctl) CONCURRENCY 2 DO COPY INCREMENTAL IDENTIFIER(r.source_table) INTO IDENTIFIER(r.target_table) WATERMARK id; END FOR",
+        "SELECT 'looped', (SELECT count(*) FROM bronze.looped_a), (SELECT count(*) FROM bronze.looped_b)",
+    ]);
+    assert!(
+        merged.contains("dim,4,1,3,0") && merged.contains("looped,4,3"),
+        "{merged}"
+    );
+
     // Another Delta reader reads the copies where the warehouse keeps them; a table another
     // writer makes under the warehouse's prefix is the warehouse's.
     let read = py(

@@ -95,6 +95,9 @@ pub struct ShellHelper {
     catalogs: Arc<WarehouseCatalogs>,
     /// The shell's runtime, where foreign catalogs' connections live.
     runtime: tokio::runtime::Handle,
+    /// What Tab is still waiting for from a database (a catalog's names, a table's columns):
+    /// one request each at a time, however often Tab is pressed.
+    asked: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Current catalog and schema, updated by the shell after each statement.
     pub current: Arc<Mutex<(String, String)>>,
 }
@@ -110,19 +113,35 @@ impl ShellHelper {
             warehouse,
             catalogs,
             runtime: tokio::runtime::Handle::current(),
+            asked: Default::default(),
             current,
         }
     }
 
-    /// `work` run on the shell's runtime (Tab is pressed on one of its threads, which waits),
-    /// for at most [`FOREIGN_WAIT`]; None past it or if it fails.
+    /// `work` run on the shell's runtime (the shell waits for Tab's answer), for at most
+    /// [`FOREIGN_WAIT`]; None past it, if it fails, or while an earlier request of the same
+    /// `key` is still running (it is not asked twice).
     fn on_runtime<T: Send + 'static>(
         &self,
+        key: String,
         work: impl Future<Output = Option<T>> + Send + 'static,
     ) -> Option<T> {
+        if !self
+            .asked
+            .lock()
+            .map(|mut asked| asked.insert(key.clone()))
+            .unwrap_or(false)
+        {
+            return None;
+        }
         let (tx, rx) = std::sync::mpsc::channel();
+        let asked = self.asked.clone();
         self.runtime.spawn(async move {
-            let _ = tx.send(work.await);
+            let answer = work.await;
+            if let Ok(mut asked) = asked.lock() {
+                asked.remove(&key);
+            }
+            let _ = tx.send(answer);
         });
         rx.recv_timeout(FOREIGN_WAIT).ok().flatten()
     }
@@ -136,7 +155,9 @@ impl ShellHelper {
         };
         let listing = provider.clone();
         let names = self
-            .on_runtime(async move { listing.list().await.ok() })
+            .on_runtime(format!("names of {catalog}"), async move {
+                listing.list().await.ok()
+            })
             .map(|names| {
                 names
                     .into_iter()
@@ -175,7 +196,7 @@ impl ShellHelper {
             return vec![];
         };
         let (schema, table) = (name.schema.clone(), name.table.clone());
-        self.on_runtime(async move {
+        self.on_runtime(format!("columns of {name}"), async move {
             let table = provider.schema(&schema)?.table(&table).await.ok()??;
             Some(
                 table

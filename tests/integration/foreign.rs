@@ -77,6 +77,8 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
          c.execute('CREATE TABLE odd (id INTEGER, v INTEGER)')\n\
          c.execute(\"INSERT INTO odd VALUES (1, 1), (2, 'not a number')\")\n\
          c.execute('CREATE VIEW doubled AS SELECT id * 2 AS twice, name FROM firsts')\n\
+         c.execute('CREATE TABLE kinds (big NUMERIC, epoch DATETIME, flag BOOLEAN, half INTEGER GENERATED ALWAYS AS (big / 2) VIRTUAL)')\n\
+         c.execute(\"INSERT INTO kinds (big, epoch, flag) VALUES (9007199254740993, 1704067200, 'true'), (NULL, 1704153600, 'false')\")\n\
          c.commit()\n",
         p = path.display().to_string()
     );
@@ -107,7 +109,15 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
             "SELECT count(*) AS empty_rows, count(herd) AS herds FROM lite.main.empty",
             "SELECT typeof(twice), typeof(name) FROM lite.main.doubled LIMIT 1",
             "SELECT sum(twice) AS twice_sum FROM lite.main.doubled",
+            // Integers past 2^53 in a NUMERIC column stay exact; epoch numbers in a DATETIME
+            // column are numbers; text 'true' in a BOOLEAN column is true; a generated column
+            // is a column.
+            "SELECT 'kinds', max(big), typeof(max(big)), sum(epoch), count_if(flag), max(half) FROM lite.main.kinds",
         ],
+    );
+    assert!(
+        out.contains("kinds,9007199254740993,bigint,3408220800,1,4503599627370496\n"),
+        "{out}"
     );
     assert!(out.contains("12,5.5,2,1,2024-01-03,6.5,2,15\n"), "{out}");
     assert!(

@@ -366,11 +366,13 @@ const MYSQL_NAMES: &str = "SELECT s.SCHEMA_NAME, t.TABLE_NAME, t.TABLE_TYPE \
     WHERE s.SCHEMA_NAME NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys')";
 
 /// A SQLite table or view with the columns its declaration gives, by SQLite's rules of type
-/// affinity: `INT` in the declared type is BIGINT; `CHAR`, `CLOB` or `TEXT` STRING; `REAL`,
-/// `FLOA` or `DOUB` DOUBLE; `BOOL` BOOLEAN; other numeric declarations (NUMERIC, DECIMAL)
-/// DOUBLE (SQLite stores them as integers or doubles); `DATE`, `TIME` STRING (SQLite keeps
-/// them as text); `BLOB` BINARY. A column with no declared type (a view's expression) takes
-/// the type of its first value that is not NULL, STRING when there is none. A value of
+/// affinity: `INT` in the declared type is BIGINT; `CHAR`, `CLOB` or `TEXT` STRING; `BLOB`
+/// BINARY; `REAL`, `FLOA` or `DOUB` DOUBLE; `BOOL` BOOLEAN. Columns whose declaration leaves
+/// the kind of their values open (other numeric declarations such as NUMERIC and DECIMAL,
+/// DATE and TIME, which apps fill with text or epoch numbers, and no declared type, as a
+/// view's computed column) are typed by the values they hold, read in one pass over the
+/// table: only integers BIGINT (never DOUBLE, which would round integers past 2^53),
+/// numbers with a fraction DOUBLE, text STRING, bytes BINARY, none STRING. A value of
 /// another kind in a column (SQLite lets a column hold any) is an error when it is read.
 ///
 /// The provider alone typed every column by the first row's value: a NULL there made the
@@ -380,38 +382,42 @@ async fn sqlite_table(
     table: &str,
     reference: TableReference,
 ) -> std::result::Result<Arc<dyn TableProvider>, String> {
-    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::array::{Array, AsArray, RecordBatch};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion_table_providers::sql::db_connection_pool::DbConnectionPool;
     use datafusion_table_providers::sql::db_connection_pool::dbconnection::query_arrow;
-    let conn = pool.connect().await.map_err(|e| e.to_string())?;
-    let sql = format!(
-        "SELECT name, type FROM pragma_table_info('{}')",
+    let query = async |sql: String| -> std::result::Result<Vec<RecordBatch>, String> {
+        let conn = pool.connect().await.map_err(|e| e.to_string())?;
+        futures::TryStreamExt::try_collect(
+            query_arrow(conn, sql, None)
+                .await
+                .map_err(|e| e.to_string())?,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    };
+    let text = |b: &RecordBatch, i: usize| -> std::result::Result<Vec<Option<String>>, String> {
+        let a = datafusion::arrow::compute::cast(b.column(i), &DataType::Utf8)
+            .map_err(|e| e.to_string())?;
+        let a = a.as_string::<i32>();
+        Ok((0..a.len())
+            .map(|r| a.is_valid(r).then(|| a.value(r).to_string()))
+            .collect())
+    };
+    let quoted = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    // Generated columns too (hidden 2 and 3); not a virtual table's hidden ones (1).
+    let declared = query(format!(
+        "SELECT name, type FROM pragma_table_xinfo('{}') WHERE hidden <> 1",
         table.replace('\'', "''")
-    );
-    let batches: Vec<datafusion::arrow::array::RecordBatch> = futures::TryStreamExt::try_collect(
-        query_arrow(conn, sql, None)
-            .await
-            .map_err(|e| e.to_string())?,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    ))
+    .await?;
     let mut fields = vec![];
-    for b in &batches {
-        let text = |i: usize| {
-            datafusion::arrow::compute::cast(b.column(i), &DataType::Utf8)
-                .map_err(|e| e.to_string())
-        };
-        let (names, kinds) = (text(0)?, text(1)?);
-        let (names, kinds) = (names.as_string::<i32>(), kinds.as_string::<i32>());
-        for r in 0..b.num_rows() {
-            let name = names.value(r);
-            let declared = if kinds.is_null(r) {
-                String::new()
-            } else {
-                kinds.value(r).to_uppercase()
-            };
-            let has = |part: &str| declared.contains(part);
+    let mut open = vec![];
+    for b in &declared {
+        for (name, kind) in text(b, 0)?.into_iter().zip(text(b, 1)?) {
+            let name = name.unwrap_or_default();
+            let kind = kind.unwrap_or_default().to_uppercase();
+            let has = |part: &str| kind.contains(part);
             let data_type = if has("INT") {
                 DataType::Int64
             } else if has("CHAR") || has("CLOB") || has("TEXT") {
@@ -422,51 +428,48 @@ async fn sqlite_table(
                 DataType::Float64
             } else if has("BOOL") {
                 DataType::Boolean
-            } else if has("DATE") || has("TIME") {
-                DataType::Utf8
-            } else if !declared.trim().is_empty() {
-                DataType::Float64
             } else {
-                // Known once the untyped columns' first values are read, below.
+                open.push(fields.len());
                 DataType::Null
             };
             fields.push(Field::new(name, data_type, true));
         }
     }
-    for field in fields
-        .iter_mut()
-        .filter(|f| f.data_type() == &DataType::Null)
-    {
-        let quoted = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-        let sql = format!(
-            "SELECT typeof({c}) FROM {t} WHERE {c} IS NOT NULL LIMIT 1",
-            c = quoted(field.name()),
-            t = quoted(table)
-        );
-        let conn = pool.connect().await.map_err(|e| e.to_string())?;
-        let batches: Vec<datafusion::arrow::array::RecordBatch> =
-            futures::TryStreamExt::try_collect(
-                query_arrow(conn, sql, None)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        let first = batches.iter().find(|b| b.num_rows() > 0).and_then(|b| {
-            datafusion::arrow::compute::cast(b.column(0), &DataType::Utf8)
-                .ok()
-                .map(|a| a.as_string::<i32>().value(0).to_string())
-        });
-        let data_type = match first.as_deref() {
-            Some("integer") => DataType::Int64,
-            Some("real") => DataType::Float64,
-            Some("blob") => DataType::Binary,
-            _ => DataType::Utf8,
-        };
-        *field = field.clone().with_data_type(data_type);
-    }
     if fields.is_empty() {
         return Err(format!("SQLite table {table} has no columns to read"));
+    }
+    if !open.is_empty() {
+        let kinds = open
+            .iter()
+            .map(|&i| {
+                format!(
+                    "group_concat(DISTINCT typeof({}))",
+                    quoted(fields[i].name())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let held = query(format!("SELECT {kinds} FROM {}", quoted(table))).await?;
+        let row = held.iter().find(|b| b.num_rows() > 0);
+        for (j, &i) in open.iter().enumerate() {
+            let classes = match row {
+                Some(b) => text(b, j)?.into_iter().next().flatten().unwrap_or_default(),
+                None => String::new(),
+            };
+            let has = |class: &str| classes.split(',').any(|c| c == class);
+            let data_type = if has("text") {
+                DataType::Utf8
+            } else if has("real") {
+                DataType::Float64
+            } else if has("integer") {
+                DataType::Int64
+            } else if has("blob") {
+                DataType::Binary
+            } else {
+                DataType::Utf8
+            };
+            fields[i] = fields[i].clone().with_data_type(data_type);
+        }
     }
     let dyn_pool: Arc<datafusion_table_providers::sqlite::DynSqliteConnectionPool> = pool.clone();
     Ok(Arc::new(
@@ -791,6 +794,12 @@ impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
         vec![&self.0]
     }
 
+    /// Nothing between the database's scan and this node: its batches are conformed here
+    /// first (a repartition would check their types before).
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         mut children: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
@@ -813,15 +822,66 @@ impl datafusion::physical_plan::ExecutionPlan for EngineFilters {
             .0
             .execute(partition, context)
             .map_err(|e| what.failed(e))?;
-        let schema = rows.schema();
+        // Batches in the plan's types: SQLite's reader decodes a column whose first value
+        // is text as text whatever its declared type; cast strictly (a value that does not
+        // convert is an error, never a NULL).
+        let schema = self.0.schema();
         let what = self.1.clone();
+        let conform = schema.clone();
         Ok(Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
                 schema,
-                futures::StreamExt::map(rows, move |batch| batch.map_err(|e| what.failed(e))),
+                futures::StreamExt::map(rows, move |batch| {
+                    let batch = batch.map_err(|e| what.failed(e))?;
+                    conformed(batch, &conform).map_err(|e| what.failed(e))
+                }),
             ),
         ))
     }
+}
+
+/// `batch` with its columns in `schema`'s types (strict casts), where they differ.
+fn conformed(
+    batch: datafusion::arrow::array::RecordBatch,
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+) -> datafusion::error::Result<datafusion::arrow::array::RecordBatch> {
+    let same = batch.num_columns() == schema.fields().len()
+        && batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(schema.fields())
+            .all(|(a, b)| a.data_type() == b.data_type());
+    if same {
+        return Ok(batch);
+    }
+    if batch.num_columns() != schema.fields().len() {
+        return Err(DataFusionError::Execution(format!(
+            "the database returned {} columns where {} were asked for",
+            batch.num_columns(),
+            schema.fields().len()
+        )));
+    }
+    let strict = datafusion::arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            datafusion::arrow::compute::cast_with_options(c, f.data_type(), &strict)
+                .map_err(|e| DataFusionError::Execution(format!("column {}: {e}", f.name())))
+        })
+        .collect::<datafusion::error::Result<Vec<_>>>()?;
+    let options =
+        datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(datafusion::arrow::array::RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &options,
+    )?)
 }
 
 /// A database's table with every filter checked again by the engine: the database runs the

@@ -60,6 +60,9 @@ use crate::catalog::foreign::connect::Secrets;
 /// The table as the provider's SQL writer sees it.
 type MyTable = SqlTable<mysql_async::Conn, &'static (dyn ToValue + Sync)>;
 
+/// The longest the table's lock is held while the snapshots of a split read open.
+const LOCKED_AT_MOST: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Bytes of table data one connection of a split read reads at the least (smaller tables
 /// are read by one: 16 MB and more are split, as PostgreSQL's 2,048 pages).
 const BYTES_PER_CONNECTION: u64 = 8 << 20;
@@ -293,14 +296,20 @@ impl MySqlReads {
     }
 
     /// Open the holder's snapshot and `n` spares' in the same state of the table: under a
-    /// `LOCK TABLES ... READ` that another connection holds meanwhile. None (nothing opened)
-    /// when the lock is not granted within a second (no privilege, a long write under way)
-    /// or the server gives no consistent snapshots.
+    /// `LOCK TABLES ... READ` that another connection holds meanwhile, taken once every
+    /// connection is at hand and held at most [`LOCKED_AT_MOST`] (an error past it). None
+    /// (nothing opened) when the lock is not granted within a second (no privilege, a long
+    /// write under way) or the server gives no consistent snapshots.
     async fn open_together(
         &self,
         holder: &Leased,
         n: usize,
     ) -> DfResult<Option<(Option<String>, Vec<Arc<tokio::sync::Mutex<Leased>>>)>> {
+        // Every connection first: the lock is held only while the snapshots open.
+        let mut spares = Vec::with_capacity(n);
+        for _ in 0..n {
+            spares.push(self.connect().await?);
+        }
         let locker = self.connect().await?;
         {
             let mut l = locker.conn()?.conn.lock().await;
@@ -312,29 +321,27 @@ impl MySqlReads {
                 return Ok(None);
             }
         }
-        let opened = async {
-            let failed = |e: mysql_async::Error| self.failed("snapshot", e);
-            let first = open(holder.conn()?).await.map_err(failed)?;
-            // Tests write to the table here: the write waits for the lock's release.
-            let hold = (|| -> Option<u64> {
-                fail::fail_point!("foreign::mysql_spares", |ms| ms
-                    .and_then(|m| m.parse().ok()));
-                None
-            })();
-            if let Some(ms) = hold {
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-            }
-            let mut spares = Vec::with_capacity(n);
-            for _ in 0..n {
-                let spare = self.connect().await?;
-                if !open(spare.conn()?).await.map_err(failed)?.consistent {
-                    return Ok(None);
+        let opened: Result<DfResult<Option<Option<String>>>, _> =
+            tokio::time::timeout(LOCKED_AT_MOST, async {
+                let failed = |e: mysql_async::Error| self.failed("snapshot", e);
+                let first = open(holder.conn()?).await.map_err(failed)?;
+                // Tests write to the table here: the write waits for the lock's release.
+                let hold = (|| -> Option<u64> {
+                    fail::fail_point!("foreign::mysql_spares", |ms| ms
+                        .and_then(|m| m.parse().ok()));
+                    None
+                })();
+                if let Some(ms) = hold {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                 }
-                spares.push(Arc::new(tokio::sync::Mutex::new(spare)));
-            }
-            Ok(first.consistent.then_some((first.name, spares)))
-        }
-        .await;
+                for spare in &spares {
+                    if !open(spare.conn()?).await.map_err(failed)?.consistent {
+                        return Ok(None);
+                    }
+                }
+                Ok(first.consistent.then_some(first.name))
+            })
+            .await;
         locker
             .conn()?
             .conn
@@ -343,7 +350,26 @@ impl MySqlReads {
             .query_drop("UNLOCK TABLES")
             .await
             .map_err(|e| self.failed("unlock", e))?;
-        opened
+        let name = opened.map_err(|_| {
+            self.failed(
+                "snapshot",
+                format!(
+                    "opening {} snapshots under LOCK TABLES took over {} s (the lock is released; \
+                     read_connections '1' reads the table with one connection and no lock)",
+                    n + 1,
+                    LOCKED_AT_MOST.as_secs()
+                ),
+            )
+        })??;
+        Ok(name.map(|name| {
+            (
+                name,
+                spares
+                    .into_iter()
+                    .map(|s| Arc::new(tokio::sync::Mutex::new(s)))
+                    .collect(),
+            )
+        }))
     }
 
     /// The queries of a split read of the rows `filters` keep (None when one query is the
@@ -665,9 +691,14 @@ impl ExecutionPlan for MySqlScan {
         // listening ends the task at its next batch.
         let (tx, rx) = tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(2);
         let task = tokio::spawn(async move {
+            // A split read's claim on the spares lasts until its rows are read.
+            let (_claim, spare) = match spare {
+                Some((claim, spare)) => (Some(claim), Some(spare)),
+                None => (None, None),
+            };
             let lease = match spare {
-                Some((_claim, Some(spare))) => Ok(Lease::Held(spare.lock_owned().await)),
-                Some((_, None)) => Err(DataFusionError::Internal(format!(
+                Some(Some(spare)) => Ok(Lease::Held(spare.lock_owned().await)),
+                Some(None) => Err(DataFusionError::Internal(format!(
                     "MySQL table {}: no connection for part {partition} of a split read",
                     reads.relation
                 ))),

@@ -167,11 +167,23 @@ impl Careless {
     /// A proxy in front of `to` that answers 403 to every request whose path and query hold
     /// `deny` (when not empty), and drops `If-None-Match` if `careless`.
     pub(crate) fn denying(python: &str, to: u16, careless: bool, deny: &str) -> Careless {
+        Self::proxy(python, to, careless, deny, None)
+    }
+
+    /// A proxy in front of `to` that writes one line per request to `log`: the method (LIST
+    /// for a listing), the request's body bytes, the response's body bytes, and the path.
+    fn counting(python: &str, to: u16, log: &Path) -> Careless {
+        Self::proxy(python, to, false, "", Some(log))
+    }
+
+    fn proxy(python: &str, to: u16, careless: bool, deny: &str, log: Option<&Path>) -> Careless {
         let port = free_port();
         let careless = if careless { "True" } else { "False" };
+        let log = log.map(|l| l.display().to_string()).unwrap_or_default();
         let script = format!(
             r#"
-import http.client, http.server, urllib.parse
+import http.client, http.server, threading, urllib.parse
+logged = threading.Lock()
 class P(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
     def log_message(self, *a): pass
@@ -190,6 +202,10 @@ class P(http.server.BaseHTTPRequestHandler):
         c.request(self.command, self.path, body=body, headers=headers)
         r = c.getresponse()
         data = r.read()
+        if {log:?}:
+            kind = 'LIST' if self.command == 'GET' and ('list-type=' in self.path or self.path.rstrip('/').count('/') <= 1) else self.command
+            with logged, open({log:?}, 'a') as f:
+                f.write('%s %d %d %s\n' % (kind, n, 0 if self.command == 'HEAD' else len(data), self.path))
         self.send_response(r.status)
         for k, v in r.getheaders():
             if k.lower() not in ('transfer-encoding', 'content-length', 'connection'):
@@ -423,6 +439,115 @@ fn external_tables_on_moto_copy_exactly_once_and_python_reads_them() {
     };
     let moto = Moto::start(&python, &["lake"]);
     external_tables_copy_exactly_once(&python, &moto.endpoint());
+}
+
+/// The requests of a copy between tables on a store, counted by a proxy in front of moto
+/// (the issue's goals, which `bench/requests.py` measures in full): the full load sends no
+/// data bytes up (the store copies the files) and reads one file's watermark column at
+/// most, a run with nothing new makes at most 10 requests, and the increment reads no rows
+/// of the files it does not copy (the footer of the last mark's file at most).
+#[test]
+fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_requests() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let opts = py_opts(&end);
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("requests.log");
+    let proxy = Careless::counting(&python, moto.port, &log);
+    let through = format!("http://127.0.0.1:{}", proxy.port);
+    // A source of three commits, written by Python straight to the store.
+    let append = |from: i64| {
+        py(
+            &python,
+            &format!(
+                "import deltalake, pyarrow as pa, datetime as dt\nopts = {opts}\nids = list(range({from}, {from} + 1000))\nt = pa.table({{'id': pa.array(ids, pa.int64()), 'at': pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i) for i in ids], pa.timestamp('us', tz='UTC')), 'pad': pa.array(['x' * 100] * 1000)}})\ndeltalake.write_deltalake('s3://lake/src', t, mode='append', storage_options=opts)\nprint(sorted(deltalake.DeltaTable('s3://lake/src', storage_options=opts).file_uris()))"
+            ),
+        )
+    };
+    let mut old_files = String::new();
+    for from in [0, 1000, 2000] {
+        old_files = append(from);
+    }
+    let (_w, wh) = warehouse();
+    let copy = "COPY INCREMENTAL src INTO lake.default.dst WATERMARK at";
+    sql_on(
+        &wh,
+        &through,
+        &[
+            "CREATE TABLE src LOCATION 's3://lake/src'",
+            "CREATE CATALOG lake MANAGED LOCATION 's3://lake/wh'",
+        ],
+    );
+    let requests = |run: &dyn Fn()| -> Vec<(String, u64, u64, String)> {
+        let before = std::fs::read_to_string(&log).unwrap_or_default().len();
+        run();
+        let all = std::fs::read_to_string(&log).unwrap_or_default();
+        all[before..]
+            .lines()
+            .map(|l| {
+                let mut w = l.splitn(4, ' ');
+                let kind = w.next().unwrap().to_string();
+                let up = w.next().unwrap().parse().unwrap();
+                let down = w.next().unwrap().parse().unwrap();
+                (kind, up, down, w.next().unwrap_or_default().to_string())
+            })
+            .collect()
+    };
+    let full = requests(&|| {
+        sql_on(&wh, &through, &[copy]);
+    });
+    let data_up: u64 = full
+        .iter()
+        .filter(|(k, _, _, p)| k == "PUT" && p.contains(".parquet"))
+        .map(|(_, up, _, _)| *up)
+        .sum();
+    // The exact new mark is read from the watermark column of the one file holding it
+    // (Delta's statistics truncate timestamps to milliseconds; a local file's footer would
+    // do): no other data file is read.
+    let read: std::collections::BTreeSet<&str> = full
+        .iter()
+        .filter(|(k, _, _, p)| k == "GET" && p.contains(".parquet"))
+        .map(|(_, _, _, p)| p.as_str())
+        .collect();
+    assert!(
+        full.iter()
+            .any(|(k, _, _, p)| k == "PUT" && p.contains("/wh/") && p.contains(".parquet")),
+        "the full load wrote no data file: {full:?}"
+    );
+    assert_eq!(data_up, 0, "data through tidemark: {full:?}");
+    assert!(read.len() <= 1, "data files read: {read:?}");
+    // Nothing new: a handful of requests.
+    let noop = requests(&|| {
+        sql_on(&wh, &through, &[copy]);
+    });
+    assert!(noop.len() <= 10, "{} requests: {noop:?}", noop.len());
+    // An increment reads no rows of the source's older files.
+    append(3000);
+    let inc = requests(&|| {
+        sql_on(&wh, &through, &[copy]);
+    });
+    let read_old: Vec<_> = inc
+        .iter()
+        .filter(|(k, _, _, p)| {
+            k == "GET"
+                && p.contains("/src/")
+                && p.contains(".parquet")
+                && old_files.contains(p.rsplit('/').next().unwrap_or_default())
+        })
+        .collect();
+    // At most the footer of the file holding the last mark (whether it holds rows above
+    // it), never its rows: a footer here is under 1 KB, a column 7 KB.
+    let old_bytes: u64 = read_old.iter().map(|(_, _, down, _)| *down).sum();
+    assert!(old_bytes <= 2048, "{read_old:?}");
+    let seen = sql_on(
+        &wh,
+        &end,
+        &["SELECT count(*), count(DISTINCT id) FROM lake.default.dst"],
+    );
+    assert!(seen.contains("4000,4000"), "{seen}");
 }
 
 #[test]

@@ -443,8 +443,7 @@ fn external_tables_on_moto_copy_exactly_once_and_python_reads_them() {
 
 /// The requests of a copy between tables on a store, counted by a proxy in front of moto
 /// (the goals, which `bench/requests.py` measures in full): the full load sends no
-/// data bytes up (the store copies the files) and reads one file's watermark column at
-/// most, a run with nothing new makes at most 10 requests, and the increment reads no rows
+/// data bytes up (the store copies the files) and reads footers only, a run with nothing new makes at most 10 requests, and the increment reads no rows
 /// of the files it does not copy (the footer of the last mark's file at most).
 #[test]
 fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_requests() {
@@ -463,12 +462,12 @@ fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_re
         py(
             &python,
             &format!(
-                "import deltalake, pyarrow as pa, datetime as dt\nopts = {opts}\nids = list(range({from}, {from} + 1000))\nt = pa.table({{'id': pa.array(ids, pa.int64()), 'at': pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i) for i in ids], pa.timestamp('us', tz='UTC')), 'pad': pa.array(['x' * 100] * 1000)}})\ndeltalake.write_deltalake('s3://lake/src', t, mode='append', storage_options=opts)\nprint(sorted(deltalake.DeltaTable('s3://lake/src', storage_options=opts).file_uris()))"
+                "import deltalake, pyarrow as pa, datetime as dt\nopts = {opts}\nids = list(range({from}, {from} + 10000))\nt = pa.table({{'id': pa.array(ids, pa.int64()), 'at': pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i) for i in ids], pa.timestamp('us', tz='UTC')), 'pad': pa.array(['x' * 100] * 10000)}})\ndeltalake.write_deltalake('s3://lake/src', t, mode='append', storage_options=opts)\nprint(sorted(deltalake.DeltaTable('s3://lake/src', storage_options=opts).file_uris()))"
             ),
         )
     };
     let mut old_files = String::new();
-    for from in [0, 1000, 2000] {
+    for from in [0, 10000, 20000] {
         old_files = append(from);
     }
     let (_w, wh) = warehouse();
@@ -504,28 +503,31 @@ fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_re
         .filter(|(k, _, _, p)| k == "PUT" && p.contains(".parquet"))
         .map(|(_, up, _, _)| *up)
         .sum();
-    // The exact new mark is read from the watermark column of the one file holding it
-    // (Delta's statistics truncate timestamps to milliseconds; a local file's footer would
-    // do): no other data file is read.
-    let read: std::collections::BTreeSet<&str> = full
+    // The exact new mark comes from the footer of the file holding it (Delta's statistics
+    // truncate timestamps to milliseconds): its last 8 KiB, not its watermark column (80 KB
+    // of 10,000 timestamps).
+    let read: u64 = full
         .iter()
         .filter(|(k, _, _, p)| k == "GET" && p.contains(".parquet"))
-        .map(|(_, _, _, p)| p.as_str())
-        .collect();
+        .map(|(_, _, down, _)| *down)
+        .sum();
     assert!(
         full.iter()
             .any(|(k, _, _, p)| k == "PUT" && p.contains("/wh/") && p.contains(".parquet")),
         "the full load wrote no data file: {full:?}"
     );
     assert_eq!(data_up, 0, "data through tidemark: {full:?}");
-    assert!(read.len() <= 1, "data files read: {read:?}");
+    assert!(
+        read <= 3 * 8192,
+        "{read} bytes of data files read: {full:?}"
+    );
     // Nothing new: a handful of requests.
     let noop = requests(&|| {
         sql_on(&wh, &through, &[copy]);
     });
     assert!(noop.len() <= 10, "{} requests: {noop:?}", noop.len());
     // An increment reads no rows of the source's older files.
-    append(3000);
+    append(30000);
     let inc = requests(&|| {
         sql_on(&wh, &through, &[copy]);
     });
@@ -547,7 +549,7 @@ fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_re
         &end,
         &["SELECT count(*), count(DISTINCT id) FROM lake.default.dst"],
     );
-    assert!(seen.contains("4000,4000"), "{seen}");
+    assert!(seen.contains("40000,40000"), "{seen}");
 }
 
 #[test]

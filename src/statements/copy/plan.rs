@@ -419,11 +419,12 @@ async fn counted_from_statistics(
         rows.filter(above.clone())?.count().await? as i64
     };
     let candidates = fp.max_candidates();
-    // Footers are read on the local file system; on a store the candidates are read.
-    let footers = r
-        .source
-        .root()
-        .and_then(|root| whole_file::footer_max(root, &candidates, &r.wm, &r.wm_type));
+    // Footers: files on the local file system, ranged reads on a store.
+    let footers = match (r.source.root(), r.source.delta()) {
+        (Some(root), _) => whole_file::footer_max(root, &candidates, &r.wm, &r.wm_type),
+        (None, Some(t)) => whole_file::store_footer_max(t, &candidates, &r.wm, &r.wm_type).await,
+        (None, None) => None,
+    };
     let best = match footers {
         // The largest watermark overall is the largest above the start, if above it.
         Some(m) => m.filter(|m| from.is_none_or(|s| m > s)),

@@ -244,13 +244,66 @@ fn footer_range(
     wm: &str,
     dt: &DataType,
 ) -> Option<(Option<ScalarValue>, Option<ScalarValue>)> {
-    use datafusion::parquet::basic::{LogicalType, TimeUnit as PqUnit};
     use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
-    use datafusion::parquet::file::statistics::Statistics;
     // delta-rs hands out add paths already URL-decoded: the file's own name.
     let file = std::fs::File::open(root.join(path)).ok()?;
     let reader = SerializedFileReader::new(file).ok()?;
-    let meta = reader.metadata();
+    range_in(reader.metadata(), wm, dt)
+}
+
+/// [`footer_max`] for a table on an object store: each candidate's footer read by a ranged
+/// request (its size is known from the log), not its column.
+pub async fn store_footer_max(
+    table: &DeltaTable,
+    files: &[&SourceFile],
+    wm: &str,
+    dt: &DataType,
+) -> Option<Option<ScalarValue>> {
+    use datafusion::parquet::errors::ParquetError;
+    use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    let store = table.log_store().object_store(None);
+    let mut best: Option<ScalarValue> = None;
+    for f in files {
+        if f.add.deletion_vector.is_some() {
+            return None;
+        }
+        let key = Key::parse(&f.add.path).ok()?;
+        let size = u64::try_from(f.add.size).ok()?;
+        // The file's last 8 KiB hold the footer of most files of few columns; a larger one
+        // is read again in full.
+        let mut tail = size.min(8 * 1024);
+        let mut reader = ParquetMetaDataReader::new();
+        loop {
+            let bytes = store.get_range(&key, size - tail..size).await.ok()?;
+            match reader.try_parse_sized(&bytes, size) {
+                Ok(()) => break,
+                Err(ParquetError::NeedMoreData(needed)) if (needed as u64) > tail => {
+                    tail = size.min(needed as u64);
+                }
+                Err(_) => return None,
+            }
+        }
+        let meta = reader.finish().ok()?;
+        let (_, max) = range_in(&meta, wm, dt)?;
+        if let Some(m) = max
+            && best.as_ref().is_none_or(|b| m > *b)
+        {
+            best = Some(m);
+        }
+    }
+    Some(best)
+}
+
+/// The exact (min, max) of the watermark in a Parquet file's footer `meta`; `None` when it
+/// cannot say exactly.
+fn range_in(
+    meta: &datafusion::parquet::file::metadata::ParquetMetaData,
+    wm: &str,
+    dt: &DataType,
+) -> Option<(Option<ScalarValue>, Option<ScalarValue>)> {
+    use datafusion::parquet::basic::{LogicalType, TimeUnit as PqUnit};
+    use datafusion::parquet::file::statistics::Statistics;
     let schema = meta.file_metadata().schema_descr();
     let idx = (0..schema.num_columns()).find(|&i| {
         let c = schema.column(i);

@@ -503,9 +503,9 @@ fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_re
         .filter(|(k, _, _, p)| k == "PUT" && p.contains(".parquet"))
         .map(|(_, up, _, _)| *up)
         .sum();
-    // The exact new mark comes from the footer of the file holding it (Delta's statistics
-    // truncate timestamps to milliseconds): its last 8 KiB, not its watermark column (80 KB
-    // of 10,000 timestamps).
+    // The exact new mark comes from the footers of the files that may hold it (Delta's
+    // statistics truncate timestamps to milliseconds): their last 8 KiB, not their
+    // watermark column (80 KB of 10,000 timestamps); here one file, three at the most.
     let read: u64 = full
         .iter()
         .filter(|(k, _, _, p)| k == "GET" && p.contains(".parquet"))

@@ -259,40 +259,62 @@ pub async fn store_footer_max(
     wm: &str,
     dt: &DataType,
 ) -> Option<Option<ScalarValue>> {
-    use datafusion::parquet::errors::ParquetError;
-    use datafusion::parquet::file::metadata::ParquetMetaDataReader;
-    use deltalake::logstore::object_store::ObjectStoreExt;
+    use futures::StreamExt;
+    if files.iter().any(|f| f.add.deletion_vector.is_some()) {
+        return None;
+    }
     let store = table.log_store().object_store(None);
-    let mut best: Option<ScalarValue> = None;
-    for f in files {
-        if f.add.deletion_vector.is_some() {
-            return None;
-        }
-        let key = Key::parse(&f.add.path).ok()?;
-        let size = u64::try_from(f.add.size).ok()?;
-        // The file's last 8 KiB hold the footer of most files of few columns; a larger one
-        // is read again in full.
-        let mut tail = size.min(8 * 1024);
-        let mut reader = ParquetMetaDataReader::new();
-        loop {
-            let bytes = store.get_range(&key, size - tail..size).await.ok()?;
-            match reader.try_parse_sized(&bytes, size) {
-                Ok(()) => break,
-                Err(ParquetError::NeedMoreData(needed)) if (needed as u64) > tail => {
-                    tail = size.min(needed as u64);
-                }
-                Err(_) => return None,
+    // Eight footers at a time (a table whose files have no statistics has every file a
+    // candidate); owned values only, for a future that crosses threads.
+    let reads: Vec<_> = files
+        .iter()
+        .map(|f| {
+            let (store, path, size) = (store.clone(), f.add.path.clone(), f.add.size);
+            let (wm, dt) = (wm.to_string(), dt.clone());
+            async move {
+                let meta = store_footer(&store, &path, size).await?;
+                range_in(&meta, &wm, &dt).map(|(_, max)| max)
             }
-        }
-        let meta = reader.finish().ok()?;
-        let (_, max) = range_in(&meta, wm, dt)?;
-        if let Some(m) = max
+        })
+        .collect();
+    let mut maxes = futures::stream::iter(reads).buffered(8);
+    let mut best: Option<ScalarValue> = None;
+    while let Some(max) = maxes.next().await {
+        if let Some(m) = max?
             && best.as_ref().is_none_or(|b| m > *b)
         {
             best = Some(m);
         }
     }
     Some(best)
+}
+
+/// The footer of the Parquet file at `path` (relative to `store`), `size` bytes long: its
+/// last 8 KiB, which hold the footer of most files of few columns, and the footer's whole
+/// length again when it is longer. None when it cannot be read or parsed.
+async fn store_footer(
+    store: &Store,
+    path: &str,
+    size: i64,
+) -> Option<datafusion::parquet::file::metadata::ParquetMetaData> {
+    use datafusion::parquet::errors::ParquetError;
+    use datafusion::parquet::file::metadata::ParquetMetaDataReader;
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    let key = Key::parse(path).ok()?;
+    let size = u64::try_from(size).ok()?;
+    let mut tail = size.min(8 * 1024);
+    let mut reader = ParquetMetaDataReader::new();
+    loop {
+        let bytes = store.get_range(&key, size - tail..size).await.ok()?;
+        match reader.try_parse_sized(&bytes, size) {
+            Ok(()) => break,
+            Err(ParquetError::NeedMoreData(needed)) if (needed as u64) > tail => {
+                tail = size.min(needed as u64);
+            }
+            Err(_) => return None,
+        }
+    }
+    reader.finish().ok()
 }
 
 /// The exact (min, max) of the watermark in a Parquet file's footer `meta`; `None` when it

@@ -862,16 +862,12 @@ fn conformed(
             schema.fields().len()
         )));
     }
-    let strict = datafusion::arrow::compute::CastOptions {
-        safe: false,
-        ..Default::default()
-    };
     let columns = batch
         .columns()
         .iter()
         .zip(schema.fields())
         .map(|(c, f)| {
-            datafusion::arrow::compute::cast_with_options(c, f.data_type(), &strict)
+            crate::engine::types::cast_strict(c, f.data_type())
                 .map_err(|e| DataFusionError::Execution(format!("column {}: {e}", f.name())))
         })
         .collect::<datafusion::error::Result<Vec<_>>>()?;

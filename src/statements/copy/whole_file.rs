@@ -221,19 +221,22 @@ pub fn footer_max(
     wm: &str,
     dt: &DataType,
 ) -> Option<Option<ScalarValue>> {
-    let mut best: Option<ScalarValue> = None;
-    for f in files {
-        if f.add.deletion_vector.is_some() {
-            return None;
-        }
-        let (_, max) = footer_range(source_root, &f.add.path, wm, dt)?;
-        if let Some(m) = max
-            && best.as_ref().is_none_or(|b| m > *b)
-        {
-            best = Some(m);
-        }
+    if files.iter().any(|f| f.add.deletion_vector.is_some()) {
+        return None;
     }
-    Some(best)
+    let maxes = files
+        .iter()
+        .map(|f| footer_range(source_root, &f.add.path, wm, dt).map(|(_, max)| max))
+        .collect::<Option<Vec<_>>>()?;
+    Some(largest(maxes))
+}
+
+/// The largest of files' largest watermarks (None for a file of NULLs only).
+fn largest(maxes: Vec<Option<ScalarValue>>) -> Option<ScalarValue> {
+    maxes
+        .into_iter()
+        .flatten()
+        .reduce(|best, m| if m > best { m } else { best })
 }
 
 /// The exact (min, max) of the watermark in one Parquet file, from its footer (None for a
@@ -259,7 +262,7 @@ pub async fn store_footer_max(
     wm: &str,
     dt: &DataType,
 ) -> Option<Option<ScalarValue>> {
-    use futures::StreamExt;
+    use futures::{StreamExt, TryStreamExt};
     if files.iter().any(|f| f.add.deletion_vector.is_some()) {
         return None;
     }
@@ -272,21 +275,18 @@ pub async fn store_footer_max(
             let (store, path, size) = (store.clone(), f.add.path.clone(), f.add.size);
             let (wm, dt) = (wm.to_string(), dt.clone());
             async move {
-                let meta = store_footer(&store, &path, size).await?;
-                range_in(&meta, &wm, &dt).map(|(_, max)| max)
+                let meta = store_footer(&store, &path, size).await.ok_or(())?;
+                range_in(&meta, &wm, &dt).map(|(_, max)| max).ok_or(())
             }
         })
         .collect();
-    let mut maxes = futures::stream::iter(reads).buffered(8);
-    let mut best: Option<ScalarValue> = None;
-    while let Some(max) = maxes.next().await {
-        if let Some(m) = max?
-            && best.as_ref().is_none_or(|b| m > *b)
-        {
-            best = Some(m);
-        }
-    }
-    Some(best)
+    // The first footer that cannot say ends the reads.
+    let maxes = futures::stream::iter(reads)
+        .buffered(8)
+        .try_collect::<Vec<_>>()
+        .await
+        .ok()?;
+    Some(largest(maxes))
 }
 
 /// The footer of the Parquet file at `path` (relative to `store`), `size` bytes long: its

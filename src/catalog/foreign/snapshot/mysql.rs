@@ -99,7 +99,8 @@ struct Held {
     claimed: AtomicBool,
 }
 
-/// A split scan's hold on the spares, given up when its plan is dropped.
+/// A split scan's hold on the spares, given up when its plan is dropped and its reads have
+/// ended (each partition's task keeps it).
 struct Claim(Arc<Held>);
 
 impl Claim {

@@ -6,6 +6,7 @@
 
 mod connect;
 mod snapshot;
+mod sqlite;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

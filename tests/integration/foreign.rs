@@ -79,6 +79,10 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
          c.execute('CREATE VIEW doubled AS SELECT id * 2 AS twice, name FROM firsts')\n\
          c.execute('CREATE TABLE kinds (big NUMERIC, epoch DATETIME, flag BOOLEAN, half INTEGER GENERATED ALWAYS AS (big / 2) VIRTUAL)')\n\
          c.execute(\"INSERT INTO kinds (big, epoch, flag) VALUES (9007199254740993, 1704067200, 'true'), (NULL, 1704153600, 'false')\")\n\
+         c.execute('CREATE TABLE many (id INTEGER, pad TEXT, stamp DATETIME, mixed)')\n\
+         c.executemany('INSERT INTO many VALUES (?, ?, ?, ?)', [(i, 'p' * 50, f'2024-01-01 00:00:{{i % 60:02}}', i if i % 2 else str(i)) for i in range(20000)])\n\
+         c.execute('CREATE TABLE fractions (id INTEGER, v INTEGER)')\n\
+         c.execute(\"INSERT INTO fractions VALUES (1, 1), (2, 3.5)\")\n\
          c.commit()\n",
         p = path.display().to_string()
     );
@@ -128,12 +132,45 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
     assert!(out.contains("empty_rows,herds\n0,0\n"), "{out}");
     assert!(out.contains("bigint,string\n"), "{out}");
     assert!(out.contains("twice_sum\n12\n"), "{out}");
-    // A value that does not fit its column's type is an error, never a NULL.
+    // A value that does not fit its column's type is an error, never a NULL or a number cut
+    // short.
     let e = err_env(&wh, &[], &["SELECT sum(v) FROM lite.main.odd"]);
     assert!(
-        e.contains("table main.odd of connection lite (sqlite)") && e.contains("name: v"),
+        e.contains("table main.odd of connection lite (sqlite)")
+            && e.contains(
+                "column v (declared 'INTEGER', read as BIGINT) holds the text 'not a number'"
+            ),
         "{e}"
     );
+    let e = err_env(&wh, &[], &["SELECT sum(v) FROM lite.main.fractions"]);
+    assert!(e.contains("holds the number 3.5"), "{e}");
+    // Rows stream in batches (20,000 rows in 3), filters on columns that hold one kind of
+    // value are sent to SQLite, those on a column of mixed kinds are not (SQLite would compare
+    // the integer 4 and the text '4' as different).
+    let out = ok_env(
+        &wh,
+        &[],
+        &[
+            "EXPLAIN ANALYZE SELECT count(pad), max(stamp) FROM lite.main.many",
+            "EXPLAIN SELECT id FROM lite.main.many WHERE id > 19900 AND stamp = '2024-01-01 00:00:59'",
+            "SELECT count(*) AS fours FROM lite.main.many WHERE mixed = '4' OR mixed = '5'",
+            "SELECT count(*) AS late, min(id) AS first FROM lite.main.many WHERE id > 19900 AND stamp = '2024-01-01 00:00:59'",
+        ],
+    );
+    let scan = out
+        .lines()
+        .find(|l| l.contains("SqliteScan") && l.contains("metrics"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        scan.contains("output_rows=20.00 K") && scan.contains("output_batches=3"),
+        "{scan}"
+    );
+    assert!(
+        out.contains("WHERE ((`id` > 19900)) AND ((`stamp` = '2024-01-01 00:00:59'))"),
+        "{out}"
+    );
+    assert!(out.contains("fours\n2\n"), "{out}");
+    assert!(out.contains("late,first\n2,19919\n"), "{out}");
 }
 
 #[test]

@@ -42,7 +42,8 @@ enum Db {
     /// With how many connections one read of a large table may use.
     Postgres(Arc<PostgresConnectionPool>, usize),
     MySql(Arc<MySQLConnectionPool>, usize),
-    Sqlite(Arc<SqliteConnectionPool>),
+    /// The pool lists the file's tables; each table's reads open connections of their own.
+    Sqlite(Arc<SqliteConnectionPool>, std::path::PathBuf),
 }
 
 impl std::fmt::Debug for Pool {
@@ -50,7 +51,7 @@ impl std::fmt::Debug for Pool {
         f.write_str(match self.db {
             Db::Postgres(..) => "Pool::Postgres",
             Db::MySql(..) => "Pool::MySql",
-            Db::Sqlite(_) => "Pool::Sqlite",
+            Db::Sqlite(..) => "Pool::Sqlite",
         })
     }
 }
@@ -183,7 +184,7 @@ impl Pool {
                 .await
                 .map_err(|e| failed(&e, path.clone()))?;
                 Ok(Pool {
-                    db: Db::Sqlite(Arc::new(pool)),
+                    db: Db::Sqlite(Arc::new(pool), path.into()),
                     secrets,
                     label,
                 })
@@ -244,10 +245,12 @@ impl Pool {
                     what: self.what(schema, table),
                 })
             }
-            Db::Sqlite(p) => Ok(Checked {
-                inner: sqlite_table(p, table, reference)
-                    .await
-                    .map_err(|e| failed(&e))?,
+            Db::Sqlite(_, path) => Ok(Checked {
+                inner: Arc::new(
+                    super::sqlite::SqliteTable::open(path, table)
+                        .await
+                        .map_err(|e| failed(&e))?,
+                ),
                 reads: None,
                 what: self.what(schema, table),
             }),
@@ -298,7 +301,7 @@ impl Pool {
                     .map(|(s, t, kind)| (s, t, kind.is_some_and(|k| k.ends_with("VIEW"))))
                     .collect()
             }
-            Db::Sqlite(p) => {
+            Db::Sqlite(p, _) => {
                 use datafusion_table_providers::sql::db_connection_pool::DbConnectionPool;
                 use datafusion_table_providers::sql::db_connection_pool::dbconnection::query_arrow;
                 let conn = p.connect().await.map_err(|e| other("connection", &e))?;
@@ -364,122 +367,6 @@ const MYSQL_NAMES: &str = "SELECT s.SCHEMA_NAME, t.TABLE_NAME, t.TABLE_TYPE \
     FROM INFORMATION_SCHEMA.SCHEMATA s \
     LEFT JOIN INFORMATION_SCHEMA.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME \
     WHERE s.SCHEMA_NAME NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys')";
-
-/// A SQLite table or view with the columns its declaration gives, by SQLite's rules of type
-/// affinity: `INT` in the declared type is BIGINT; `CHAR`, `CLOB` or `TEXT` STRING; `BLOB`
-/// BINARY; `REAL`, `FLOA` or `DOUB` DOUBLE; `BOOL` BOOLEAN. Columns whose declaration leaves
-/// the kind of their values open (other numeric declarations such as NUMERIC and DECIMAL,
-/// DATE and TIME, which apps fill with text or epoch numbers, and no declared type, as a
-/// view's computed column) are typed by the values they hold, read in one pass over the
-/// table: only integers BIGINT (never DOUBLE, which would round integers past 2^53),
-/// numbers with a fraction DOUBLE, text STRING, bytes BINARY, none STRING. A value of
-/// another kind in a column (SQLite lets a column hold any) is an error when it is read.
-///
-/// The provider alone typed every column by the first row's value: a NULL there made the
-/// column NULL in every row, and an empty table had no columns.
-async fn sqlite_table(
-    pool: &Arc<SqliteConnectionPool>,
-    table: &str,
-    reference: TableReference,
-) -> std::result::Result<Arc<dyn TableProvider>, String> {
-    use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use datafusion_table_providers::sql::db_connection_pool::DbConnectionPool;
-    use datafusion_table_providers::sql::db_connection_pool::dbconnection::query_arrow;
-    let query = async |sql: String| -> std::result::Result<Vec<RecordBatch>, String> {
-        let conn = pool.connect().await.map_err(|e| e.to_string())?;
-        futures::TryStreamExt::try_collect(
-            query_arrow(conn, sql, None)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-        .await
-        .map_err(|e| e.to_string())
-    };
-    let text = |b: &RecordBatch, i: usize| -> std::result::Result<Vec<Option<String>>, String> {
-        let a = datafusion::arrow::compute::cast(b.column(i), &DataType::Utf8)
-            .map_err(|e| e.to_string())?;
-        let a = a.as_string::<i32>();
-        Ok((0..a.len())
-            .map(|r| a.is_valid(r).then(|| a.value(r).to_string()))
-            .collect())
-    };
-    let quoted = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-    // Generated columns too (hidden 2 and 3); not a virtual table's hidden ones (1).
-    let declared = query(format!(
-        "SELECT name, type FROM pragma_table_xinfo('{}') WHERE hidden <> 1",
-        table.replace('\'', "''")
-    ))
-    .await?;
-    let mut fields = vec![];
-    let mut open = vec![];
-    for b in &declared {
-        for (name, kind) in text(b, 0)?.into_iter().zip(text(b, 1)?) {
-            let name = name.unwrap_or_default();
-            let kind = kind.unwrap_or_default().to_uppercase();
-            let has = |part: &str| kind.contains(part);
-            let data_type = if has("INT") {
-                DataType::Int64
-            } else if has("CHAR") || has("CLOB") || has("TEXT") {
-                DataType::Utf8
-            } else if has("BLOB") {
-                DataType::Binary
-            } else if has("REAL") || has("FLOA") || has("DOUB") {
-                DataType::Float64
-            } else if has("BOOL") {
-                DataType::Boolean
-            } else {
-                open.push(fields.len());
-                DataType::Null
-            };
-            fields.push(Field::new(name, data_type, true));
-        }
-    }
-    if fields.is_empty() {
-        return Err(format!("SQLite table {table} has no columns to read"));
-    }
-    if !open.is_empty() {
-        let kinds = open
-            .iter()
-            .map(|&i| {
-                format!(
-                    "group_concat(DISTINCT typeof({}))",
-                    quoted(fields[i].name())
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let held = query(format!("SELECT {kinds} FROM {}", quoted(table))).await?;
-        let row = held.iter().find(|b| b.num_rows() > 0);
-        for (j, &i) in open.iter().enumerate() {
-            let classes = match row {
-                Some(b) => text(b, j)?.into_iter().next().flatten().unwrap_or_default(),
-                None => String::new(),
-            };
-            let has = |class: &str| classes.split(',').any(|c| c == class);
-            let data_type = if has("text") {
-                DataType::Utf8
-            } else if has("real") {
-                DataType::Float64
-            } else if has("integer") {
-                DataType::Int64
-            } else if has("blob") {
-                DataType::Binary
-            } else {
-                DataType::Utf8
-            };
-            fields[i] = fields[i].clone().with_data_type(data_type);
-        }
-    }
-    let dyn_pool: Arc<datafusion_table_providers::sqlite::DynSqliteConnectionPool> = pool.clone();
-    Ok(Arc::new(
-        datafusion_table_providers::sqlite::sql_table::SQLiteTable::new_with_schema(
-            &dyn_pool,
-            Arc::new(Schema::new(fields)),
-            reference,
-        ),
-    ))
-}
 
 /// A SQLite file's tables and views (its one schema is `main`), but SQLite's own (`sqlite_`
 /// names, which users cannot create).

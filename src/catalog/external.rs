@@ -395,13 +395,22 @@ pub fn builder(url: &Url) -> Result<deltalake::DeltaTableBuilder> {
     let (root, _prefix) = root_store(url)?;
     Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
         .with_storage_backend(root, url.clone())
-        .with_storage_options(store_options()))
+        .with_storage_options(store_options(url)))
 }
 
-/// The options every store is opened with.
-fn store_options() -> std::collections::HashMap<String, String> {
+/// The options the store at `url` is opened with.
+fn store_options(url: &Url) -> std::collections::HashMap<String, String> {
     let timeout = std::env::var(RETRY_TIMEOUT_ENV).unwrap_or_else(|_| "30s".into());
-    std::collections::HashMap::from([("retry_timeout".to_string(), timeout)])
+    let mut options = std::collections::HashMap::from([("retry_timeout".to_string(), timeout)]);
+    // A named profile with no keys in the environment: its credentials are read through the
+    // AWS credential chain even with an endpoint set (deltalake skips the chain for a custom
+    // endpoint, and the requests of a local server's or another provider's users went out
+    // unsigned).
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
+    if url.scheme().starts_with("s3") && set("AWS_PROFILE") && !set("AWS_ACCESS_KEY_ID") {
+        options.insert("AWS_FORCE_CREDENTIAL_LOAD".to_string(), "true".to_string());
+    }
+    options
 }
 
 /// The store of the bucket `url` is in (its handler's own, commits read once per process),
@@ -412,7 +421,7 @@ pub fn root_store(
     std::sync::Arc<dyn object_store::ObjectStore>,
     object_store::path::Path,
 )> {
-    let config = deltalake::logstore::StorageConfig::parse_options(store_options())?;
+    let config = deltalake::logstore::StorageConfig::parse_options(store_options(url))?;
     let scheme = Url::parse(&format!("{}://", url.scheme()))
         .map_err(|e| Error::Invalid(format!("{}: {e}", shown(url))))?;
     let factory = deltalake::logstore::object_store_factories()

@@ -202,6 +202,37 @@ fn include_timing_and_the_environment_warehouse() {
         .unwrap();
     assert!(out.status.success());
     assert!(wh.join("main/default/envt/_delta_log").is_dir());
+    // A file:// URL names the same directory as its path; a URL that is no local path is
+    // refused before anything is written.
+    let url = url::Url::from_directory_path(&wh).unwrap().to_string();
+    let out = assert_cmd::Command::cargo_bin("tidemark")
+        .unwrap()
+        .env_remove("TIDEMARK_WAREHOUSE")
+        .args([&url, "--format", "csv", "-c", "INSERT INTO envt VALUES (7)"])
+        .args(["-c", "SELECT a FROM envt"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "num_affected_rows,num_inserted_rows\n1,1\na\n7\n"
+    );
+    assert_eq!(ok(&wh, "SELECT count(*) AS n FROM envt"), "n\n1\n");
+    let out = assert_cmd::Command::cargo_bin("tidemark")
+        .unwrap()
+        .args(["file://elsewhere/wh", "-c", "CREATE TABLE x (a INT)"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("file:///absolute/path"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// What psql and DuckDB users expect of the display: headers read like the expression, NULL

@@ -290,6 +290,24 @@ fn a_warehouse_on_azurite_copies_exactly_once_and_python_reads_it() {
         out.contains("abfss://lake@devstoreaccount1.dfs.core.windows.net/adls"),
         "{out}"
     );
+    // The warehouse by its ADLS Gen2 URL is the same warehouse: its tables, and writes the
+    // az:// spelling then reads.
+    let adls = Path::new("abfss://lake@devstoreaccount1.dfs.core.windows.net/wh");
+    let out = sql_reaching(
+        adls,
+        &reach,
+        &[
+            "SELECT count(*) FROM mirror",
+            "CREATE TABLE by_adls AS SELECT id FROM mirror WHERE id > 4",
+        ],
+    );
+    assert!(out.contains("count(*)\n6\n"), "{out}");
+    let out = sql_reaching(
+        Path::new("az://lake/wh"),
+        &reach,
+        &["SELECT sum(id) AS s FROM by_adls"],
+    );
+    assert!(out.contains("s\n11\n"), "{out}");
     // Another spelling of a place that has a name is refused (one place, one name).
     for alias in [
         "azure://lake/adls",

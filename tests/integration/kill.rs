@@ -6,7 +6,7 @@
 //!
 //! `TIDEMARK_KILLS` sets the number of kills (default 24); `TIDEMARK_KILL_SEED` replays a run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +44,55 @@ fn tidemark(wh: &Path) -> Command {
     c
 }
 
-fn setup(wh: &Path) {
+/// A new tidemark process over the suite's warehouse (CSV output).
+pub(crate) type Cmd = Arc<dyn Fn() -> Command + Send + Sync>;
+
+/// Where the suite runs: tidemark processes over one warehouse (a local directory or a
+/// warehouse on an object store), and how its commits are read for the final check.
+pub(crate) struct Lake {
+    pub cmd: Cmd,
+    /// A local directory holding the default schema's tables (at least their
+    /// `_delta_log/*.json`): the warehouse's own, or a copy fetched from the store.
+    pub logs: Box<dyn Fn() -> PathBuf>,
+    /// The warehouse directory, when it is local (kept for a post-mortem).
+    pub local: Option<PathBuf>,
+}
+
+impl Lake {
+    fn on(wh: &Path) -> Lake {
+        let (a, b) = (wh.to_path_buf(), wh.to_path_buf());
+        Lake {
+            cmd: Arc::new(move || tidemark(&a)),
+            logs: Box::new(move || b.join("main/default")),
+            local: Some(wh.to_path_buf()),
+        }
+    }
+
+    /// Run `sql` in one process; its output (stdout and stderr) and whether it succeeded.
+    fn run(&self, sql: &str) -> (bool, String, String) {
+        let out = (self.cmd)().args(["-c", sql]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
+    /// The first value `q` gives (it must succeed); a NULL is empty.
+    fn value(&self, q: &str) -> String {
+        let (ok, out, err) = self.run(q);
+        assert!(ok, "{q}: {err}");
+        // CSV writes a record of one NULL as `""` (an empty line would be no record).
+        let line = out.lines().nth(1).unwrap_or_default();
+        if line == "\"\"" {
+            String::new()
+        } else {
+            line.to_string()
+        }
+    }
+}
+
+fn setup(lake: &Lake) {
     let mut stmts = vec![
         "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark STRING NOT NULL, mode STRING NOT NULL)".to_string(),
     ];
@@ -63,7 +111,7 @@ fn setup(wh: &Path) {
             mode(i)
         ));
     }
-    let mut cmd = tidemark(wh);
+    let mut cmd = (lake.cmd)();
     for s in &stmts {
         cmd.args(["-c", s]);
     }
@@ -78,7 +126,7 @@ fn setup(wh: &Path) {
 /// One write to the sources: an insert anywhere, or an update of a MERGE source. `seq`
 /// grows with every write, like a real watermark; `ts` is the write's time truncated to the
 /// second, so it never goes back and rows often tie with the high-water mark.
-fn write_once(wh: &Path, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
+fn write_once(cmd: &Cmd, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
     let i = (rng.next() % SOURCES as u64) as usize;
     *seq += 1;
     let sql = if mode(i) == "merge" && rng.next().is_multiple_of(3) && *next_id > 0 {
@@ -91,7 +139,7 @@ fn write_once(wh: &Path, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
         *next_id += 1;
         format!("INSERT INTO s{i} VALUES ({id}, 0, date_trunc('second', now()), {seq})")
     };
-    let _ = tidemark(wh)
+    let _ = cmd()
         .args(["-c", &sql])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -99,25 +147,21 @@ fn write_once(wh: &Path, rng: &mut Rng, next_id: &mut i64, seq: &mut i64) {
 }
 
 /// A thread that keeps writing to the sources until `stop` is set.
-fn spawn_writer(wh: &Path, stop: &Arc<AtomicBool>, seed: u64) -> std::thread::JoinHandle<()> {
-    let (wh, stop) = (wh.to_path_buf(), stop.clone());
+fn spawn_writer(cmd: &Cmd, stop: &Arc<AtomicBool>, seed: u64) -> std::thread::JoinHandle<()> {
+    let (cmd, stop) = (cmd.clone(), stop.clone());
     std::thread::spawn(move || {
         let mut rng = Rng(seed);
         let (mut next_id, mut seq) = (0, 0);
         while !stop.load(Ordering::Relaxed) {
-            write_once(&wh, &mut rng, &mut next_id, &mut seq);
+            write_once(&cmd, &mut rng, &mut next_id, &mut seq);
         }
     })
 }
 
-fn value(wh: &Path, q: &str) -> String {
-    ok(wh, q).lines().nth(1).unwrap_or_default().to_string()
-}
-
-/// With `TIDEMARK_KEEP_FAILED=dir`, a warehouse that fails its check is copied there first,
-/// for a post-mortem.
-fn keep_for_post_mortem(wh: &Path, seed: u64) {
-    let Ok(dir) = std::env::var("TIDEMARK_KEEP_FAILED") else {
+/// With `TIDEMARK_KEEP_FAILED=dir`, a local warehouse that fails its check is copied there
+/// first, for a post-mortem.
+fn keep_for_post_mortem(lake: &Lake, seed: u64) {
+    let (Ok(dir), Some(wh)) = (std::env::var("TIDEMARK_KEEP_FAILED"), &lake.local) else {
         return;
     };
     let to = Path::new(&dir).join(format!("seed-{seed}-{}", std::process::id()));
@@ -129,37 +173,32 @@ fn keep_for_post_mortem(wh: &Path, seed: u64) {
     eprintln!("kept the warehouse at {}", to.display());
 }
 
-fn check(wh: &Path, seed: u64) {
-    let result = std::panic::catch_unwind(|| check_invariants(wh, seed));
+fn check(lake: &Lake, seed: u64) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_invariants(lake, seed)
+    }));
     if let Err(e) = result {
-        keep_for_post_mortem(wh, seed);
+        keep_for_post_mortem(lake, seed);
         std::panic::resume_unwind(e);
     }
 }
 
-fn check_invariants(wh: &Path, seed: u64) {
+fn check_invariants(lake: &Lake, seed: u64) {
     for i in 0..SOURCES {
         let cols = "id, v, ts, seq";
-        let diff = value(
-            wh,
-            &format!(
-                "SELECT count(*) FROM ((SELECT {cols}, count(*) AS c FROM s{i} GROUP BY {cols}) EXCEPT (SELECT {cols}, count(*) FROM t{i} GROUP BY {cols}))"
-            ),
-        );
+        let diff = lake.value(&format!(
+            "SELECT count(*) FROM ((SELECT {cols}, count(*) AS c FROM s{i} GROUP BY {cols}) EXCEPT (SELECT {cols}, count(*) FROM t{i} GROUP BY {cols}))"
+        ));
         let (ns, nt) = (
-            value(wh, &format!("SELECT count(*) FROM s{i}")),
-            value(wh, &format!("SELECT count(*) FROM t{i}")),
+            lake.value(&format!("SELECT count(*) FROM s{i}")),
+            lake.value(&format!("SELECT count(*) FROM t{i}")),
         );
         if diff != "0" || ns != nt {
             // What a post-mortem needs first: the pair's control row, its runs and the
             // target's commits as the runs recorded them.
             let show = |q: &str| {
-                let out = tidemark(wh).args(["-c", q]).output().unwrap();
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                )
+                let (_, out, err) = lake.run(q);
+                format!("{out}{err}")
             };
             let ctl = show(&format!("SELECT * FROM ctl WHERE source_table = 's{i}'"));
             let runs = show(&format!(
@@ -171,15 +210,11 @@ fn check_invariants(wh: &Path, seed: u64) {
                 mode(i)
             );
         }
-        let mark = value(
-            wh,
-            &format!("SELECT last_watermark FROM ctl WHERE source_table = 's{i}'"),
-        );
-        let max = value(
-            wh,
-            &format!("SELECT CAST(max({}) AS STRING) FROM s{i}", wm(i)),
-        );
-        let max_ts = value(wh, &format!("SELECT max({}) FROM s{i}", wm(i)));
+        let mark = lake.value(&format!(
+            "SELECT last_watermark FROM ctl WHERE source_table = 's{i}'"
+        ));
+        let max = lake.value(&format!("SELECT CAST(max({}) AS STRING) FROM s{i}", wm(i)));
+        let max_ts = lake.value(&format!("SELECT max({}) FROM s{i}", wm(i)));
         let untouched = max_ts.is_empty() && (mark == "1970-01-01T00:00:00Z" || mark == "-1");
         assert!(
             mark == max || mark == max_ts || untouched,
@@ -187,44 +222,44 @@ fn check_invariants(wh: &Path, seed: u64) {
         );
     }
     // Every successful run in the history is a commit of its target with the same run id.
-    let runs = ok(
-        wh,
+    let (ok, runs, err) = lake.run(
         "SELECT run_id, target, target_version FROM system.tidemark.copy_runs WHERE status = 'succeeded'",
     );
+    assert!(ok, "{err}");
+    let logs = (lake.logs)();
+    let mut checked = 0;
     for line in runs.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         let table = f[1].rsplit('.').next().unwrap();
         let version: u64 = f[2].parse().unwrap();
-        let commit = std::fs::read_to_string(wh.join(format!(
-            "main/default/{table}/_delta_log/{version:020}.json"
-        )));
+        let commit =
+            std::fs::read_to_string(logs.join(format!("{table}/_delta_log/{version:020}.json")));
         let Ok(commit) = commit else { continue }; // cleaned up by log retention
+        checked += 1;
         assert!(
             commit.contains(f[0]),
             "seed {seed}: history run {} is not commit {version} of {table}",
             f[0]
         );
     }
+    assert!(
+        checked > 0 || runs.lines().count() <= 1,
+        "seed {seed}: no commit of a successful run was found under {}",
+        logs.display()
+    );
 }
 
-#[test]
-fn killed_jobs_never_lose_or_duplicate_rows() {
-    let kills: usize = crate::common::env_number("TIDEMARK_KILLS").unwrap_or(24);
-    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    });
+/// The kill suite over `lake`: the job SIGKILLed `kills` times at random moments while a
+/// writer keeps changing the sources, then a clean run and the invariants.
+pub(crate) fn killed_jobs(lake: &Lake, kills: usize, seed: u64) {
     eprintln!("kill suite seed {seed} ({kills} kills)");
-    let (_d, wh) = warehouse();
-    setup(&wh);
+    setup(lake);
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_writer(&wh, &stop, seed ^ 0xABCD);
+    let writer = spawn_writer(&lake.cmd, &stop, seed ^ 0xABCD);
     let mut rng = Rng(seed);
     let mut killed = 0;
     while killed < kills {
-        let mut child = tidemark(&wh)
+        let mut child = (lake.cmd)()
             .args(["-c", JOB])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -239,25 +274,34 @@ fn killed_jobs_never_lose_or_duplicate_rows() {
     }
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
-    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "seed {seed}: final run failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check(&wh, seed);
+    let (ok, out, err) = lake.run(JOB);
+    assert!(ok, "seed {seed}: final run failed: {out}\n{err}");
+    check(lake, seed);
 }
 
 #[test]
-fn racing_jobs_and_maintenance_keep_the_invariants() {
-    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or(42);
+fn killed_jobs_never_lose_or_duplicate_rows() {
+    let kills: usize = crate::common::env_number("TIDEMARK_KILLS").unwrap_or(24);
+    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
     let (_d, wh) = warehouse();
-    setup(&wh);
+    killed_jobs(&Lake::on(&wh), kills, seed);
+}
+
+/// Three processes running the job `runs` times each at once, while a writer changes the
+/// sources and another process keeps rewriting the control and history tables (UPDATE,
+/// OPTIMIZE, VACUUM, DELETE): every failure is a retryable conflict, and a final run meets the
+/// invariants.
+pub(crate) fn racing_jobs(lake: &Lake, runs: usize, seed: u64) {
+    setup(lake);
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = spawn_writer(&wh, &stop, seed ^ 0x5EED);
+    let writer = spawn_writer(&lake.cmd, &stop, seed ^ 0x5EED);
     let maintenance = {
-        let (wh, stop) = (wh.clone(), stop.clone());
+        let (cmd, stop) = (lake.cmd.clone(), stop.clone());
         std::thread::spawn(move || {
             let stmts = [
                 "UPDATE ctl SET mode = mode",
@@ -269,10 +313,7 @@ fn racing_jobs_and_maintenance_keep_the_invariants() {
             let mut failures = vec![];
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
-                let out = tidemark(&wh)
-                    .args(["-c", stmts[i % stmts.len()]])
-                    .output()
-                    .unwrap();
+                let out = cmd().args(["-c", stmts[i % stmts.len()]]).output().unwrap();
                 let err = String::from_utf8_lossy(&out.stderr).to_string();
                 if !out.status.success()
                     && !err.contains("can be run again")
@@ -287,11 +328,11 @@ fn racing_jobs_and_maintenance_keep_the_invariants() {
     };
     let jobs: Vec<_> = (0..3)
         .map(|_| {
-            let wh = wh.clone();
+            let cmd = lake.cmd.clone();
             std::thread::spawn(move || {
                 let mut errors = vec![];
-                for _ in 0..4 {
-                    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
+                for _ in 0..runs {
+                    let out = cmd().args(["-c", JOB]).output().unwrap();
                     if !out.status.success() {
                         errors.push(format!(
                             "{}{}",
@@ -325,24 +366,28 @@ fn racing_jobs_and_maintenance_keep_the_invariants() {
             );
         }
     }
-    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "seed {seed}: final run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check(&wh, seed);
+    let (ok, _, err) = lake.run(JOB);
+    assert!(ok, "seed {seed}: final run failed: {err}");
+    check(lake, seed);
+}
+
+#[test]
+fn racing_jobs_and_maintenance_keep_the_invariants() {
+    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or(42);
+    let (_d, wh) = warehouse();
+    racing_jobs(&Lake::on(&wh), 4, seed);
 }
 
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_a_job_cleanly_and_the_rerun_completes_it() {
     let (_d, wh) = warehouse();
-    setup(&wh);
+    let lake = Lake::on(&wh);
+    setup(&lake);
     let mut rng = Rng(7);
     let (mut next_id, mut seq) = (0, 0);
     for _ in 0..40 {
-        write_once(&wh, &mut rng, &mut next_id, &mut seq);
+        write_once(&lake.cmd, &mut rng, &mut next_id, &mut seq);
     }
     let child = tidemark(&wh)
         .args(["-c", JOB])
@@ -365,13 +410,9 @@ fn sigterm_stops_a_job_cleanly_and_the_rerun_completes_it() {
         );
         assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
     }
-    let out = tidemark(&wh).args(["-c", JOB]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check(&wh, 7);
+    let (ok, _, err) = lake.run(JOB);
+    assert!(ok, "{err}");
+    check(&lake, 7);
 }
 
 /// Many workers, one warehouse: the control-table job split as `SHARD k OF 4`, four worker

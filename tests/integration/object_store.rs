@@ -7,6 +7,8 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::{python, warehouse};
@@ -901,6 +903,129 @@ fn racing_and_killed_copies_in_a_warehouse_on_seaweedfs_copy_every_row_once() {
     racing_and_killed_copies_on(&python, &Reach::S3(weed.endpoint()), true);
 }
 
+/// The kill suite and the racing jobs of `kill.rs` (the full job: APPEND and MERGE ON,
+/// timestamp and integer watermarks, a writer changing the sources throughout) in warehouses
+/// on the store at `end`: the job SIGKILLed at random moments (`TIDEMARK_S3_KILLS`, 6 by
+/// default; `docs/reliability.md` has a long run), then three jobs racing while another
+/// process rewrites the control and history tables. Every target equals its source, every
+/// control row its source's maximum, every successful run in the history is its target's
+/// commit (read from the store).
+fn kill_suite_on_store(python: &str, end: &str) {
+    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
+    let kills = crate::common::env_number("TIDEMARK_S3_KILLS").unwrap_or(6);
+    let lake = |prefix: &str| {
+        let wh = Path::new(&format!("s3://lake/{prefix}")).to_path_buf();
+        let mirror = tempfile::tempdir().unwrap();
+        let (python, end, prefix) = (python.to_string(), end.to_string(), prefix.to_string());
+        crate::kill::Lake {
+            cmd: {
+                let end = end.clone();
+                Arc::new(move || store_command(&wh, &end))
+            },
+            logs: Box::new(move || {
+                // The commits of the default schema's tables, fetched from the store.
+                py(
+                    &python,
+                    &format!(
+                        "import boto3, os\nc = boto3.client('s3', endpoint_url='{end}', aws_access_key_id='test', aws_secret_access_key='test', region_name='us-east-1')\nroot = '{prefix}/main/default/'\nfor p in c.get_paginator('list_objects_v2').paginate(Bucket='lake', Prefix=root):\n    for o in p.get('Contents', []):\n        k = o['Key']\n        if '/_delta_log/' in k and k.endswith('.json'):\n            to = os.path.join('{}', k[len(root):])\n            os.makedirs(os.path.dirname(to), exist_ok=True)\n            c.download_file('lake', k, to)",
+                        mirror.path().display()
+                    ),
+                );
+                mirror.path().to_path_buf()
+            }),
+            local: None,
+        }
+    };
+    crate::kill::killed_jobs(&lake("killed"), kills, seed);
+    crate::kill::racing_jobs(&lake("raced"), 2, seed);
+}
+
+#[test]
+fn the_kill_suite_and_racing_jobs_in_a_warehouse_on_moto() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    kill_suite_on_store(&python, &moto.endpoint());
+}
+
+#[test]
+fn the_kill_suite_and_racing_jobs_in_a_warehouse_on_seaweedfs() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let Some(weed) = Weed::start(&python, &["lake"]) else {
+        return;
+    };
+    kill_suite_on_store(&python, &weed.endpoint());
+}
+
+/// Credentials from a named profile of the shared AWS files (`AWS_PROFILE`), the endpoint from
+/// `AWS_ENDPOINT_URL`, as a user of a local S3 server keeps them. SeaweedFS checks every
+/// request's signature: a profile with the wrong secret is refused with an error that names
+/// the store and not the secret, and writes nothing; the right profile reads and writes.
+#[test]
+fn credentials_come_from_a_named_aws_profile() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let Some(weed) = Weed::start(&python, &["lake"]) else {
+        return;
+    };
+    let end = weed.endpoint();
+    let files = tempfile::tempdir().unwrap();
+    let (credentials, config) = (
+        files.path().join("credentials"),
+        files.path().join("config"),
+    );
+    std::fs::write(
+        &credentials,
+        "[tm]\naws_access_key_id = test\naws_secret_access_key = test\n\n[stale]\naws_access_key_id = test\naws_secret_access_key = stale-secret-9\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        "[profile tm]\nregion = us-east-1\n\n[profile stale]\nregion = us-east-1\n",
+    )
+    .unwrap();
+    let wh = Path::new("s3://lake/profiled");
+    let as_profile = |profile: &str, sql: &str| {
+        let mut cmd = store_command(wh, &end);
+        cmd.env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_REGION")
+            .env("AWS_PROFILE", profile)
+            .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
+            .env("AWS_CONFIG_FILE", &config)
+            .args(["-c", sql]);
+        cmd.output().unwrap()
+    };
+    let refused = as_profile("stale", "CREATE TABLE t (id INT)");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a wrong secret was accepted");
+    assert!(err.contains("s3://lake/profiled"), "{err}");
+    assert!(!err.contains("stale-secret-9"), "{err}");
+    assert!(keys(&python, &end, "lake", "profiled/").is_empty());
+    let made = as_profile("tm", "CREATE TABLE t (id INT)");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let read = as_profile("tm", "INSERT INTO t VALUES (1), (2)");
+    assert!(read.status.success());
+    let read = as_profile("tm", "SELECT sum(id) AS s FROM t");
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "s\n3\n");
+    let refused = as_profile("stale", "SELECT * FROM t");
+    assert!(!refused.status.success());
+}
+
 /// Catalogs and schemas with a MANAGED LOCATION: the tables made in them (by CREATE, CTAS,
 /// and the copy job creating its targets) live on the store; DROP deletes a managed table's
 /// data, and nothing is written to the store without the safe-commit check.
@@ -1271,8 +1396,28 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
         ],
     );
     assert!(got.contains("1,timestamp,x"), "{got}");
-    // Sail appends to the source between copies: each row once.
-    for round in 2..=3 {
+    // Sail appends to the source while tidemark copies from it (one Sail session, five
+    // appends, copies running throughout), then between copies: each row once.
+    let appending = AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let appended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                sail(&format!(
+                "import time\nfor round in range(2, 7):\n    spark.sql(f\"SELECT {{round}} AS id, TIMESTAMP'2024-03-0{{round}} 12:00:00' AS at, 'r{{round}}' AS v\").write.format('delta').mode('append').save('{at}/src')\n    time.sleep(0.3)"
+                ))
+            }));
+            appending.store(false, Ordering::Relaxed);
+            if let Err(e) = appended {
+                std::panic::resume_unwind(e);
+            }
+        });
+        let mut copies = 0;
+        while appending.load(Ordering::Relaxed) || copies == 0 {
+            sql_on(&wh, &end, &["COPY INCREMENTAL src INTO dst WATERMARK id"]);
+            copies += 1;
+        }
+    });
+    for round in 7..=8 {
         sail(&format!(
             "spark.sql(\"SELECT {round} AS id, TIMESTAMP'2024-03-0{round} 12:00:00' AS at, 'r{round}' AS v\").write.format('delta').mode('append').save('{at}/src')"
         ));
@@ -1284,11 +1429,11 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
         &end,
         &["SELECT count(*), count(DISTINCT id), sum(id) FROM dst"],
     );
-    assert!(counts.contains("3,3,6"), "{counts}");
+    assert!(counts.contains("8,8,36"), "{counts}");
     let copied = sail(&format!(
         "print(sorted(r['id'] for r in spark.read.format('delta').load('{at}/dst').toArrow().to_pylist()))"
     ));
-    assert!(copied.contains("[1, 2, 3]"), "{copied}");
+    assert!(copied.contains("[1, 2, 3, 4, 5, 6, 7, 8]"), "{copied}");
 }
 
 /// The objects under `prefix` in `bucket`, as keys.

@@ -79,8 +79,10 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
          c.execute('CREATE VIEW doubled AS SELECT id * 2 AS twice, name FROM firsts')\n\
          c.execute('CREATE TABLE kinds (big NUMERIC, epoch DATETIME, flag BOOLEAN, half INTEGER GENERATED ALWAYS AS (big / 2) VIRTUAL)')\n\
          c.execute(\"INSERT INTO kinds (big, epoch, flag) VALUES (9007199254740993, 1704067200, 'true'), (NULL, 1704153600, 'false')\")\n\
-         c.execute('CREATE TABLE many (id INTEGER, pad TEXT, stamp DATETIME, mixed)')\n\
-         c.executemany('INSERT INTO many VALUES (?, ?, ?, ?)', [(i, 'p' * 50, f'2024-01-01 00:00:{{i % 60:02}}', i if i % 2 else str(i)) for i in range(20000)])\n\
+         c.execute('CREATE TABLE many (id INTEGER, pad TEXT, stamp DATETIME, mixed, n INTEGER)')\n\
+         c.executemany('INSERT INTO many VALUES (?, ?, ?, ?, ?)', [(i, 'p' * 50, f'2024-01-01 00:00:{{i % 60:02}}', i if i % 2 else str(i), 'oops' if i == 10000 else i) for i in range(20000)])\n\
+         c.execute('CREATE TABLE words (w TEXT)')\n\
+         c.execute(\"INSERT INTO words VALUES ('a_b'), ('axb'), ('ABC')\")\n\
          c.execute('CREATE TABLE fractions (id INTEGER, v INTEGER)')\n\
          c.execute(\"INSERT INTO fractions VALUES (1, 1), (2, 3.5)\")\n\
          c.commit()\n",
@@ -155,7 +157,32 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
             "EXPLAIN SELECT id FROM lite.main.many WHERE id > 19900 AND stamp = '2024-01-01 00:00:59'",
             "SELECT count(*) AS fours FROM lite.main.many WHERE mixed = '4' OR mixed = '5'",
             "SELECT count(*) AS late, min(id) AS first FROM lite.main.many WHERE id > 19900 AND stamp = '2024-01-01 00:00:59'",
+            // LIKE's backslash escapes in the engine, not in SQLite; SQLite's LIKE ignores
+            // case, so NOT LIKE and ILIKE stay in the engine.
+            r"SELECT count(*) AS escaped FROM lite.main.words WHERE w LIKE 'a\_%'",
+            "SELECT count(*) AS unlike FROM lite.main.words WHERE w NOT LIKE 'abc'",
+            "SELECT count(*) AS ilike FROM lite.main.words WHERE w ILIKE 'abc'",
+            // A LIMIT with no filter is SQLite's; a LIMIT the engine meets first ends the read.
+            "EXPLAIN SELECT id FROM lite.main.many LIMIT 3",
+            "SELECT count(*) AS three FROM (SELECT id FROM lite.main.many LIMIT 3)",
+            "SELECT id AS seventh FROM lite.main.many WHERE mixed = '7' LIMIT 1",
         ],
+    );
+    assert!(out.contains("escaped\n1\n"), "{out}");
+    assert!(out.contains("unlike\n3\n"), "{out}");
+    assert!(out.contains("ilike\n1\n"), "{out}");
+    assert!(
+        out.contains(r#"SELECT ""id"" FROM ""many"" LIMIT 3"#),
+        "{out}"
+    );
+    assert!(out.contains("three\n3\n"), "{out}");
+    assert!(out.contains("seventh\n7\n"), "{out}");
+    // A value that does not fit, past the first batch: the statement fails (the rows before
+    // it are not a result).
+    let e = err_env(&wh, &[], &["SELECT sum(n) FROM lite.main.many"]);
+    assert!(
+        e.contains("column n (declared 'INTEGER', read as BIGINT) holds the text 'oops'"),
+        "{e}"
     );
     let scan = out
         .lines()

@@ -232,9 +232,25 @@ fn check_invariants(lake: &Lake, seed: u64) {
         let f: Vec<&str> = line.split(',').collect();
         let table = f[1].rsplit('.').next().unwrap();
         let version: u64 = f[2].parse().unwrap();
-        let commit =
-            std::fs::read_to_string(logs.join(format!("{table}/_delta_log/{version:020}.json")));
-        let Ok(commit) = commit else { continue }; // cleaned up by log retention
+        let log = logs.join(format!("{table}/_delta_log"));
+        let Ok(commit) = std::fs::read_to_string(log.join(format!("{version:020}.json"))) else {
+            // Cleaned up by log retention: then older than every commit kept.
+            let kept = std::fs::read_dir(&log)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    name.strip_suffix(".json")?.parse::<u64>().ok()
+                })
+                .min();
+            assert!(
+                kept.is_some_and(|k| k > version),
+                "seed {seed}: commit {version} of {table} is not under {} (oldest kept: {kept:?})",
+                log.display()
+            );
+            continue;
+        };
         checked += 1;
         assert!(
             commit.contains(f[0]),

@@ -925,7 +925,12 @@ fn kill_suite_on_store(python: &str, end: &str) {
         crate::kill::Lake {
             cmd: {
                 let end = end.clone();
-                Arc::new(move || store_command(&wh, &end))
+                Arc::new(move || {
+                    let mut cmd = store_command(&wh, &end);
+                    // Five processes at once on two cores: a slow answer is no dead store.
+                    cmd.env("TIDEMARK_STORE_RETRY_TIMEOUT", "60s");
+                    cmd
+                })
             },
             logs: Box::new(move || {
                 // The commits of the default schema's tables, fetched from the store.
@@ -1403,7 +1408,7 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
         scope.spawn(|| {
             let appended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 sail(&format!(
-                "import time\nfor round in range(2, 7):\n    spark.sql(f\"SELECT {{round}} AS id, TIMESTAMP'2024-03-0{{round}} 12:00:00' AS at, 'r{{round}}' AS v\").write.format('delta').mode('append').save('{at}/src')\n    time.sleep(0.3)"
+                "import time\nfor round in range(2, 7):\n    spark.sql(f\"SELECT {{round}} AS id, TIMESTAMP'2024-03-0{{round}} 12:00:00' AS at, 'r{{round}}' AS v\").write.format('delta').mode('append').save('{at}/src')\n    time.sleep(1.0)"
                 ))
             }));
             appending.store(false, Ordering::Relaxed);
@@ -1411,11 +1416,16 @@ fn sail_in_local_cluster_mode_and_tidemark_share_tables_on_s3() {
                 std::panic::resume_unwind(e);
             }
         });
-        let mut copies = 0;
-        while appending.load(Ordering::Relaxed) || copies == 0 {
-            sql_on(&wh, &end, &["COPY INCREMENTAL src INTO dst WATERMARK id"]);
-            copies += 1;
+        // The copies' rows_copied (the COPY result's sixth column) while Sail appends.
+        let mut copied = vec![];
+        while appending.load(Ordering::Relaxed) || copied.is_empty() {
+            let out = sql_on(&wh, &end, &["COPY INCREMENTAL src INTO dst WATERMARK id"]);
+            let rows = out.lines().nth(1).and_then(|l| l.split(',').nth(5));
+            copied.push(rows.unwrap_or_default().parse::<i64>().unwrap_or(-1));
         }
+        assert_eq!(copied.iter().sum::<i64>(), 5, "{copied:?}");
+        // The appends landed between copies that were running (the rows came in several).
+        assert!(copied.iter().filter(|&&n| n > 0).count() >= 2, "{copied:?}");
     });
     for round in 7..=8 {
         sail(&format!(

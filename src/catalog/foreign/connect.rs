@@ -852,7 +852,15 @@ impl TableProvider for Checked {
                     as Arc<dyn datafusion::physical_plan::ExecutionPlan>)
             }
         };
-        if projection.is_some_and(|p| p.is_empty()) && !self.inner.schema().fields().is_empty() {
+        // (SQLite's reader counts rows with no column.)
+        let counts_alone = self
+            .inner
+            .downcast_ref::<super::sqlite::SqliteTable>()
+            .is_some();
+        if projection.is_some_and(|p| p.is_empty())
+            && !self.inner.schema().fields().is_empty()
+            && !counts_alone
+        {
             let one = scan(Some(&vec![0])).await?;
             let none: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
             return Ok(Arc::new(

@@ -32,6 +32,10 @@ use rusqlite::types::ValueRef;
 /// Rows per batch of a scan.
 const BATCH_ROWS: usize = 8192;
 
+/// A batch ends early once its text and bytes reach this size (wide rows: memory stays
+/// bounded, and a column's offsets within 32 bits).
+const BATCH_BYTES: usize = 64 << 20;
+
 /// Batches a scan reads ahead of its consumer.
 const AHEAD: usize = 2;
 
@@ -75,11 +79,11 @@ fn connect(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
 
 impl SqliteTable {
     /// The table `table` of the file at `path`, its columns typed by their declarations:
-    /// INT → BIGINT, CHAR/CLOB/TEXT → STRING, BLOB → BINARY, REAL/FLOA/DOUB → DOUBLE,
+    /// INT → BIGINT, CHAR/CLOB/TEXT → STRING, REAL/FLOA/DOUB → DOUBLE,
     /// BOOL → BOOLEAN. A declaration that leaves the kind of value open (NUMERIC, DECIMAL,
-    /// DATE, none) is typed by the values the column holds (one pass over the table):
-    /// integers only BIGINT (exact past 2^53), any fraction DOUBLE, any text STRING, bytes
-    /// BINARY, none STRING.
+    /// DATE, BLOB, none) is typed by the values the column holds (one pass over the table):
+    /// any bytes BINARY, else any text STRING, any fraction DOUBLE, integers only BIGINT
+    /// (exact past 2^53), no values STRING.
     pub(super) async fn open(path: &Path, table: &str) -> Result<SqliteTable, String> {
         let (path, name) = (path.to_path_buf(), table.to_string());
         tokio::task::spawn_blocking(move || Self::open_now(path, name))
@@ -119,8 +123,6 @@ impl SqliteTable {
                 (DataType::Int64, true)
             } else if has("CHAR") || has("CLOB") || has("TEXT") {
                 (DataType::Utf8, true)
-            } else if has("BLOB") {
-                (DataType::Binary, false)
             } else if has("REAL") || has("FLOA") || has("DOUB") {
                 (DataType::Float64, true)
             } else if has("BOOL") {
@@ -161,14 +163,14 @@ impl SqliteTable {
                         .split(',')
                         .all(|c| c.is_empty() || c == "null" || allowed.contains(&c))
                 };
-                let (data_type, plain) = if has("text") {
+                let (data_type, plain) = if has("blob") {
+                    (DataType::Binary, false)
+                } else if has("text") {
                     (DataType::Utf8, only(&["text"]))
                 } else if has("real") {
                     (DataType::Float64, only(&["real", "integer"]))
                 } else if has("integer") {
                     (DataType::Int64, only(&["integer"]))
-                } else if has("blob") {
-                    (DataType::Binary, false)
                 } else {
                     (DataType::Utf8, false)
                 };
@@ -184,28 +186,77 @@ impl SqliteTable {
         })
     }
 
-    /// `filter` in SQLite's SQL, when it only reads plain columns and can be written.
+    /// `filter` in SQLite's SQL, when SQLite keeps every row the engine would: the filter is
+    /// made only of plain columns of integers or text, integer, text and boolean constants,
+    /// comparisons (of text, only `=`), AND/OR, IS [NOT] NULL, IN lists, BETWEEN, and LIKE
+    /// patterns without a backslash (the engine's escape; SQLite has none by default): no
+    /// negation, as SQLite's LIKE and a column's collation may match more rows. Numbers with a
+    /// fraction stay in the engine (SQLite parses their text on its own terms, and -0.0 is
+    /// less than 0.0 for the engine only), and so do functions and casts.
     fn sql_of(&self, filter: &Expr) -> Option<String> {
-        let mut plain = true;
+        use datafusion::common::ScalarValue;
+        use datafusion::common::tree_node::TreeNodeRecursion;
+        use datafusion::logical_expr::Operator;
+        let text = |e: &Expr| matches!(e, Expr::Column(c) if self.schema.field_with_name(&c.name).is_ok_and(|f| f.data_type() == &DataType::Utf8));
+        let mut sendable = true;
+        let _ = filter.apply(|e| {
+            let ok = match e {
+                Expr::Column(c) => self.schema.index_of(&c.name).is_ok_and(|i| {
+                    self.specs[i].plain
+                        && matches!(self.schema.field(i).data_type(), DataType::Int64 | DataType::Utf8)
+                }),
+                Expr::Literal(v, _) => match v {
+                    ScalarValue::Int8(_)
+                    | ScalarValue::Int16(_)
+                    | ScalarValue::Int32(_)
+                    | ScalarValue::Int64(_)
+                    | ScalarValue::Boolean(_)
+                    | ScalarValue::Null => true,
+                    ScalarValue::Utf8(t) | ScalarValue::LargeUtf8(t) | ScalarValue::Utf8View(t) => {
+                        !t.as_deref().is_some_and(|t| t.contains('\0'))
+                    }
+                    _ => false,
+                },
+                // Text only by equality: a column's collation (NOCASE) may match more rows,
+                // never fewer, but would order and tell apart strings otherwise.
+                Expr::BinaryExpr(b) => match b.op {
+                    Operator::Eq | Operator::And | Operator::Or => true,
+                    Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
+                        !text(&b.left) && !text(&b.right)
+                    }
+                    _ => false,
+                },
+                Expr::IsNull(_) | Expr::IsNotNull(_) => true,
+                Expr::InList(l) => !l.negated,
+                Expr::Between(b) => !b.negated && !text(&b.expr),
+                Expr::Like(l) => {
+                    !l.negated
+                        && !l.case_insensitive
+                        && l.escape_char.is_none()
+                        && matches!(&*l.pattern, Expr::Literal(ScalarValue::Utf8(Some(p)) | ScalarValue::Utf8View(Some(p)) | ScalarValue::LargeUtf8(Some(p)), _) if !p.contains('\\'))
+                }
+                _ => false,
+            };
+            sendable &= ok;
+            Ok(if ok {
+                TreeNodeRecursion::Continue
+            } else {
+                TreeNodeRecursion::Stop
+            })
+        });
+        if !sendable {
+            return None;
+        }
         let unqualified = filter
             .clone()
             .transform(|e| match e {
-                Expr::Column(c) => {
-                    match self.schema.index_of(&c.name) {
-                        Ok(i) if self.specs[i].plain => {}
-                        _ => plain = false,
-                    }
-                    Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
-                        c.name,
-                    ))))
-                }
+                Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
+                    c.name,
+                )))),
                 other => Ok(Transformed::no(other)),
             })
             .ok()?
             .data;
-        if !plain {
-            return None;
-        }
         let dialect = datafusion::sql::unparser::dialect::SqliteDialect {};
         datafusion::sql::unparser::Unparser::new(&dialect)
             .expr_to_sql(&unqualified)
@@ -376,9 +427,23 @@ impl ExecutionPlan for SqliteScan {
         // The rows are read on a blocking thread of their own, a few batches ahead; the read
         // stops when the stream is dropped.
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = read(&path, &sql, &schema, &specs, &tx) {
-                let _ = tx.blocking_send(Err(DataFusionError::Execution(e)));
-            }
+            // A panic too ends the stream with an error, never as if the rows had run out.
+            let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                read(&path, &sql, &schema, &specs, &tx)
+            }));
+            let failed = match read {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e,
+                Err(panic) => format!(
+                    "the read stopped: {}",
+                    panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("internal error")
+                ),
+            };
+            let _ = tx.blocking_send(Err(DataFusionError::Execution(failed)));
         });
         let batches =
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
@@ -424,9 +489,13 @@ fn read(
         .map_err(|e| e.to_string())?;
         Ok(tx.blocking_send(Ok(batch)).is_ok())
     };
+    let mut bytes = 0;
     while let Some(row) = rows.next().map_err(|e| e.to_string())? {
         for (i, column) in columns.iter_mut().enumerate() {
             let value = row.get_ref(i).map_err(|e| e.to_string())?;
+            if let ValueRef::Text(t) | ValueRef::Blob(t) = value {
+                bytes += t.len();
+            }
             column.push(value, specs[i].plain).map_err(|held| {
                 let field = schema.field(i);
                 format!(
@@ -438,11 +507,14 @@ fn read(
             })?;
         }
         n += 1;
-        if n == BATCH_ROWS {
+        if n == BATCH_ROWS || bytes >= BATCH_BYTES {
             if !flush(&mut columns, n)? {
                 return Ok(());
             }
-            n = 0;
+            (n, bytes) = (0, 0);
+        } else if n % 1024 == 0 && tx.is_closed() {
+            // Nobody reads on (a LIMIT met, a statement cancelled): stop scanning.
+            return Ok(());
         }
     }
     if n > 0 {
@@ -540,7 +612,7 @@ impl Builder {
                 Err(_) => return Err(format!("{}, which is not UTF-8", shown(value))),
             },
             (Builder::Text(b), ValueRef::Integer(i)) if !plain => b.append_value(i.to_string()),
-            (Builder::Text(b), ValueRef::Real(f)) if !plain => b.append_value(f.to_string()),
+            (Builder::Text(b), ValueRef::Real(f)) if !plain => b.append_value(real_text(f)),
             (Builder::Text(b), ValueRef::Blob(t)) if !plain => match std::str::from_utf8(t) {
                 Ok(s) => b.append_value(s),
                 Err(_) => return refused(),
@@ -564,6 +636,15 @@ impl Builder {
             _ => return refused(),
         }
         Ok(())
+    }
+}
+
+/// A real number as text, as SQLite shows one: with a point (`3.0`), every digit kept.
+fn real_text(f: f64) -> String {
+    if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("{f:.1}")
+    } else {
+        format!("{f:?}")
     }
 }
 
@@ -620,11 +701,16 @@ mod tests {
         let text = read_back(
             DataType::Utf8,
             false,
-            &[ValueRef::Integer(5), ValueRef::Real(2.5)],
+            &[
+                ValueRef::Integer(5),
+                ValueRef::Real(2.5),
+                ValueRef::Real(3.0),
+            ],
         )
         .unwrap();
         assert_eq!(text.as_string::<i32>().value(0), "5");
         assert_eq!(text.as_string::<i32>().value(1), "2.5");
+        assert_eq!(text.as_string::<i32>().value(2), "3.0");
         // Doubles hold integers exactly to 2^53 only.
         let reals = read_back(DataType::Float64, true, &[ValueRef::Integer(1 << 53)]).unwrap();
         assert_eq!(

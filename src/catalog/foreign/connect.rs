@@ -900,6 +900,14 @@ impl TableProvider for Checked {
 fn plain_filter(f: &EngineExpr) -> bool {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
     use datafusion::logical_expr::Operator;
+    // A comparison's operands are values, not predicates: `(name = 'bob') = (id < 0)` would
+    // turn a loose string comparison into a negation.
+    let value = |e: &EngineExpr| match e {
+        EngineExpr::Column(_) | EngineExpr::Literal(..) => true,
+        EngineExpr::Cast(c) => matches!(*c.expr, EngineExpr::Literal(..)),
+        EngineExpr::TryCast(c) => matches!(*c.expr, EngineExpr::Literal(..)),
+        _ => false,
+    };
     let mut plain = true;
     let _ = f.apply(|e| {
         let ok = match e {
@@ -908,21 +916,20 @@ fn plain_filter(f: &EngineExpr) -> bool {
             | EngineExpr::Not(_)
             | EngineExpr::IsNull(_)
             | EngineExpr::IsNotNull(_)
-            | EngineExpr::InList(_)
-            | EngineExpr::Between(_)
-            | EngineExpr::Like(_)
             | EngineExpr::Alias(_) => true,
-            EngineExpr::BinaryExpr(b) => matches!(
-                b.op,
+            EngineExpr::InList(l) => value(&l.expr),
+            EngineExpr::Between(b) => value(&b.expr),
+            EngineExpr::Like(l) => value(&l.expr) && value(&l.pattern),
+            EngineExpr::BinaryExpr(b) => match b.op {
+                Operator::And | Operator::Or => true,
                 Operator::Eq
-                    | Operator::NotEq
-                    | Operator::Lt
-                    | Operator::LtEq
-                    | Operator::Gt
-                    | Operator::GtEq
-                    | Operator::And
-                    | Operator::Or
-            ),
+                | Operator::NotEq
+                | Operator::Lt
+                | Operator::LtEq
+                | Operator::Gt
+                | Operator::GtEq => value(&b.left) && value(&b.right),
+                _ => false,
+            },
             EngineExpr::Cast(c) => matches!(*c.expr, EngineExpr::Literal(..)),
             EngineExpr::TryCast(c) => matches!(*c.expr, EngineExpr::Literal(..)),
             _ => false,

@@ -15,8 +15,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DataFusionError};
+use datafusion::common::DataFusionError;
 use datafusion::datasource::TableType;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
@@ -47,10 +46,10 @@ const BUSY: std::time::Duration = std::time::Duration::from_secs(5);
 struct Spec {
     /// The declared type, as written (`INTEGER`, `varchar(20)`, or empty).
     declared: String,
-    /// Whether the column held only values of its type's own kind when the statement began
-    /// (integers for BIGINT, numbers for DOUBLE, text for STRING): then filters on it are sent
-    /// to SQLite, which compares such values as the engine does, and a value of another kind
-    /// read later is an error rather than a row the sent filter could have dropped.
+    /// Whether the column holds only values of its type's own kind (declared INT, REAL or TEXT,
+    /// or found so when the statement began): then filters on it may be sent to SQLite, which
+    /// compares such values as the engine does, and a value of another kind the read meets is
+    /// an error (a sent filter may pass over it instead).
     plain: bool,
 }
 
@@ -82,7 +81,7 @@ impl SqliteTable {
     /// INT → BIGINT, CHAR/CLOB/TEXT → STRING, REAL/FLOA/DOUB → DOUBLE,
     /// BOOL → BOOLEAN. A declaration that leaves the kind of value open (NUMERIC, DECIMAL,
     /// DATE, BLOB, none) is typed by the values the column holds (one pass over the table):
-    /// any bytes BINARY, else any text STRING, any fraction DOUBLE, integers only BIGINT
+    /// any bytes BINARY, else any text STRING, any real DOUBLE, integers only BIGINT
     /// (exact past 2^53), no values STRING.
     pub(super) async fn open(path: &Path, table: &str) -> Result<SqliteTable, String> {
         let (path, name) = (path.to_path_buf(), table.to_string());
@@ -186,83 +185,111 @@ impl SqliteTable {
         })
     }
 
-    /// `filter` in SQLite's SQL, when SQLite keeps every row the engine would: the filter is
-    /// made only of plain columns of integers or text, integer, text and boolean constants,
-    /// comparisons (of text, only `=`), AND/OR, IS [NOT] NULL, IN lists, BETWEEN, and LIKE
-    /// patterns without a backslash (the engine's escape; SQLite has none by default): no
-    /// negation, as SQLite's LIKE and a column's collation may match more rows. Numbers with a
-    /// fraction stay in the engine (SQLite parses their text on its own terms, and -0.0 is
-    /// less than 0.0 for the engine only), and so do functions and casts.
+    /// `filter` in SQLite's SQL, when SQLite keeps every row the engine would; else None.
+    ///
+    /// Only a small grammar is written, here rather than by DataFusion's unparser (whose string
+    /// escaping takes `''` and `\'` in a value as already escaped): AND and OR of comparisons
+    /// (`=`, `<`, `<=`, `>`, `>=`), `IN` lists, BETWEEN and IS [NOT] NULL whose operands are
+    /// plain columns of integers or text and integer or text constants. Text is compared only
+    /// by `=` and `IN` (a column's collation may match more rows, never fewer), of the same kind
+    /// on both sides. Nothing else is sent: no LIKE (SQLite's ignores case, and stops at a NUL),
+    /// no negation, no numbers with a fraction (SQLite parses their text on its own terms), no
+    /// booleans, functions or casts.
     fn sql_of(&self, filter: &Expr) -> Option<String> {
-        use datafusion::common::ScalarValue;
-        use datafusion::common::tree_node::TreeNodeRecursion;
         use datafusion::logical_expr::Operator;
-        let text = |e: &Expr| matches!(e, Expr::Column(c) if self.schema.field_with_name(&c.name).is_ok_and(|f| f.data_type() == &DataType::Utf8));
-        let mut sendable = true;
-        let _ = filter.apply(|e| {
-            let ok = match e {
-                Expr::Column(c) => self.schema.index_of(&c.name).is_ok_and(|i| {
-                    self.specs[i].plain
-                        && matches!(self.schema.field(i).data_type(), DataType::Int64 | DataType::Utf8)
-                }),
-                Expr::Literal(v, _) => match v {
-                    ScalarValue::Int8(_)
-                    | ScalarValue::Int16(_)
-                    | ScalarValue::Int32(_)
-                    | ScalarValue::Int64(_)
-                    | ScalarValue::Boolean(_)
-                    | ScalarValue::Null => true,
-                    ScalarValue::Utf8(t) | ScalarValue::LargeUtf8(t) | ScalarValue::Utf8View(t) => {
-                        !t.as_deref().is_some_and(|t| t.contains('\0'))
-                    }
-                    _ => false,
-                },
-                // Text only by equality: a column's collation (NOCASE) may match more rows,
-                // never fewer, but would order and tell apart strings otherwise.
-                Expr::BinaryExpr(b) => match b.op {
-                    Operator::Eq | Operator::And | Operator::Or => true,
-                    Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
-                        !text(&b.left) && !text(&b.right)
-                    }
-                    _ => false,
-                },
-                Expr::IsNull(_) | Expr::IsNotNull(_) => true,
-                Expr::InList(l) => !l.negated,
-                Expr::Between(b) => !b.negated && !text(&b.expr),
-                Expr::Like(l) => {
-                    !l.negated
-                        && !l.case_insensitive
-                        && l.escape_char.is_none()
-                        && matches!(&*l.pattern, Expr::Literal(ScalarValue::Utf8(Some(p)) | ScalarValue::Utf8View(Some(p)) | ScalarValue::LargeUtf8(Some(p)), _) if !p.contains('\\'))
-                }
-                _ => false,
-            };
-            sendable &= ok;
-            Ok(if ok {
-                TreeNodeRecursion::Continue
-            } else {
-                TreeNodeRecursion::Stop
-            })
-        });
-        if !sendable {
-            return None;
+        match filter {
+            Expr::BinaryExpr(b) if matches!(b.op, Operator::And | Operator::Or) => {
+                let op = if b.op == Operator::And { "AND" } else { "OR" };
+                Some(format!(
+                    "({} {op} {})",
+                    self.sql_of(&b.left)?,
+                    self.sql_of(&b.right)?
+                ))
+            }
+            Expr::BinaryExpr(b) => {
+                let op = match b.op {
+                    Operator::Eq => "=",
+                    Operator::Lt => "<",
+                    Operator::LtEq => "<=",
+                    Operator::Gt => ">",
+                    Operator::GtEq => ">=",
+                    _ => return None,
+                };
+                let (left, right) = (self.operand(&b.left)?, self.operand(&b.right)?);
+                (left.text == right.text && (op == "=" || !left.text))
+                    .then(|| format!("({} {op} {})", left.sql, right.sql))
+            }
+            Expr::InList(l) if !l.negated && !l.list.is_empty() => {
+                let column = self.operand(&l.expr)?;
+                let items = l
+                    .list
+                    .iter()
+                    .map(|i| {
+                        self.operand(i)
+                            .filter(|i| i.text == column.text)
+                            .map(|i| i.sql)
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                Some(format!("({} IN ({}))", column.sql, items.join(", ")))
+            }
+            Expr::Between(b) if !b.negated => {
+                let (x, low, high) = (
+                    self.operand(&b.expr)?,
+                    self.operand(&b.low)?,
+                    self.operand(&b.high)?,
+                );
+                (!x.text && !low.text && !high.text)
+                    .then(|| format!("({} BETWEEN {} AND {})", x.sql, low.sql, high.sql))
+            }
+            Expr::IsNull(x) => Some(format!("({} IS NULL)", self.column(x)?.sql)),
+            Expr::IsNotNull(x) => Some(format!("({} IS NOT NULL)", self.column(x)?.sql)),
+            _ => None,
         }
-        let unqualified = filter
-            .clone()
-            .transform(|e| match e {
-                Expr::Column(c) => Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
-                    c.name,
-                )))),
-                other => Ok(Transformed::no(other)),
-            })
-            .ok()?
-            .data;
-        let dialect = datafusion::sql::unparser::dialect::SqliteDialect {};
-        datafusion::sql::unparser::Unparser::new(&dialect)
-            .expr_to_sql(&unqualified)
-            .ok()
-            .map(|e| e.to_string())
     }
+
+    /// A plain column of integers or text, quoted.
+    fn column(&self, e: &Expr) -> Option<Operand> {
+        let Expr::Column(c) = e else { return None };
+        let i = self.schema.index_of(&c.name).ok()?;
+        let text = match self.schema.field(i).data_type() {
+            DataType::Int64 => false,
+            DataType::Utf8 => true,
+            _ => return None,
+        };
+        self.specs[i].plain.then(|| Operand {
+            sql: quoted(&c.name),
+            text,
+        })
+    }
+
+    /// A plain column, or an integer or text constant written as SQLite reads it.
+    fn operand(&self, e: &Expr) -> Option<Operand> {
+        use datafusion::common::ScalarValue;
+        let Expr::Literal(value, _) = e else {
+            return self.column(e);
+        };
+        let (sql, text) = match value {
+            ScalarValue::Int8(Some(n)) => (n.to_string(), false),
+            ScalarValue::Int16(Some(n)) => (n.to_string(), false),
+            ScalarValue::Int32(Some(n)) => (n.to_string(), false),
+            ScalarValue::Int64(Some(n)) => (n.to_string(), false),
+            ScalarValue::Utf8(Some(t))
+            | ScalarValue::LargeUtf8(Some(t))
+            | ScalarValue::Utf8View(Some(t))
+                if !t.contains('\0') =>
+            {
+                (format!("'{}'", t.replace('\'', "''")), true)
+            }
+            _ => return None,
+        };
+        Some(Operand { sql, text })
+    }
+}
+
+/// A column or constant of a filter sent to SQLite.
+struct Operand {
+    sql: String,
+    text: bool,
 }
 
 #[async_trait::async_trait]
@@ -314,13 +341,7 @@ impl TableProvider for SqliteTable {
         let conditions: Vec<String> = filters.iter().filter_map(|f| self.sql_of(f)).collect();
         if !conditions.is_empty() {
             sql.push_str(" WHERE ");
-            sql.push_str(
-                &conditions
-                    .iter()
-                    .map(|c| format!("({c})"))
-                    .collect::<Vec<_>>()
-                    .join(" AND "),
-            );
+            sql.push_str(&conditions.join(" AND "));
         }
         // A limit only where every row SQLite returns is a row of the result (the engine checks
         // the filters again, and could drop some of a limited set).

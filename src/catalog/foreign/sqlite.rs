@@ -440,17 +440,20 @@ impl ExecutionPlan for SqliteScan {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let (tx, rx) = tokio::sync::mpsc::channel::<datafusion::error::Result<RecordBatch>>(AHEAD);
         let (path, sql, schema, specs) = (
-            self.path.clone(),
+            &self.path,
             self.sql.clone(),
             self.schema.clone(),
             self.specs.clone(),
         );
-        // The rows are read on a blocking thread of their own, a few batches ahead; the read
-        // stops when the stream is dropped.
+        let conn = connect(path).map_err(|e| DataFusionError::Execution(e.to_string()))?;
+        // Dropping the stream (a LIMIT met, a statement cancelled) interrupts the read, also
+        // while SQLite scans for rows a filter keeps.
+        let stop = Interrupt(conn.get_interrupt_handle());
+        // The rows are read on a blocking thread of their own, a few batches ahead.
         tokio::task::spawn_blocking(move || {
             // A panic too ends the stream with an error, never as if the rows had run out.
             let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                read(&path, &sql, &schema, &specs, &tx)
+                read(&conn, &sql, &schema, &specs, &tx)
             }));
             let failed = match read {
                 Ok(Ok(())) => return,
@@ -469,6 +472,7 @@ impl ExecutionPlan for SqliteScan {
         let batches =
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
         let counted = futures::StreamExt::map(batches, move |b| {
+            let _reading = &stop;
             if let Ok(b) = &b {
                 baseline.record_output(b.num_rows());
                 baseline.output_batches().add(1);
@@ -485,13 +489,12 @@ impl ExecutionPlan for SqliteScan {
 /// Read the rows of `sql` into batches of `schema` and send them; stops early when nobody
 /// listens any more.
 fn read(
-    path: &Path,
+    conn: &rusqlite::Connection,
     sql: &str,
     schema: &SchemaRef,
     specs: &[Spec],
     tx: &tokio::sync::mpsc::Sender<datafusion::error::Result<RecordBatch>>,
 ) -> Result<(), String> {
-    let conn = connect(path).map_err(|e| e.to_string())?;
     let mut stmt = conn.prepare(sql).map_err(|e| e.to_string())?;
     let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
     let mut columns: Vec<Builder> = schema
@@ -542,6 +545,15 @@ fn read(
         flush(&mut columns, n)?;
     }
     Ok(())
+}
+
+/// Interrupts a SQLite read when dropped (a no-op once the read has ended).
+struct Interrupt(rusqlite::InterruptHandle);
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        self.0.interrupt();
+    }
 }
 
 /// A column being read.

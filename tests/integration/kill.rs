@@ -295,15 +295,20 @@ pub(crate) fn killed_jobs(lake: &Lake, kills: usize, seed: u64) {
     check(lake, seed);
 }
 
-#[test]
-fn killed_jobs_never_lose_or_duplicate_rows() {
-    let kills: usize = crate::common::env_number("TIDEMARK_KILLS").unwrap_or(24);
-    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or_else(|| {
+/// The kill suite's seed: `TIDEMARK_KILL_SEED`, else the clock's.
+pub(crate) fn seed() -> u64 {
+    crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos() as u64
-    });
+    })
+}
+
+#[test]
+fn killed_jobs_never_lose_or_duplicate_rows() {
+    let kills: usize = crate::common::env_number("TIDEMARK_KILLS").unwrap_or(24);
+    let seed = seed();
     let (_d, wh) = warehouse();
     killed_jobs(&Lake::on(&wh), kills, seed);
 }

@@ -911,12 +911,7 @@ fn racing_and_killed_copies_in_a_warehouse_on_seaweedfs_copy_every_row_once() {
 /// control row its source's maximum, every successful run in the history is its target's
 /// commit (read from the store).
 fn kill_suite_on_store(python: &str, end: &str) {
-    let seed: u64 = crate::common::env_number("TIDEMARK_KILL_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    });
+    let seed = crate::kill::seed();
     let kills = crate::common::env_number("TIDEMARK_S3_KILLS").unwrap_or(6);
     let lake = |prefix: &str| {
         let wh = Path::new(&format!("s3://lake/{prefix}")).to_path_buf();

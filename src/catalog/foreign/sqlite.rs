@@ -469,10 +469,11 @@ impl ExecutionPlan for SqliteScan {
             };
             let _ = tx.blocking_send(Err(DataFusionError::Execution(failed)));
         });
-        let batches =
-            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
+        // The stream holds `stop` for as long as it lives.
+        let batches = futures::stream::unfold((rx, stop), |(mut rx, stop)| async move {
+            rx.recv().await.map(|b| (b, (rx, stop)))
+        });
         let counted = futures::StreamExt::map(batches, move |b| {
-            let _reading = &stop;
             if let Ok(b) = &b {
                 baseline.record_output(b.num_rows());
                 baseline.output_batches().add(1);
@@ -487,7 +488,7 @@ impl ExecutionPlan for SqliteScan {
 }
 
 /// Read the rows of `sql` into batches of `schema` and send them; stops early when nobody
-/// listens any more.
+/// listens any more (a send fails, or the dropped stream interrupted the connection).
 fn read(
     conn: &rusqlite::Connection,
     sql: &str,
@@ -536,9 +537,6 @@ fn read(
                 return Ok(());
             }
             (n, bytes) = (0, 0);
-        } else if n % 1024 == 0 && tx.is_closed() {
-            // Nobody reads on (a LIMIT met, a statement cancelled): stop scanning.
-            return Ok(());
         }
     }
     if n > 0 {

@@ -252,6 +252,22 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
     assert!(out.contains("main,orders,false"), "{out}");
     assert!(out.contains("lite,sqlite,the shop"), "{out}");
     assert!(out.contains("\nshop\n"), "{out}");
+    // Reading changed nothing about the file: not its journal mode (a WAL journal would
+    // change how the application that owns it writes), no journal files beside it.
+    let mode = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import sqlite3; print(sqlite3.connect({:?}).execute('PRAGMA journal_mode').fetchone()[0])",
+                db.display().to_string()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&mode.stdout).trim(), "delete");
+    for beside in ["shop.db-wal", "shop.db-shm", "shop.db-journal"] {
+        assert!(!d.path().join(beside).exists(), "{beside}");
+    }
     // Read-only: writes are refused by name, nothing written.
     let e = err_env(
         &wh,
@@ -286,6 +302,25 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
         "{e}"
     );
     assert!(!Path::new("/nonexistent/shop.db").exists());
+    // A file that is not a SQLite database is refused when the connection is made.
+    let notes = d.path().join("notes.txt");
+    std::fs::write(
+        &notes,
+        "not a database, just some text that is long enough\n".repeat(20),
+    )
+    .unwrap();
+    let e = err_env(
+        &wh,
+        &[],
+        &[&format!(
+            "CREATE CONNECTION notes TYPE sqlite OPTIONS (path '{}')",
+            notes.display()
+        )],
+    );
+    assert!(e.contains("connection notes (sqlite"), "{e}");
+    assert!(e.contains("not a database"), "{e}");
+    let e = err_env(&wh, &[], &["DESCRIBE CONNECTION notes"]);
+    assert!(e.contains("notes"), "{e}");
 }
 
 #[test]

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::common::TableReference;
@@ -13,12 +12,8 @@ use datafusion::error::DataFusionError;
 use datafusion_table_providers::UnsupportedTypeAction;
 use datafusion_table_providers::mysql::MySQLTableFactory;
 use datafusion_table_providers::postgres::PostgresTableFactory;
-use datafusion_table_providers::sql::db_connection_pool::Mode;
 use datafusion_table_providers::sql::db_connection_pool::mysqlpool::MySQLConnectionPool;
 use datafusion_table_providers::sql::db_connection_pool::postgrespool::PostgresConnectionPool;
-use datafusion_table_providers::sql::db_connection_pool::sqlitepool::{
-    SqliteConnectionPool, SqliteConnectionPoolFactory,
-};
 use datafusion_table_providers::util::secrets::to_secret_map;
 
 use super::snapshot::{MySqlReads, PostgresReads, SnapshotReads};
@@ -42,8 +37,9 @@ enum Db {
     /// With how many connections one read of a large table may use.
     Postgres(Arc<PostgresConnectionPool>, usize),
     MySql(Arc<MySQLConnectionPool>, usize),
-    /// The pool lists the file's tables; each table's reads open connections of their own.
-    Sqlite(Arc<SqliteConnectionPool>, std::path::PathBuf),
+    /// The file: listing it and each table's reads open read-only connections of their own
+    /// (nothing about the file changes, not its journal mode either).
+    Sqlite(std::path::PathBuf),
 }
 
 impl std::fmt::Debug for Pool {
@@ -51,7 +47,7 @@ impl std::fmt::Debug for Pool {
         f.write_str(match self.db {
             Db::Postgres(..) => "Pool::Postgres",
             Db::MySql(..) => "Pool::MySql",
-            Db::Sqlite(..) => "Pool::Sqlite",
+            Db::Sqlite(_) => "Pool::Sqlite",
         })
     }
 }
@@ -175,16 +171,11 @@ impl Pool {
                         "connection {name} (sqlite): no database file at {path}"
                     )));
                 }
-                let pool = SqliteConnectionPoolFactory::new(
-                    &path,
-                    Mode::File,
-                    Duration::from_millis(5000),
-                )
-                .build()
-                .await
-                .map_err(|e| failed(&e, path.clone()))?;
+                super::sqlite::check(path.as_ref())
+                    .await
+                    .map_err(|e| failed(&e, path.clone()))?;
                 Ok(Pool {
-                    db: Db::Sqlite(Arc::new(pool), path.into()),
+                    db: Db::Sqlite(path.into()),
                     secrets,
                     label,
                 })
@@ -245,7 +236,7 @@ impl Pool {
                     what: self.what(schema, table),
                 })
             }
-            Db::Sqlite(_, path) => Ok(Checked {
+            Db::Sqlite(path) => Ok(Checked {
                 inner: Arc::new(
                     super::sqlite::SqliteTable::open(path, table)
                         .await
@@ -301,38 +292,13 @@ impl Pool {
                     .map(|(s, t, kind)| (s, t, kind.is_some_and(|k| k.ends_with("VIEW"))))
                     .collect()
             }
-            Db::Sqlite(p, _) => {
-                use datafusion_table_providers::sql::db_connection_pool::DbConnectionPool;
-                use datafusion_table_providers::sql::db_connection_pool::dbconnection::query_arrow;
-                let conn = p.connect().await.map_err(|e| other("connection", &e))?;
-                let stream = query_arrow(conn, SQLITE_NAMES.to_string(), None)
-                    .await
-                    .map_err(|e| other("query", &e))?;
-                let batches: Vec<datafusion::arrow::array::RecordBatch> =
-                    futures::TryStreamExt::try_collect(stream)
-                        .await
-                        .map_err(|e| other("query", &e))?;
+            Db::Sqlite(path) => {
                 let mut rows = vec![("main".to_string(), None, false)];
-                for b in &batches {
-                    let text = |i: usize| {
-                        datafusion::arrow::compute::cast(
-                            b.column(i),
-                            &datafusion::arrow::datatypes::DataType::Utf8,
-                        )
-                    };
-                    let (names, kinds) = (
-                        text(0).map_err(|e| other("result", &e))?,
-                        text(1).map_err(|e| other("result", &e))?,
-                    );
-                    use datafusion::arrow::array::AsArray;
-                    let (names, kinds) = (names.as_string::<i32>(), kinds.as_string::<i32>());
-                    for r in 0..b.num_rows() {
-                        rows.push((
-                            "main".to_string(),
-                            Some(names.value(r).to_string()),
-                            kinds.value(r) == "view",
-                        ));
-                    }
+                for (name, view) in super::sqlite::names(path)
+                    .await
+                    .map_err(|e| other("query", &e))?
+                {
+                    rows.push(("main".to_string(), Some(name), view));
                 }
                 rows
             }
@@ -367,11 +333,6 @@ const MYSQL_NAMES: &str = "SELECT s.SCHEMA_NAME, t.TABLE_NAME, t.TABLE_TYPE \
     FROM INFORMATION_SCHEMA.SCHEMATA s \
     LEFT JOIN INFORMATION_SCHEMA.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME \
     WHERE s.SCHEMA_NAME NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys')";
-
-/// A SQLite file's tables and views (its one schema is `main`), but SQLite's own (`sqlite_`
-/// names, which users cannot create).
-const SQLITE_NAMES: &str = "SELECT name, type FROM sqlite_master \
-    WHERE type IN ('table', 'view') AND lower(substr(name, 1, 7)) <> 'sqlite_'";
 
 /// The database's spelling of the name `wanted` among `have` (the names of `catalog`'s
 /// schemas, or of one schema's tables): the exact name, else the one that differs only in

@@ -76,6 +76,30 @@ fn connect(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     Ok(conn)
 }
 
+/// Whether the file at `path` opens as a SQLite database (read-only; a file of another kind
+/// is refused here rather than at the first read).
+pub(super) async fn check(path: &Path) -> Result<(), String> {
+    names(path).await.map(|_| ())
+}
+
+/// The file's tables and views, a view marked `true`; not SQLite's own (`sqlite_` names,
+/// which users cannot create).
+pub(super) async fn names(path: &Path) -> Result<Vec<(String, bool)>, String> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let conn = connect(&path)?;
+        let mut stmt = conn.prepare(
+            "SELECT name, type = 'view' FROM sqlite_master \
+             WHERE type IN ('table', 'view') AND lower(substr(name, 1, 7)) <> 'sqlite_'",
+        )?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())
+}
+
 impl SqliteTable {
     /// The table `table` of the file at `path`, its columns typed by their declarations:
     /// INT → BIGINT, CHAR/CLOB/TEXT → STRING, REAL/FLOA/DOUB → DOUBLE,

@@ -780,4 +780,44 @@ mod tests {
             read_back(DataType::Int64, false, &[ValueRef::Text(long.as_bytes())]).unwrap_err();
         assert_eq!(err, format!("the text '{}...'", "x".repeat(40)));
     }
+
+    /// A scan nobody reads any more stops at once, also while SQLite looks for rows its filter
+    /// keeps and has none to send: its connection lets go of the file, so a writer can lock it.
+    #[test]
+    fn a_dropped_scan_stops_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("endless.db");
+        let writer = rusqlite::Connection::open(&path).unwrap();
+        writer
+            .execute_batch("CREATE TABLE one (x INTEGER); INSERT INTO one VALUES (1);")
+            .unwrap();
+        // Counts up for ever and keeps no row; reading `one` holds the file's shared lock.
+        let endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) \
+                       SELECT r.n FROM r, one WHERE r.n < 0";
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
+        let spec = Spec {
+            declared: "INTEGER".into(),
+            plain: true,
+        };
+        let scan = SqliteScan::new(path.clone(), endless.into(), schema, vec![spec]);
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let waited = runtime.block_on(async {
+            let mut stream = scan.execute(0, Arc::new(TaskContext::default())).unwrap();
+            let waited = tokio::time::timeout(
+                std::time::Duration::from_millis(300),
+                futures::StreamExt::next(&mut stream),
+            )
+            .await;
+            waited.is_err()
+        });
+        // (A read that goes on must fail the test, not hang it at the runtime's end.)
+        runtime.shutdown_background();
+        assert!(waited, "the endless scan sent something");
+        // With the read still going, the exclusive lock waits out the busy timeout and fails.
+        writer
+            .busy_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        let locked = writer.execute_batch("BEGIN EXCLUSIVE; COMMIT;");
+        assert!(locked.is_ok(), "{locked:?}");
+    }
 }

@@ -164,6 +164,30 @@ pub fn cast_strict(
         safe: false,
         ..Default::default()
     };
+    // Text bound for a UTC timestamp is read as a zone-less one (which Arrow reads as UTC:
+    // the same instants) and labelled UTC, sparing a zone lookup for every value.
+    if let (
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View,
+        DataType::Timestamp(unit, Some(zone)),
+    ) = (values.data_type(), to)
+        && crate::engine::zone::is_utc(zone)
+    {
+        let naive = datafusion::arrow::compute::cast_with_options(
+            values,
+            &DataType::Timestamp(*unit, None),
+            &strict,
+        )?;
+        return Ok(labelled(&naive, zone));
+    }
+    // A zone-less timestamp bound for a UTC one: Arrow's cast reads it as a wall-clock time in
+    // UTC, the same number; labelled without a zone lookup for every value.
+    if let (DataType::Timestamp(from, None), DataType::Timestamp(unit, Some(zone))) =
+        (values.data_type(), to)
+        && from == unit
+        && crate::engine::zone::is_utc(zone)
+    {
+        return Ok(labelled(values, zone));
+    }
     // A zoned timestamp becomes a zone-less one as its wall-clock time in its zone (the
     // session's), as Spark casts TIMESTAMP to TIMESTAMP_NTZ; Arrow keeps UTC's.
     if let (DataType::Timestamp(_, Some(zone)), DataType::Timestamp(_, None)) =
@@ -173,6 +197,45 @@ pub fn cast_strict(
         return datafusion::arrow::compute::cast_with_options(&local, to, &strict);
     }
     datafusion::arrow::compute::cast_with_options(values, to, &strict)
+}
+
+/// The zone-less timestamps `naive` as the same numbers labelled `zone`.
+fn labelled(
+    naive: &datafusion::arrow::array::ArrayRef,
+    zone: &Arc<str>,
+) -> datafusion::arrow::array::ArrayRef {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::{
+        TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+        TimestampSecondType,
+    };
+    let zone = zone.clone();
+    match naive.data_type() {
+        DataType::Timestamp(TimeUnit::Second, _) => Arc::new(
+            naive
+                .as_primitive::<TimestampSecondType>()
+                .clone()
+                .with_timezone(zone),
+        ),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => Arc::new(
+            naive
+                .as_primitive::<TimestampMillisecondType>()
+                .clone()
+                .with_timezone(zone),
+        ),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => Arc::new(
+            naive
+                .as_primitive::<TimestampMicrosecondType>()
+                .clone()
+                .with_timezone(zone),
+        ),
+        _ => Arc::new(
+            naive
+                .as_primitive::<TimestampNanosecondType>()
+                .clone()
+                .with_timezone(zone),
+        ),
+    }
 }
 
 /// A zoned timestamp array as zone-less microseconds: each instant's wall-clock time in `zone`.

@@ -11,7 +11,7 @@ mod loaded;
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::Column;
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::{Expr as DfExpr, cast, col};
@@ -101,8 +101,14 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
         return Ok(Loaded::default());
     }
 
-    let (rows, _scratch, _bound) = read(session, c, &found, &options).await?;
     let target = arrow_schema(&t)?;
+    let (rows, _scratch, _bound) = read(session, c, &found, &options, &target).await?;
+    let read_columns: Vec<String> = rows
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     // tidemark's own writer casts each column (naming it on a bad value); delta-rs' writer
     // needs the rows in the target's types.
     let plain = plain_appends(&t)? && !copy.merge_schema;
@@ -117,7 +123,48 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
         zone.as_ref(),
     )?;
     let props = commit_properties(c, &found, copy.force)?;
-    write(session, &t, table, rows, plain, copy.merge_schema, props).await
+    write(session, &t, table, rows, plain, copy.merge_schema, props)
+        .await
+        .map_err(|e| named_column(e, &read_columns, &target))
+}
+
+/// The CSV reader's error for a value it cannot parse, naming the column (the reader gives
+/// its position; its line numbers count from where its part of a file began, so they are
+/// left out) as the cast after the read does; other errors as they are.
+fn named_column(e: Error, columns: &[String], target: &Schema) -> Error {
+    static VALUE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?s)Error while parsing value '(.*)' as type '[^']*' for column (\d+) at line \d+\. Row data: '(.*)'$").unwrap()
+    });
+    static TIME: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?s)Error parsing column (\d+) at line \d+: (?:Parser error: )?(.*)$")
+            .unwrap()
+    });
+    let text = e.to_string();
+    let name_of = |i: &str| i.parse::<usize>().ok().and_then(|i| columns.get(i));
+    let said = if let Some(at) = VALUE.captures(&text)
+        && let Some(name) = name_of(&at[2])
+    {
+        let kind = target
+            .fields()
+            .iter()
+            .find(|f| f.name().eq_ignore_ascii_case(name))
+            .map(|f| crate::engine::types::type_name(f.data_type()))
+            .unwrap_or_default();
+        (
+            name,
+            format!(
+                "the text '{}' does not read as {kind} (in the row {})",
+                &at[1], &at[3]
+            ),
+        )
+    } else if let Some(at) = TIME.captures(&text)
+        && let Some(name) = name_of(&at[1])
+    {
+        (name, at[2].to_string())
+    } else {
+        return e;
+    };
+    Error::Type(format!("column '{}' cannot be written: {}", said.0, said.1))
 }
 
 fn copy_options(pairs: &[(String, String)]) -> Result<CopyOptions> {
@@ -259,8 +306,18 @@ async fn read(
     c: &CopyInto,
     found: &[SourceFile],
     options: &ReadOptions,
+    target: &Schema,
 ) -> Result<(DataFrame, Scratch, Option<crate::engine::bind::Bound>)> {
-    let schema = session.file_schema("COPY INTO", found, options).await?;
+    let mut schema = session.file_schema("COPY INTO", found, options).await?;
+    let text_columns = options.format == Format::Csv
+        && options.schema.is_none()
+        && !options.infer_types
+        && c.select.is_none()
+        && matches!(c.columns, CopyColumns::ByName);
+    if text_columns {
+        let zone = crate::engine::zone::session_zone(session.ctx().state().config_options());
+        schema = parsed_as_read(&schema, target, zone.is_some());
+    }
     let files = session.file_table(found, schema, options)?;
     let mut scratch = Scratch::default();
     let Some(items) = &c.select else {
@@ -271,6 +328,49 @@ async fn read(
     let query = crate::parser::query_text(&format!("SELECT {} FROM {name}", items.join(", ")))?;
     let (df, bound) = super::query::query_dataframe(session, query).await?;
     Ok((df, scratch, Some(bound)))
+}
+
+/// The CSV columns `text` (all STRING) with the numbers and times of the target columns they
+/// fill read as such by the CSV reader: it parses them as the cast from text after the read
+/// would (Arrow's same parsers, empty fields NULL either way), without building the text
+/// first. Integers and floating-point numbers; TIMESTAMP_NTZ, and TIMESTAMP when the
+/// session's zone is UTC (read zone-less, the same instants, then labelled UTC). Other types
+/// (decimals, dates, booleans: their casts from text read more than the CSV reader does)
+/// stay text and are cast after the read.
+fn parsed_as_read(text: &Schema, target: &Schema, zoned_session: bool) -> SchemaRef {
+    use datafusion::arrow::datatypes::{Field, TimeUnit};
+    let fields: Vec<Field> = text
+        .fields()
+        .iter()
+        .map(|f| {
+            let filled = target
+                .fields()
+                .iter()
+                .find(|t| t.name().eq_ignore_ascii_case(f.name()));
+            let read_as = filled.and_then(|t| match t.data_type() {
+                d @ (DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::Float32
+                | DataType::Float64) => Some(d.clone()),
+                DataType::Timestamp(_, None) => {
+                    Some(DataType::Timestamp(TimeUnit::Microsecond, None))
+                }
+                DataType::Timestamp(_, Some(zone))
+                    if !zoned_session && crate::engine::zone::is_utc(zone) =>
+                {
+                    Some(DataType::Timestamp(TimeUnit::Microsecond, None))
+                }
+                _ => None,
+            });
+            match read_as {
+                Some(d) if f.data_type() == &DataType::Utf8 => f.as_ref().clone().with_data_type(d),
+                _ => f.as_ref().clone(),
+            }
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, text.metadata().clone()))
 }
 
 /// The rows as the target's columns: each source column cast to the type of the target

@@ -83,6 +83,9 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
          c.executemany('INSERT INTO many VALUES (?, ?, ?, ?, ?)', [(i, 'p' * 50, f'2024-01-01 00:00:{{i % 60:02}}', i if i % 2 else str(i), 'oops' if i == 10000 else i) for i in range(20000)])\n\
          c.execute('CREATE TABLE words (w TEXT)')\n\
          c.execute(\"INSERT INTO words VALUES ('a_b'), ('axb'), ('ABC'), ('q''''q')\")\n\
+         c.create_collation('backwards', lambda a, b: (a < b) - (a > b))\n\
+         c.execute('CREATE TABLE collated (w TEXT COLLATE backwards, u TEXT COLLATE NOCASE)')\n\
+         c.execute(\"INSERT INTO collated VALUES ('a', 'A'), ('b', 'a'), ('a', 'b'), ('a', 'a')\")\n\
          c.execute('CREATE TABLE fractions (id INTEGER, v INTEGER)')\n\
          c.execute(\"INSERT INTO fractions VALUES (1, 1), (2, 3.5)\")\n\
          c.commit()\n",
@@ -170,7 +173,17 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
             "EXPLAIN SELECT id FROM lite.main.many LIMIT 3",
             "SELECT count(*) AS three FROM (SELECT id FROM lite.main.many LIMIT 3)",
             "SELECT id AS seventh FROM lite.main.many WHERE mixed = '7' LIMIT 1",
+            // A collation the file's application defines is not tidemark's (SQLite cannot
+            // compare under it here): the filter is the engine's. NOCASE may match more rows
+            // in SQLite; the engine keeps its own.
+            "SELECT count(*) AS collated FROM lite.main.collated WHERE w = 'a' AND u = 'a'",
+            "EXPLAIN SELECT w FROM lite.main.collated WHERE w = 'a' AND u = 'a'",
         ],
+    );
+    assert!(out.contains("collated\n1\n"), "{out}");
+    assert!(
+        out.contains(r#"SELECT ""w"", ""u"" FROM ""collated"" WHERE (""u"" = 'a')"#),
+        "{out}"
     );
     assert!(out.contains("escaped\n1\n"), "{out}");
     assert!(out.contains("unlike\n4\n"), "{out}");

@@ -201,6 +201,19 @@ impl SqliteTable {
                 specs[i].plain = plain;
             }
         }
+        // A column compared under a collation the file's application defines (SQLite knows
+        // only BINARY, NOCASE and RTRIM) cannot be compared here: the query would fail, and
+        // that collation's equal values are its own. Filters on it stay the engine's.
+        for (field, spec) in fields.iter().zip(specs.iter_mut()) {
+            if spec.plain {
+                let name = quoted(field.name());
+                let compared = format!(
+                    "SELECT 1 FROM {} WHERE {name} = {name} LIMIT 0",
+                    quoted(&table)
+                );
+                spec.plain = conn.prepare(&compared).is_ok();
+            }
+        }
         Ok(SqliteTable {
             path,
             table,
@@ -215,7 +228,8 @@ impl SqliteTable {
     /// escaping takes `''` and `\'` in a value as already escaped): AND and OR of comparisons
     /// (`=`, `<`, `<=`, `>`, `>=`), `IN` lists, BETWEEN and IS [NOT] NULL whose operands are
     /// plain columns of integers or text and integer or text constants. Text is compared only
-    /// by `=` and `IN` (a column's collation may match more rows, never fewer), of the same kind
+    /// by `=` and `IN` (a column's built-in collation may match more rows, never fewer; a
+    /// column under another collation is not plain), of the same kind
     /// on both sides. Nothing else is sent: no LIKE (SQLite's ignores case, and stops at a NUL),
     /// no negation, no numbers with a fraction (SQLite parses their text on its own terms), no
     /// booleans, functions or casts.

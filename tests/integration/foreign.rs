@@ -333,7 +333,7 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
     assert!(e.contains("connection notes (sqlite"), "{e}");
     assert!(e.contains("not a database"), "{e}");
     let e = err_env(&wh, &[], &["DESCRIBE CONNECTION notes"]);
-    assert!(e.contains("notes"), "{e}");
+    assert!(e.contains("connection notes not found"), "{e}");
 }
 
 #[test]

@@ -485,8 +485,12 @@ impl ExecutionPlan for SqliteScan {
         );
         let conn = connect(path).map_err(|e| DataFusionError::Execution(e.to_string()))?;
         // Dropping the stream (a LIMIT met, a statement cancelled) interrupts the read, also
-        // while SQLite scans for rows a filter keeps.
+        // while SQLite scans for rows a filter keeps: at once when the read is under way, and
+        // within a thousand of SQLite's steps when the stream went before the read began
+        // (an interrupt then finds no statement to stop).
         let stop = Interrupt(conn.get_interrupt_handle());
+        let listened = tx.clone();
+        conn.progress_handler(1000, Some(move || listened.is_closed()));
         // The rows are read on a blocking thread of their own, a few batches ahead.
         tokio::task::spawn_blocking(move || {
             // A panic too ends the stream with an error, never as if the rows had run out.

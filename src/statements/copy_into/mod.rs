@@ -102,13 +102,22 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
     }
 
     let target = arrow_schema(&t)?;
-    let (rows, _scratch, _bound) = read(session, c, &found, &options, &target).await?;
-    let read_columns: Vec<String> = rows
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
+    let mut schema = session.file_schema("COPY INTO", &found, &options).await?;
+    // Text columns of CSV files loaded by name: those that fill numbers and times the CSV
+    // reader parses as it reads.
+    let parsed = (options.format == Format::Csv
+        && options.schema.is_none()
+        && !options.infer_types
+        && c.select.is_none()
+        && matches!(c.columns, CopyColumns::ByName))
+    .then(|| {
+        let zone = crate::engine::zone::session_zone(session.ctx().state().config_options());
+        parsed_as_read(&schema, &target, zone.is_some())
+    });
+    if let Some(p) = &parsed {
+        schema = p.clone();
+    }
+    let (rows, _scratch, _bound) = read(session, c, &found, &options, schema).await?;
     // tidemark's own writer casts each column (naming it on a bad value); delta-rs' writer
     // needs the rows in the target's types.
     let plain = plain_appends(&t)? && !copy.merge_schema;
@@ -125,46 +134,54 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
     let props = commit_properties(c, &found, copy.force)?;
     write(session, &t, table, rows, plain, copy.merge_schema, props)
         .await
-        .map_err(|e| named_column(e, &read_columns, &target))
+        .map_err(|e| match &parsed {
+            Some(read_as) => named_column(e, read_as),
+            None => e,
+        })
 }
 
-/// The CSV reader's error for a value it cannot parse, naming the column (the reader gives
-/// its position; its line numbers count from where its part of a file began, so they are
-/// left out) as the cast after the read does; other errors as they are.
-fn named_column(e: Error, columns: &[String], target: &Schema) -> Error {
+/// The CSV reader's error for a value it cannot parse, naming the column of `read_as` (the
+/// files' columns as the reader read them; it gives the position) and the type it was read
+/// as; its line numbers count from where its part of a file began, so they are left out.
+/// Other errors as they are.
+fn named_column(e: Error, read_as: &Schema) -> Error {
     static VALUE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?s)Error while parsing value '(.*)' as type '[^']*' for column (\d+) at line \d+\. Row data: '(.*)'$").unwrap()
+        regex::Regex::new(r"(?s)Parser error: Error while parsing value '(.*)' as type '[^']*' for column (\d+) at line \d+\. Row data: '(.*)'$").unwrap()
     });
     static TIME: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?s)Error parsing column (\d+) at line \d+: (?:Parser error: )?(.*)$")
-            .unwrap()
+        regex::Regex::new(
+            r"(?s)Parser error: Error parsing column (\d+) at line \d+: (?:Parser error: )?(.*)$",
+        )
+        .unwrap()
     });
     let text = e.to_string();
-    let name_of = |i: &str| i.parse::<usize>().ok().and_then(|i| columns.get(i));
-    let said = if let Some(at) = VALUE.captures(&text)
-        && let Some(name) = name_of(&at[2])
+    let field = |i: &str| {
+        i.parse::<usize>()
+            .ok()
+            .filter(|&i| i < read_as.fields().len())
+            .map(|i| read_as.field(i))
+    };
+    let (name, said) = if let Some(at) = VALUE.captures(&text)
+        && let Some(f) = field(&at[2])
     {
-        let kind = target
-            .fields()
-            .iter()
-            .find(|f| f.name().eq_ignore_ascii_case(name))
-            .map(|f| crate::engine::types::type_name(f.data_type()))
-            .unwrap_or_default();
+        let row: String = at[3].chars().take(200).collect();
+        let more = if row.len() < at[3].len() { "..." } else { "" };
         (
-            name,
+            f.name(),
             format!(
-                "the text '{}' does not read as {kind} (in the row {})",
-                &at[1], &at[3]
+                "the text '{}' does not read as {} (in the row {row}{more})",
+                &at[1],
+                crate::engine::types::type_name(f.data_type())
             ),
         )
     } else if let Some(at) = TIME.captures(&text)
-        && let Some(name) = name_of(&at[1])
+        && let Some(f) = field(&at[1])
     {
-        (name, at[2].to_string())
+        (f.name(), at[2].to_string())
     } else {
         return e;
     };
-    Error::Type(format!("column '{}' cannot be written: {}", said.0, said.1))
+    Error::Type(format!("column '{name}' cannot be written: {said}"))
 }
 
 fn copy_options(pairs: &[(String, String)]) -> Result<CopyOptions> {
@@ -306,18 +323,8 @@ async fn read(
     c: &CopyInto,
     found: &[SourceFile],
     options: &ReadOptions,
-    target: &Schema,
+    schema: SchemaRef,
 ) -> Result<(DataFrame, Scratch, Option<crate::engine::bind::Bound>)> {
-    let mut schema = session.file_schema("COPY INTO", found, options).await?;
-    let text_columns = options.format == Format::Csv
-        && options.schema.is_none()
-        && !options.infer_types
-        && c.select.is_none()
-        && matches!(c.columns, CopyColumns::ByName);
-    if text_columns {
-        let zone = crate::engine::zone::session_zone(session.ctx().state().config_options());
-        schema = parsed_as_read(&schema, target, zone.is_some());
-    }
     let files = session.file_table(found, schema, options)?;
     let mut scratch = Scratch::default();
     let Some(items) = &c.select else {

@@ -337,13 +337,13 @@ async fn read(
     Ok((df, scratch, Some(bound)))
 }
 
-/// The CSV columns `text` (all STRING) with the numbers and times of the target columns they
-/// fill read as such by the CSV reader: it parses them as the cast from text after the read
-/// would (Arrow's same parsers, empty fields NULL either way), without building the text
-/// first. Integers and floating-point numbers; TIMESTAMP_NTZ, and TIMESTAMP when the
-/// session's zone is UTC (read zone-less, the same instants, then labelled UTC). Other types
-/// (decimals, dates, booleans: their casts from text read more than the CSV reader does)
-/// stay text and are cast after the read.
+/// The CSV columns `text` (all STRING) with the numbers, dates and times of the target columns
+/// they fill read as such by the CSV reader: it parses them as the cast from text after the
+/// read would (Arrow's same parsers, empty fields NULL either way), without building the
+/// text first. Integers, floating-point numbers and dates; TIMESTAMP_NTZ, and TIMESTAMP when
+/// the session's zone is UTC (read zone-less, the same instants, then labelled UTC). Other
+/// types (decimals and booleans: the CSV reader's rules for them are not the cast's) stay
+/// text and are cast after the read.
 fn parsed_as_read(text: &Schema, target: &Schema, zoned_session: bool) -> SchemaRef {
     use datafusion::arrow::datatypes::{Field, TimeUnit};
     let fields: Vec<Field> = text
@@ -360,7 +360,8 @@ fn parsed_as_read(text: &Schema, target: &Schema, zoned_session: bool) -> Schema
                 | DataType::Int32
                 | DataType::Int64
                 | DataType::Float32
-                | DataType::Float64) => Some(d.clone()),
+                | DataType::Float64
+                | DataType::Date32) => Some(d.clone()),
                 DataType::Timestamp(_, None) => {
                     Some(DataType::Timestamp(TimeUnit::Microsecond, None))
                 }

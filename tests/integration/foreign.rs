@@ -219,6 +219,84 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
     assert!(out.contains("late,first\n2,19919\n"), "{out}");
 }
 
+/// A SQLite file in WAL mode that its application holds open, with commits still in the WAL
+/// (not yet checkpointed into the file): the read-only reads see every committed row and
+/// leave the file in WAL mode.
+#[test]
+fn a_sqlite_file_its_application_holds_open_in_wal_mode_reads_whole() {
+    use std::io::{BufRead, BufReader, Write};
+    let (d, wh) = warehouse();
+    let db = d.path().join("app.db");
+    let script = format!(
+        "import sqlite3, sys\n\
+         c = sqlite3.connect({p:?})\n\
+         c.execute('PRAGMA journal_mode=WAL')\n\
+         c.execute('PRAGMA wal_autocheckpoint=0')\n\
+         c.execute('CREATE TABLE events (id INTEGER, note TEXT)')\n\
+         c.executemany('INSERT INTO events VALUES (?, ?)', [(i, 'n%d' % i) for i in range(1000)])\n\
+         c.commit()\n\
+         print('ready', flush=True)\n\
+         sys.stdin.readline()\n\
+         c.execute('INSERT INTO events VALUES (1000, \\'late\\')')\n\
+         c.commit()\n\
+         print('more', flush=True)\n\
+         sys.stdin.readline()\n",
+        p = db.display().to_string()
+    );
+    let mut app = Command::new("python3")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(app.stdout.take().unwrap());
+    let mut line = String::new();
+    said.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    assert!(d.path().join("app.db-wal").exists());
+    let create = format!(
+        "CREATE CONNECTION app TYPE sqlite OPTIONS (path '{}')",
+        db.display()
+    );
+    let out = ok_env(
+        &wh,
+        &[],
+        &[
+            &create,
+            "CREATE FOREIGN CATALOG app USING CONNECTION app",
+            "SELECT count(*) AS events, max(id) AS last FROM app.main.events",
+        ],
+    );
+    assert!(out.contains("events,last\n1000,999\n"), "{out}");
+    // A commit the application makes meanwhile is in the next statement's read.
+    let mut stdin = app.stdin.take().unwrap();
+    writeln!(stdin).unwrap();
+    line.clear();
+    said.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "more");
+    let out = ok_env(
+        &wh,
+        &[],
+        &[
+            "SELECT count(*) AS events, max(note) FILTER (WHERE id = 1000) AS late FROM app.main.events",
+        ],
+    );
+    assert!(out.contains("events,late\n1001,late\n"), "{out}");
+    writeln!(stdin).unwrap();
+    assert!(app.wait().unwrap().success());
+    let mode = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import sqlite3; print(sqlite3.connect({:?}).execute('PRAGMA journal_mode').fetchone()[0])",
+                db.display().to_string()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&mode.stdout).trim(), "wal");
+}
+
 #[test]
 fn a_sqlite_file_is_a_catalog_of_tables() {
     let (d, wh) = warehouse();

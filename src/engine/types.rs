@@ -177,7 +177,7 @@ pub fn cast_strict(
             &DataType::Timestamp(*unit, None),
             &strict,
         )?;
-        return Ok(labelled(&naive, zone));
+        return labelled(&naive, zone);
     }
     // A zone-less timestamp bound for a UTC one: Arrow's cast reads it as a wall-clock time in
     // UTC, the same number; labelled without a zone lookup for every value.
@@ -186,7 +186,7 @@ pub fn cast_strict(
         && from == unit
         && crate::engine::zone::is_utc(zone)
     {
-        return Ok(labelled(values, zone));
+        return labelled(values, zone);
     }
     // A zoned timestamp becomes a zone-less one as its wall-clock time in its zone (the
     // session's), as Spark casts TIMESTAMP to TIMESTAMP_NTZ; Arrow keeps UTC's.
@@ -203,39 +203,19 @@ pub fn cast_strict(
 fn labelled(
     naive: &datafusion::arrow::array::ArrayRef,
     zone: &Arc<str>,
-) -> datafusion::arrow::array::ArrayRef {
-    use datafusion::arrow::array::AsArray;
-    use datafusion::arrow::datatypes::{
-        TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-        TimestampSecondType,
+) -> std::result::Result<datafusion::arrow::array::ArrayRef, datafusion::arrow::error::ArrowError> {
+    let DataType::Timestamp(unit, _) = naive.data_type() else {
+        return Err(datafusion::arrow::error::ArrowError::CastError(format!(
+            "{} is not a timestamp",
+            naive.data_type()
+        )));
     };
-    let zone = zone.clone();
-    match naive.data_type() {
-        DataType::Timestamp(TimeUnit::Second, _) => Arc::new(
-            naive
-                .as_primitive::<TimestampSecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-        DataType::Timestamp(TimeUnit::Millisecond, _) => Arc::new(
-            naive
-                .as_primitive::<TimestampMillisecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-        DataType::Timestamp(TimeUnit::Microsecond, _) => Arc::new(
-            naive
-                .as_primitive::<TimestampMicrosecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-        _ => Arc::new(
-            naive
-                .as_primitive::<TimestampNanosecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-    }
+    let data = naive
+        .to_data()
+        .into_builder()
+        .data_type(DataType::Timestamp(*unit, Some(zone.clone())))
+        .build()?;
+    Ok(datafusion::arrow::array::make_array(data))
 }
 
 /// A zoned timestamp array as zone-less microseconds: each instant's wall-clock time in `zone`.

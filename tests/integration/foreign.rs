@@ -38,6 +38,28 @@ pub(crate) fn err_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> Strin
     err
 }
 
+/// Run `script` with Python; what it printed.
+fn python3(script: &str) -> String {
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The journal mode of the SQLite file at `db`, as SQLite reports it (`delete`, `wal`, ...).
+fn journal_mode(db: &Path) -> String {
+    python3(&format!(
+        "import sqlite3; print(sqlite3.connect({:?}).execute('PRAGMA journal_mode').fetchone()[0])",
+        db.display().to_string()
+    ))
+}
+
 /// A SQLite database with an `orders` table, made by Python's sqlite3 module.
 fn sqlite_db(dir: &Path) -> PathBuf {
     let path = dir.join("shop.db");
@@ -50,15 +72,7 @@ fn sqlite_db(dir: &Path) -> PathBuf {
          c.commit()\n",
         p = path.display().to_string()
     );
-    let out = Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python3(&script);
     path
 }
 
@@ -91,15 +105,7 @@ fn a_sqlite_table_is_typed_by_its_declarations_not_its_first_row() {
          c.commit()\n",
         p = path.display().to_string()
     );
-    let out = Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python3(&script);
     let create = format!(
         "CREATE CONNECTION lite TYPE sqlite OPTIONS (path '{}')",
         path.display()
@@ -284,17 +290,7 @@ fn a_sqlite_file_its_application_holds_open_in_wal_mode_reads_whole() {
     assert!(out.contains("events,late\n1001,late\n"), "{out}");
     writeln!(stdin).unwrap();
     assert!(app.wait().unwrap().success());
-    let mode = Command::new("python3")
-        .args([
-            "-c",
-            &format!(
-                "import sqlite3; print(sqlite3.connect({:?}).execute('PRAGMA journal_mode').fetchone()[0])",
-                db.display().to_string()
-            ),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&mode.stdout).trim(), "wal");
+    assert_eq!(journal_mode(&db), "wal");
 }
 
 #[test]
@@ -345,17 +341,7 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
     assert!(out.contains("\nshop\n"), "{out}");
     // Reading changed nothing about the file: not its journal mode (a WAL journal would
     // change how the application that owns it writes), no journal files beside it.
-    let mode = Command::new("python3")
-        .args([
-            "-c",
-            &format!(
-                "import sqlite3; print(sqlite3.connect({:?}).execute('PRAGMA journal_mode').fetchone()[0])",
-                db.display().to_string()
-            ),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&mode.stdout).trim(), "delete");
+    assert_eq!(journal_mode(&db), "delete");
     for beside in ["shop.db-wal", "shop.db-shm", "shop.db-journal"] {
         assert!(!d.path().join(beside).exists(), "{beside}");
     }

@@ -102,6 +102,7 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
     }
 
     let target = arrow_schema(&t)?;
+    let zone = crate::engine::zone::session_zone(session.ctx().state().config_options());
     let mut schema = session.file_schema("COPY INTO", &found, &options).await?;
     // Text columns of CSV files loaded by name: those that fill numbers and times the CSV
     // reader parses as it reads.
@@ -110,10 +111,7 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
         && !options.infer_types
         && c.select.is_none()
         && matches!(c.columns, CopyColumns::ByName))
-    .then(|| {
-        let zone = crate::engine::zone::session_zone(session.ctx().state().config_options());
-        parsed_as_read(&schema, &target, zone.is_some())
-    });
+    .then(|| parsed_as_read(&schema, &target, zone.is_some()));
     if let Some(p) = &parsed {
         schema = p.clone();
     }
@@ -121,7 +119,6 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
     // tidemark's own writer casts each column (naming it on a bad value); delta-rs' writer
     // needs the rows in the target's types.
     let plain = plain_appends(&t)? && !copy.merge_schema;
-    let zone = crate::engine::zone::session_zone(session.ctx().state().config_options());
     let rows = meet_target(
         rows,
         &target,

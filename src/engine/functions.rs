@@ -1035,6 +1035,55 @@ pub(crate) fn to_timestamp_in(is_try: bool, zone: &str) -> ScalarUDF {
     ScalarUDF::from(spark_time::ToTimestamp::new(is_try, &config))
 }
 
+/// The text a cast to TIMESTAMP_NTZ reads: each value without the zone after its time, as
+/// Spark reads `'2024-01-01 10:00:00+02:00'` (10:00; Arrow's cast would apply the offset and
+/// give 08:00). The session's casts write `CAST(text AS TIMESTAMP_NTZ)` through it.
+pub(crate) fn wall_clock_text() -> Arc<ScalarUDF> {
+    static UDF: std::sync::OnceLock<Arc<ScalarUDF>> = std::sync::OnceLock::new();
+    UDF.get_or_init(|| {
+        Arc::new(ScalarUDF::from(WallClockText {
+            signature: Signature::uniform(
+                1,
+                vec![DataType::Utf8, DataType::LargeUtf8, DataType::Utf8View],
+                Volatility::Immutable,
+            ),
+        }))
+    })
+    .clone()
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct WallClockText {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for WallClockText {
+    fn name(&self) -> &str {
+        "__tidemark_wall_clock_text"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(args.first().cloned().unwrap_or(DataType::Utf8))
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let values = args.args[0].to_array(args.number_rows)?;
+        let dropped = crate::engine::types::without_zones(&values)?;
+        // The input's own type (a view of text stays one).
+        let dropped = datafusion::arrow::compute::cast(&dropped, values.data_type())?;
+        Ok(if scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&dropped, 0)?)
+        } else {
+            ColumnarValue::Array(dropped)
+        })
+    }
+}
+
 /// `current_timezone()`: the session's time zone (`SET TIME ZONE`).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CurrentTimezone {

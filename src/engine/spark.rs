@@ -429,6 +429,18 @@ fn chrono_pattern(function: &str, e: &Expr) -> Result<String> {
     Ok(quoted(&super::functions::parsing_offsets(&chrono)))
 }
 
+/// Whether a chrono format (quoted) reads a zone or an offset (`%z`, `%:z`, `%Z`, ...).
+fn names_a_zone(chrono: &str) -> bool {
+    let mut chars = chrono.chars();
+    while let Some(c) = chars.next() {
+        // A specifier, past its modifiers (`%%` is a literal percent sign).
+        if c == '%' && matches!(chars.find(|c| !matches!(c, ':' | '#')), Some('z' | 'Z')) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Spark's spellings of query clauses DataFusion knows by other names: `MINUS` is `EXCEPT`,
 /// `SEMI JOIN`/`ANTI JOIN` are `LEFT SEMI`/`LEFT ANTI`, and `SORT BY` (an order within each
 /// partition; tidemark's result is one partition) is `ORDER BY`.
@@ -1254,6 +1266,25 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             "to_timestamp_micros({s}, {})",
             chrono_pattern("to_timestamp", exprs[1])?
         ),
+        // Databricks' names for the two kinds of timestamp (a TIMESTAMP is an LTZ).
+        ("to_timestamp_ltz", [x]) if scalar => format!("{}({x})", super::functions::TO_TIMESTAMP),
+        ("to_timestamp_ltz", [s, _]) if scalar => format!(
+            "to_timestamp_micros({s}, {})",
+            chrono_pattern("to_timestamp_ltz", exprs[1])?
+        ),
+        ("to_timestamp_ntz", [x]) if scalar => format!("CAST({x} AS TIMESTAMP_NTZ)"),
+        // The wall-clock time the format reads (as an instant in the session's zone, whose
+        // wall clock it then is).
+        ("to_timestamp_ntz", [s, _]) if scalar => {
+            let pattern = chrono_pattern("to_timestamp_ntz", exprs[1])?;
+            if names_a_zone(&pattern) {
+                return Err(Error::Invalid(format!(
+                    "to_timestamp_ntz: the format {} reads a time zone, which a TIMESTAMP_NTZ has none of: use to_timestamp for an instant, or leave the zone out of the format",
+                    exprs[1]
+                )));
+            }
+            format!("CAST(to_timestamp_micros({s}, {pattern}) AS TIMESTAMP_NTZ)")
+        }
         ("to_unix_timestamp", [x]) if scalar => whole_seconds(&format!("CAST({x} AS TIMESTAMP)")),
         ("to_unix_timestamp", [s, _]) if scalar => whole_seconds(&format!(
             "to_timestamp_micros({s}, {})",

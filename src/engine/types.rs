@@ -188,6 +188,15 @@ pub fn cast_strict(
     {
         return labelled(values, zone);
     }
+    // Text bound for a TIMESTAMP_NTZ is its wall-clock time: a zone after it is dropped, as
+    // Spark reads it (Arrow's cast would apply it).
+    if let (
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View,
+        DataType::Timestamp(_, None),
+    ) = (values.data_type(), to)
+    {
+        return datafusion::arrow::compute::cast_with_options(&without_zones(values)?, to, &strict);
+    }
     // A zoned timestamp becomes a zone-less one as its wall-clock time in its zone (the
     // session's), as Spark casts TIMESTAMP to TIMESTAMP_NTZ; Arrow keeps UTC's.
     if let (DataType::Timestamp(_, Some(zone)), DataType::Timestamp(_, None)) =
@@ -197,6 +206,54 @@ pub fn cast_strict(
         return datafusion::arrow::compute::cast_with_options(&local, to, &strict);
     }
     datafusion::arrow::compute::cast_with_options(values, to, &strict)
+}
+
+/// Text that names a time and then a zone (`+02:00`, `Z`, ` America/New_York`, after the
+/// time as Arrow's parser reads it) without the zone: the wall-clock time, which is what
+/// Spark reads as a TIMESTAMP_NTZ. None when there is no zone to drop (a zone that does not
+/// read is left for the parser's error).
+pub fn wall_clock_text(s: &str) -> Option<&str> {
+    let bytes = s.as_bytes();
+    if bytes.len() <= 11 || !matches!(bytes[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let end = 11
+        + bytes[11..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit() || matches!(b, b':' | b'.'))
+            .count();
+    let zone = s[end..].trim_start();
+    if zone.is_empty() {
+        return None;
+    }
+    let known = zone.eq_ignore_ascii_case("z")
+        || zone
+            .parse::<datafusion::arrow::array::timezone::Tz>()
+            .is_ok();
+    known.then(|| &s[..end])
+}
+
+/// Text values with the zone after each time dropped ([`wall_clock_text`]); the values
+/// themselves when none has one.
+pub fn without_zones(
+    values: &datafusion::arrow::array::ArrayRef,
+) -> std::result::Result<datafusion::arrow::array::ArrayRef, datafusion::arrow::error::ArrowError> {
+    use datafusion::arrow::array::{Array, AsArray, StringArray};
+    let text = datafusion::arrow::compute::cast(values, &DataType::Utf8)?;
+    let strings = text.as_string::<i32>();
+    if !strings
+        .iter()
+        .flatten()
+        .any(|s| wall_clock_text(s).is_some())
+    {
+        return Ok(values.clone());
+    }
+    let dropped: StringArray = strings
+        .iter()
+        .map(|v| v.map(|s| wall_clock_text(s).unwrap_or(s)))
+        .collect();
+    debug_assert_eq!(dropped.len(), values.len());
+    Ok(Arc::new(dropped))
 }
 
 /// The zone-less timestamps `naive` as the same numbers labelled `zone`.
@@ -546,4 +603,31 @@ pub fn empty_strings_as_null_df(
         })
         .collect();
     Ok(df.select(exprs)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wall_clock_text;
+
+    #[test]
+    fn a_zone_after_the_time_is_dropped_and_nothing_else() {
+        for (text, wall) in [
+            ("2024-01-01 10:00:00+02:00", "2024-01-01 10:00:00"),
+            ("2024-01-01T10:00:00.123456Z", "2024-01-01T10:00:00.123456"),
+            ("2024-01-01T10:00:00-0500", "2024-01-01T10:00:00"),
+            ("2024-01-01 10:00 America/New_York", "2024-01-01 10:00"),
+            ("2024-01-01 10:00:00 +02:00", "2024-01-01 10:00:00"),
+        ] {
+            assert_eq!(wall_clock_text(text), Some(wall), "{text}");
+        }
+        for text in [
+            "2024-01-01",
+            "2024-01-01 10:00:00",
+            "2024-01-01T10:00:00.5",
+            "2024-01-01 10:00:00 nowhere",
+            "20240101 10:00:00+02:00",
+        ] {
+            assert_eq!(wall_clock_text(text), None, "{text}");
+        }
+    }
 }

@@ -255,8 +255,9 @@ impl AnalyzerRule for SessionZone {
     }
 }
 
-/// The analyzer rule that runs after types are coerced: casts into and out of zoned
-/// timestamps as Spark has them under the session's zone. A zoned timestamp becomes a
+/// The analyzer rule that runs after types are coerced: text cast to TIMESTAMP_NTZ read as
+/// its wall-clock time ([`wall_clock_casts`]), and casts into and out of zoned timestamps as
+/// Spark has them under the session's zone. A zoned timestamp becomes a
 /// zone-less one (TIMESTAMP_NTZ, and a comparison with a DATE) as its wall-clock time in its
 /// zone (the engine's cast keeps the time UTC reads); text, a zone-less timestamp or a date
 /// becomes a timestamp zoned otherwise (a table's UTC) as the session's zone reads it.
@@ -269,9 +270,7 @@ impl AnalyzerRule for SessionZoneCasts {
         plan: LogicalPlan,
         config: &ConfigOptions,
     ) -> datafusion::common::Result<LogicalPlan> {
-        let Some(zone) = session_zone(config) else {
-            return Ok(plan);
-        };
+        let zone = session_zone(config);
         plan.transform_up_with_subqueries(|node| {
             let mut schema = DFSchema::empty();
             for input in node.inputs() {
@@ -284,7 +283,11 @@ impl AnalyzerRule for SessionZoneCasts {
             );
             node.map_expressions(|e| {
                 let name = e.qualified_name();
-                let t = zone_casts(e, &schema, &zone)?;
+                let t = wall_clock_casts(e, &schema)?;
+                let t = match &zone {
+                    Some(zone) => t.transform_data(|e| zone_casts(e, &schema, zone))?,
+                    None => t,
+                };
                 if outputs && t.transformed && t.data.qualified_name() != name {
                     return Ok(t.update_data(|e| e.alias_qualified(name.0, name.1)));
                 }
@@ -310,10 +313,45 @@ pub fn typed(
     let mut coercion =
         datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&shared);
     let typed = expr.rewrite(&mut coercion)?.data;
+    let typed = wall_clock_casts(typed, schema)?.data;
     match zone {
         Some(zone) => Ok(zone_casts(typed, schema, zone)?.data),
         None => Ok(typed),
     }
+}
+
+/// Every cast of text to TIMESTAMP_NTZ in `e` (typed against `schema`) through
+/// [`wall_clock_text`](crate::engine::functions::wall_clock_text): a zone in the text is
+/// dropped, not applied, as Spark reads it. In any session zone.
+pub fn wall_clock_casts(
+    e: Expr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    let udf = crate::engine::functions::wall_clock_text();
+    e.transform_up(|e| {
+        let (inner, field) = match &e {
+            Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
+                if matches!(field.data_type(), DataType::Timestamp(_, None)) =>
+            {
+                (expr, field)
+            }
+            _ => return Ok(Transformed::no(e)),
+        };
+        let text = matches!(
+            inner.get_type(schema),
+            Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+        );
+        let done = matches!(inner.as_ref(), Expr::ScalarFunction(f) if f.func.name() == udf.name());
+        if !text || done {
+            return Ok(Transformed::no(e));
+        }
+        let read = udf.call(vec![*inner.clone()]);
+        let field = field.clone();
+        Ok(Transformed::yes(match e {
+            Expr::TryCast(_) => Expr::TryCast(TryCast::new_from_field(Box::new(read), field)),
+            _ => Expr::Cast(Cast::new_from_field(Box::new(read), field)),
+        }))
+    })
 }
 
 /// [`SessionZoneCasts`] on one expression (typed against `schema`): DML conditions and values

@@ -186,14 +186,73 @@ impl Session {
             .collect::<Result<Vec<_>>>()?;
         let compression = one_compression(files, options.format)?;
         let schema = in_session_zone(schema, options.format, &self.ctx.state());
+        let (schema, wall_clocks) = wall_clocks_as_text(schema, options);
         let listing = ListingOptions::new(options.file_format(self, false, compression))
             .with_file_extension("");
         // CSV columns are read by position: the schema's names are the header's or `_cN`.
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(listing)
             .with_schema(schema);
-        Ok(Arc::new(ListingTable::try_new(config)?))
+        let table: Arc<dyn TableProvider> = Arc::new(ListingTable::try_new(config)?);
+        if wall_clocks.is_empty() {
+            return Ok(table);
+        }
+        // The TIMESTAMP_NTZ columns, read as text, as their wall-clock times.
+        use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast};
+        let scan = LogicalPlanBuilder::scan(
+            "files",
+            datafusion::datasource::provider_as_source(table.clone()),
+            None,
+        )?;
+        let read = table.schema();
+        let columns = read.fields().iter().map(|f| {
+            let column = Expr::Column(datafusion::common::Column::new_unqualified(f.name()));
+            match wall_clocks.get(f.name()) {
+                Some(ntz) => cast(
+                    super::functions::wall_clock_text().call(vec![column]),
+                    ntz.clone(),
+                )
+                .alias(f.name()),
+                None => column,
+            }
+        });
+        let plan = scan.project(columns.collect::<Vec<_>>())?.build()?;
+        Ok(Arc::new(datafusion::catalog::view::ViewTable::new(
+            plan, None,
+        )))
     }
+}
+
+/// `schema` with the TIMESTAMP_NTZ columns of a given schema (`schema => '..'`) read as text,
+/// and those columns' types, for CSV and JSON: Arrow's readers apply a zone written after a
+/// time, where Spark drops it, so the text is read and cast after
+/// ([`super::functions::wall_clock_text`]). (A TIMESTAMP_NTZ inside a JSON struct or array is
+/// read by the reader. COPY INTO's own typed read of a TIMESTAMP, zone-less then labelled
+/// UTC, applies zones on purpose: it gives no schema.)
+fn wall_clocks_as_text(
+    schema: SchemaRef,
+    options: &ReadOptions,
+) -> (SchemaRef, std::collections::HashMap<String, DataType>) {
+    let mut wall_clocks = std::collections::HashMap::new();
+    if options.format == Format::Parquet || options.schema.is_none() {
+        return (schema, wall_clocks);
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(_, None) => {
+                wall_clocks.insert(f.name().clone(), f.data_type().clone());
+                f.as_ref().clone().with_data_type(DataType::Utf8)
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    if wall_clocks.is_empty() {
+        return (schema, wall_clocks);
+    }
+    let schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    (schema, wall_clocks)
 }
 
 impl Session {

@@ -337,8 +337,8 @@ async fn read(
 /// The CSV columns `text` (all STRING) with the numbers, dates and times of the target columns
 /// they fill read as such by the CSV reader: it parses them as the cast from text after the
 /// read would (Arrow's same parsers, empty fields NULL either way), without building the
-/// text first. Integers, floating-point numbers and dates; TIMESTAMP_NTZ, and TIMESTAMP when
-/// the session's zone is UTC (read zone-less, the same instants, then labelled UTC). Other
+/// text first. Integers, floating-point numbers and dates; TIMESTAMP when the session's zone
+/// is UTC (read zone-less, the same instants, then labelled UTC). Other
 /// types (decimals and booleans: the CSV reader's rules for them are not the cast's) stay
 /// text and are cast after the read.
 fn parsed_as_read(text: &Schema, target: &Schema, zoned_session: bool) -> SchemaRef {
@@ -359,9 +359,8 @@ fn parsed_as_read(text: &Schema, target: &Schema, zoned_session: bool) -> Schema
                 | DataType::Float32
                 | DataType::Float64
                 | DataType::Date32) => Some(d.clone()),
-                DataType::Timestamp(_, None) => {
-                    Some(DataType::Timestamp(TimeUnit::Microsecond, None))
-                }
+                // (Not TIMESTAMP_NTZ: the reader would apply a zone after the time, where
+                // Spark drops it; the cast after the read drops it.)
                 DataType::Timestamp(_, Some(zone))
                     if !zoned_session && crate::engine::zone::is_utc(zone) =>
                 {

@@ -24,9 +24,14 @@ pub(crate) use listing::{
 };
 pub(crate) use options::{Format, ReadOptions, Reader, Walk};
 
+use futures::StreamExt;
+
 use super::Session;
 use super::types::type_name;
 use crate::error::{Error, Result};
+
+/// Files whose columns are read at once (a header or a footer each: their reads overlap).
+const FILES_AT_ONCE: usize = 8;
 
 impl Session {
     /// The columns of `files` read with `options`: as given, else inferred from every file
@@ -44,24 +49,18 @@ impl Session {
             return Ok(s.clone());
         }
         let state = self.ctx.state();
+        // Several files at once (their reads overlap), merged in their order.
+        // (Collected first: a stream over a closure would not be `Send` for every lifetime.)
+        let reads: Vec<_> = files
+            .iter()
+            .map(|f| self.file_columns(f, options, &state))
+            .collect();
+        let mut inferred_all = futures::stream::iter(reads)
+            .buffered(FILES_AT_ONCE)
+            .zip(futures::stream::iter(files));
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
-        for file in files {
-            let compression = compression_of(&file.text()).1;
-            let inferred = match options.format {
-                Format::Csv => {
-                    let format = options.csv_format(options.infer_types, compression);
-                    self.infer_csv(file, format).await
-                }
-                _ => {
-                    let store = self.files_store(file)?;
-                    let format = options.file_format(self, options.infer_types, compression);
-                    let meta = object_meta(file)?;
-                    format
-                        .infer_schema(&state, &store, std::slice::from_ref(&meta))
-                        .await
-                }
-            };
-            let schema = inferred.map_err(|e| {
+        while let Some((inferred, file)) = inferred_all.next().await {
+            let schema = inferred?.map_err(|e| {
                 Error::Invalid(format!(
                     "{who}: cannot read {} as {}: {e}",
                     file.shown(),
@@ -94,6 +93,30 @@ impl Session {
         Ok(Arc::new(Schema::new(fields)))
     }
 
+    /// The columns of one file as `options` read them (the file's own error inside).
+    async fn file_columns(
+        &self,
+        file: &SourceFile,
+        options: &ReadOptions,
+        state: &datafusion::execution::SessionState,
+    ) -> Result<datafusion::error::Result<SchemaRef>> {
+        let compression = compression_of(&file.text()).1;
+        Ok(match options.format {
+            Format::Csv => {
+                let format = options.csv_format(options.infer_types, compression);
+                self.infer_csv(file, format).await
+            }
+            _ => {
+                let store = self.files_store(file)?;
+                let format = options.file_format(self, options.infer_types, compression);
+                let meta = object_meta(file)?;
+                format
+                    .infer_schema(state, &store, std::slice::from_ref(&meta))
+                    .await
+            }
+        })
+    }
+
     /// CSV columns are read by position: with a header, each file's must name the given
     /// columns, in their order (else values would land in the wrong columns).
     async fn check_headers(
@@ -108,11 +131,18 @@ impl Session {
             .iter()
             .map(|f| f.name().to_lowercase())
             .collect();
-        for file in files {
-            let compression = compression_of(&file.text()).1;
-            let header = self
-                .infer_csv(file, options.csv_format(false, compression))
-                .await
+        let headers: Vec<_> = files
+            .iter()
+            .map(|file| {
+                let compression = compression_of(&file.text()).1;
+                self.infer_csv(file, options.csv_format(false, compression))
+            })
+            .collect();
+        let mut headers = futures::stream::iter(headers)
+            .buffered(FILES_AT_ONCE)
+            .zip(futures::stream::iter(files));
+        while let Some((header, file)) = headers.next().await {
+            let header = header
                 .map_err(|e| Error::Invalid(format!("{who}: cannot read {}: {e}", file.shown())))?;
             let names: Vec<String> = header
                 .fields()
@@ -268,8 +298,18 @@ impl Session {
         use datafusion::error::DataFusionError;
         use deltalake::logstore::object_store::ObjectStoreExt;
         use futures::{StreamExt, TryStreamExt};
+        let limit = format
+            .options()
+            .schema_infer_max_rec
+            .unwrap_or(datafusion::datasource::file_format::DEFAULT_SCHEMA_INFER_MAX_RECORD);
+        // The header alone (no inference) is in the first few KiB.
+        let first = if limit == 0 {
+            HEADER_BYTES
+        } else {
+            records::FIRST
+        };
         let bytes = match file.local() {
-            Some(path) => local_chunks(path).await?,
+            Some(path) => local_chunks(path, first).await?,
             None => {
                 let store = self
                     .files_store(file)
@@ -292,10 +332,7 @@ impl Session {
             comment: o.comment,
             terminator: o.terminator,
         };
-        let records = records::whole_records(compression.convert_stream(bytes)?, syntax);
-        let limit = o
-            .schema_infer_max_rec
-            .unwrap_or(datafusion::datasource::file_format::DEFAULT_SCHEMA_INFER_MAX_RECORD);
+        let records = records::whole_records(compression.convert_stream(bytes)?, syntax, first);
         let (schema, _) = format
             .infer_schema_from_stream(&self.ctx.state(), limit, records)
             .await?;
@@ -303,23 +340,26 @@ impl Session {
     }
 }
 
-/// The bytes of the local file at `path`, read in chunks of 64 KiB, then 4 MiB (the engine's
-/// store reads a local file 8 KiB at a time, each read a hop to a blocking thread: several
-/// times slower for a large file).
+/// The bytes read first from a CSV file whose header alone is wanted.
+const HEADER_BYTES: usize = 4 << 10;
+
+/// The bytes of the local file at `path`, read in chunks of `first` bytes, then 4 MiB (the
+/// engine's store reads a local file 8 KiB at a time, each read a hop to a blocking thread:
+/// several times slower for a large file).
 async fn local_chunks(
     path: std::path::PathBuf,
+    first: usize,
 ) -> datafusion::error::Result<
     futures::stream::BoxStream<'static, datafusion::error::Result<bytes::Bytes>>,
 > {
     use datafusion::error::DataFusionError;
     use futures::StreamExt;
-    const FIRST: usize = 64 << 10;
     const CHUNK: usize = 4 << 20;
     let blocking = |e: tokio::task::JoinError| DataFusionError::External(Box::new(e));
     let file = tokio::task::spawn_blocking(move || std::fs::File::open(path))
         .await
         .map_err(blocking)??;
-    let chunks = futures::stream::try_unfold((Some(file), FIRST), move |(file, size)| async move {
+    let chunks = futures::stream::try_unfold((Some(file), first), move |(file, size)| async move {
         let Some(mut file) = file else {
             return Ok(None);
         };

@@ -10,7 +10,7 @@ use datafusion::error::Result;
 
 /// The first chunk is small (a header, or a file read without inference, needs no more); the
 /// rest are large (each is a reader of its own).
-const FIRST: usize = 64 << 10;
+pub(super) const FIRST: usize = 64 << 10;
 const CHUNK: usize = 4 << 20;
 
 /// What the reader's options say a record looks like.
@@ -108,13 +108,14 @@ impl Cutter {
     }
 }
 
-/// `input` as chunks of whole records: a first of about 64 KiB, then about 4 MiB each (a
-/// record longer than that is one chunk). What follows the last record boundary (a last
-/// record without a terminator, or an unterminated quote the reader will report) is the
-/// last chunk.
+/// `input` as chunks of whole records: a first of about `first` bytes (or the first record,
+/// if longer), then about 4 MiB each (a record longer than that is one chunk). What follows
+/// the last record boundary (a last record without a terminator, or an unterminated quote the
+/// reader will report) is the last chunk.
 pub(super) fn whole_records(
     input: BoxStream<'static, Result<Bytes>>,
     syntax: Syntax,
+    first: usize,
 ) -> BoxStream<'static, Result<Bytes>> {
     struct Cut {
         input: Option<BoxStream<'static, Result<Bytes>>>,
@@ -135,7 +136,7 @@ pub(super) fn whole_records(
         pending: BytesMut::new(),
         boundary: 0,
         scanned: 0,
-        size: FIRST,
+        size: first,
     };
     futures::stream::try_unfold(start, |mut cut| async move {
         loop {
@@ -196,7 +197,7 @@ mod tests {
             .chunks(piece)
             .map(|c| Ok(Bytes::copy_from_slice(c)))
             .collect();
-        let stream = whole_records(futures::stream::iter(pieces).boxed(), syntax);
+        let stream = whole_records(futures::stream::iter(pieces).boxed(), syntax, FIRST);
         let chunks: Vec<Result<Bytes>> = futures::executor::block_on(stream.collect::<Vec<_>>());
         chunks
             .into_iter()

@@ -172,11 +172,7 @@ pub fn cast_strict(
     ) = (values.data_type(), to)
         && crate::engine::zone::is_utc(zone)
     {
-        let naive = datafusion::arrow::compute::cast_with_options(
-            values,
-            &DataType::Timestamp(*unit, None),
-            &strict,
-        )?;
+        let naive = text_to_naive(values, *unit, &strict)?;
         return labelled(&naive, zone);
     }
     // A zone-less timestamp bound for a UTC one: Arrow's cast reads it as a wall-clock time in
@@ -195,7 +191,10 @@ pub fn cast_strict(
         DataType::Timestamp(_, None),
     ) = (values.data_type(), to)
     {
-        return datafusion::arrow::compute::cast_with_options(&without_zones(values)?, to, &strict);
+        let DataType::Timestamp(unit, None) = to else {
+            unreachable!("matched above")
+        };
+        return text_to_naive(&without_zones(values)?, *unit, &strict);
     }
     // A zoned timestamp becomes a zone-less one as its wall-clock time in its zone (the
     // session's), as Spark casts TIMESTAMP to TIMESTAMP_NTZ; Arrow keeps UTC's.
@@ -254,6 +253,106 @@ pub fn without_zones(
         .collect();
     debug_assert_eq!(dropped.len(), values.len());
     Ok(Arc::new(dropped))
+}
+
+/// Text as zone-less timestamps of `unit`, as Arrow's cast reads it (a zone in the text is
+/// applied: the UTC time). Microseconds written the plain way (`2024-01-01 10:00:00`, with
+/// `T` or a fraction) are read by [`plain_micros`]; if any value is written otherwise, the
+/// whole array goes through Arrow's cast.
+fn text_to_naive(
+    values: &datafusion::arrow::array::ArrayRef,
+    unit: TimeUnit,
+    strict: &datafusion::arrow::compute::CastOptions,
+) -> std::result::Result<datafusion::arrow::array::ArrayRef, datafusion::arrow::error::ArrowError> {
+    use datafusion::arrow::array::{Array, AsArray, TimestampMicrosecondArray};
+    let arrow = || {
+        datafusion::arrow::compute::cast_with_options(
+            values,
+            &DataType::Timestamp(unit, None),
+            strict,
+        )
+    };
+    if unit != TimeUnit::Microsecond || values.data_type() != &DataType::Utf8 {
+        return arrow();
+    }
+    let text = values.as_string::<i32>();
+    let mut micros = Vec::with_capacity(text.len());
+    for i in 0..text.len() {
+        if text.is_null(i) {
+            micros.push(0);
+            continue;
+        }
+        match plain_micros(text.value(i).as_bytes()) {
+            Some(us) => micros.push(us),
+            None => return arrow(),
+        }
+    }
+    Ok(Arc::new(TimestampMicrosecondArray::new(
+        micros.into(),
+        text.nulls().cloned(),
+    )))
+}
+
+/// Microseconds since 1970 (UTC) of text written `YYYY-MM-DD HH:MM:SS` (`T` or `t` between,
+/// and up to nine digits of a fraction after a `.`), and nothing else: the value Arrow's
+/// parser gives it (a fraction finer than a microsecond dropped, as its cast does). None for
+/// any other text, and for a date or time that does not exist, which Arrow then reads or
+/// refuses itself.
+pub fn plain_micros(s: &[u8]) -> Option<i64> {
+    if s.len() < 19 || s.len() == 20 || s.len() > 29 {
+        return None;
+    }
+    let digit = |i: usize| {
+        let d = s[i].wrapping_sub(b'0');
+        (d < 10).then_some(d as i64)
+    };
+    let two = |i: usize| Some(digit(i)? * 10 + digit(i + 1)?);
+    if s[4] != b'-'
+        || s[7] != b'-'
+        || !matches!(s[10], b' ' | b'T' | b't')
+        || s[13] != b':'
+        || s[16] != b':'
+    {
+        return None;
+    }
+    let year = two(0)? * 100 + two(2)?;
+    let (month, day) = (two(5)?, two(8)?);
+    let (hour, minute, second) = (two(11)?, two(14)?, two(17)?);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return None,
+    };
+    if day == 0 || day > month_days || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let mut micros_in_second = 0;
+    if s.len() > 19 {
+        if s[19] != b'.' {
+            return None;
+        }
+        let mut nanos = 0;
+        for i in 20..s.len() {
+            nanos = nanos * 10 + digit(i)?;
+        }
+        micros_in_second = nanos * 10i64.pow((29 - s.len()) as u32) / 1000;
+    }
+    // Days since 1970-01-01 in the proleptic Gregorian calendar (a year from March on).
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    Some(seconds * 1_000_000 + micros_in_second)
 }
 
 /// The zone-less timestamps `naive` as the same numbers labelled `zone`.
@@ -607,7 +706,78 @@ pub fn empty_strings_as_null_df(
 
 #[cfg(test)]
 mod tests {
-    use super::wall_clock_text;
+    use super::{plain_micros, wall_clock_text};
+
+    /// The fast reading of plain timestamps gives Arrow's value for every text it takes, and
+    /// leaves every other text (or a time that does not exist) to Arrow.
+    #[test]
+    fn plain_timestamps_read_as_arrow_reads_them() {
+        use datafusion::arrow::compute::{CastOptions, cast_with_options};
+        use datafusion::arrow::datatypes::{DataType, TimeUnit};
+        let arrow = |s: &str| {
+            let text: datafusion::arrow::array::ArrayRef =
+                std::sync::Arc::new(datafusion::arrow::array::StringArray::from(vec![s]));
+            let strict = CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            cast_with_options(
+                &text,
+                &DataType::Timestamp(TimeUnit::Microsecond, None),
+                &strict,
+            )
+            .ok()
+            .map(|a| {
+                use datafusion::arrow::array::AsArray;
+                a.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>()
+                    .value(0)
+            })
+        };
+        let mut taken = 0;
+        let mut texts: Vec<String> = [
+            "1970-01-01 00:00:00",
+            "1969-12-31 23:59:59.999999",
+            "1969-12-31T23:59:59.9999999",
+            "0001-01-01 00:00:00",
+            "0000-03-01 00:00:00",
+            "9999-12-31 23:59:59.999999999",
+            "2024-02-29 12:34:56.5",
+            "2023-02-29 12:34:56",
+            "1900-02-29 00:00:00",
+            "2000-02-29 00:00:00",
+            "2024-13-01 00:00:00",
+            "2024-00-10 00:00:00",
+            "2024-04-31 00:00:00",
+            "2024-01-01 24:00:00",
+            "2024-01-01 23:60:00",
+            "2024-01-01 23:59:60",
+            "2024-01-01t10:00:00",
+            "2024-01-01 10:00:00.",
+            "2024-01-01 10:00:00Z",
+            "2024-01-01 10:00:00+02:00",
+            "2024-01-01 10:00",
+            "2024-1-01 10:00:00",
+            "+024-01-01 10:00:00",
+            "2024-01-01 10:00:00.1234567890",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every day of four years (a leap year among them), at a time with a fraction.
+        let mut day = chrono::NaiveDate::from_ymd_opt(1999, 1, 1).unwrap();
+        while day.year() < 2003 {
+            texts.push(format!("{day} 13:14:15.016017"));
+            day = day.succ_opt().unwrap();
+        }
+        use chrono::Datelike;
+        for text in &texts {
+            if let Some(us) = plain_micros(text.as_bytes()) {
+                taken += 1;
+                assert_eq!(Some(us), arrow(text), "{text}");
+            }
+        }
+        assert!(taken > 1_400, "{taken}");
+    }
 
     #[test]
     fn a_zone_after_the_time_is_dropped_and_nothing_else() {

@@ -51,7 +51,13 @@ pub(crate) async fn write_with(
                 Ok(match found {
                     Some(i) => crate::engine::types::cast_strict(batch.column(i), f.data_type())
                         .map_err(|e| {
-                            Error::Type(format!("column '{}' cannot be written: {e}", f.name()))
+                            use datafusion::arrow::error::ArrowError;
+                            // Arrow's own words, without its kind ("Parser error: ").
+                            let said = match e {
+                                ArrowError::ParseError(m) | ArrowError::CastError(m) => m,
+                                e => e.to_string(),
+                            };
+                            Error::Type(format!("column '{}' cannot be written: {said}", f.name()))
                         })?,
                     None => {
                         datafusion::arrow::array::new_null_array(f.data_type(), batch.num_rows())

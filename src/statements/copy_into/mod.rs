@@ -111,7 +111,7 @@ async fn attempt(session: &Session, c: &CopyInto, table: &TableName) -> Result<L
         && !options.infer_types
         && c.select.is_none()
         && matches!(c.columns, CopyColumns::ByName))
-    .then(|| parsed_as_read(&schema, &target, zone.is_some()));
+    .then(|| parsed_as_read(&schema, &target));
     if let Some(p) = &parsed {
         schema = p.clone();
     }
@@ -334,15 +334,15 @@ async fn read(
     Ok((df, scratch, Some(bound)))
 }
 
-/// The CSV columns `text` (all STRING) with the numbers, dates and times of the target columns
-/// they fill read as such by the CSV reader: it parses them as the cast from text after the
-/// read would (Arrow's same parsers, empty fields NULL either way), without building the
-/// text first. Integers, floating-point numbers and dates; TIMESTAMP when the session's zone
-/// is UTC (read zone-less, the same instants, then labelled UTC). Other
-/// types (decimals and booleans: the CSV reader's rules for them are not the cast's) stay
-/// text and are cast after the read.
-fn parsed_as_read(text: &Schema, target: &Schema, zoned_session: bool) -> SchemaRef {
-    use datafusion::arrow::datatypes::{Field, TimeUnit};
+/// The CSV columns `text` (all STRING) with the numbers and dates of the target columns they
+/// fill read as such by the CSV reader: it parses them as the cast from text after the read
+/// would (Arrow's same parsers, empty fields NULL either way), without building the text
+/// first. Other types stay text and are cast after the read: decimals and booleans (the CSV
+/// reader's rules for them are not the cast's), and timestamps (the cast reads the plain
+/// ones several times faster than the reader's general parser, and drops a zone written
+/// after a TIMESTAMP_NTZ as Spark does).
+fn parsed_as_read(text: &Schema, target: &Schema) -> SchemaRef {
+    use datafusion::arrow::datatypes::Field;
     let fields: Vec<Field> = text
         .fields()
         .iter()
@@ -359,13 +359,6 @@ fn parsed_as_read(text: &Schema, target: &Schema, zoned_session: bool) -> Schema
                 | DataType::Float32
                 | DataType::Float64
                 | DataType::Date32) => Some(d.clone()),
-                // (Not TIMESTAMP_NTZ: the reader would apply a zone after the time, where
-                // Spark drops it; the cast after the read drops it.)
-                DataType::Timestamp(_, Some(zone))
-                    if !zoned_session && crate::engine::zone::is_utc(zone) =>
-                {
-                    Some(DataType::Timestamp(TimeUnit::Microsecond, None))
-                }
                 _ => None,
             });
             match read_as {

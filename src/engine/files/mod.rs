@@ -55,8 +55,10 @@ impl Session {
             .iter()
             .map(|f| self.file_columns(f, options, &state))
             .collect();
+        // (Two when every record is read: each holds a chunk of megabytes.)
+        let whole = options.infer_types && options.format != Format::Parquet;
         let mut inferred_all = futures::stream::iter(reads)
-            .buffered(FILES_AT_ONCE)
+            .buffered(if whole { 2 } else { FILES_AT_ONCE })
             .zip(futures::stream::iter(files));
         let mut merged: Option<(Vec<Field>, &SourceFile)> = None;
         while let Some((inferred, file)) = inferred_all.next().await {

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use connect::{
-    ForeignCatalogProvider, Names, Pool, Relation, finish_reads, snapshot_of, spelling,
+    ForeignCatalogProvider, Names, Pool, Relation, finish_reads, lossy_column, snapshot_of,
+    spelling,
 };
 pub use snapshot::{alone, statement};
 

@@ -271,6 +271,44 @@ fn a_postgres_table_is_copied_exactly_once_and_lookback_closes_the_watermark_hol
         e.contains("column 'starts' of shop.public.shifts") && e.contains("cannot hold"),
         "{e}"
     );
+    // So is a column the reader maps to something else than its values: a range (read as its
+    // two bounds), a bit string or a geometric shape (read as bytes).
+    pg.psql(
+        "CREATE TABLE public.spans (id int, at timestamptz, span int4range, flags bit(3), area box); \
+         INSERT INTO public.spans VALUES (1, now(), '[1,5)', B'101', '((0,0),(1,1))'); \
+         ALTER TABLE public.spans OWNER TO shopper;",
+        "shop",
+    );
+    for (column, pg_type, drop) in [
+        ("span", "int4range", "span"),
+        ("flags", "bit(3)", "flags"),
+        ("area", "box", "area"),
+    ] {
+        let e = err_env(
+            &wh,
+            &PG_ENV,
+            &["COPY INCREMENTAL shop.public.spans INTO spans WATERMARK at"],
+        );
+        assert!(
+            e.contains(&format!(
+                "column '{column}' of shop.public.spans is {pg_type} in the database"
+            )) && e.contains("cannot hold exactly"),
+            "{e}"
+        );
+        pg.psql(
+            &format!("ALTER TABLE public.spans DROP COLUMN {drop};"),
+            "shop",
+        );
+    }
+    // The refused runs made no target; without those columns the table copies.
+    let e = err_env(&wh, &PG_ENV, &["SELECT count(*) FROM spans"]);
+    assert!(e.contains("spans"), "{e}");
+    ok_env(
+        &wh,
+        &PG_ENV,
+        &["COPY INCREMENTAL shop.public.spans INTO spans WATERMARK at"],
+    );
+    assert_eq!(value(&wh, "SELECT count(*) FROM spans"), "1");
     // Nothing is ever written to the database.
     let e = err_env(
         &wh,

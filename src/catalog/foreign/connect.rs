@@ -211,10 +211,14 @@ impl Pool {
                     *connections,
                     self.secrets.clone(),
                 );
+                let lossy = postgres_lossy(p, schema, table)
+                    .await
+                    .map_err(|e| failed(&e))?;
                 Ok(Checked {
                     inner: provider,
                     reads: reads.map(|r| Arc::new(r) as Arc<dyn SnapshotReads>),
                     what: self.what(schema, table),
+                    lossy,
                 })
             }
             Db::MySql(p, connections) => {
@@ -234,6 +238,7 @@ impl Pool {
                     inner: provider,
                     reads: Some(Arc::new(reads)),
                     what: self.what(schema, table),
+                    lossy: vec![],
                 })
             }
             Db::Sqlite(path) => Ok(Checked {
@@ -244,6 +249,7 @@ impl Pool {
                 ),
                 reads: None,
                 what: self.what(schema, table),
+                lossy: vec![],
             }),
         }
     }
@@ -740,6 +746,48 @@ struct Checked {
     inner: Arc<dyn TableProvider>,
     reads: Option<Arc<dyn SnapshotReads>>,
     what: Arc<Named>,
+    /// The columns (name, the database's type) the engine reads but not exactly: see
+    /// [`POSTGRES_LOSSY`].
+    lossy: Vec<(String, String)>,
+}
+
+/// A column of a database table (its name and the database's type) that the engine reads but
+/// not exactly, which a copy must refuse: a PostgreSQL range (read as its two bounds, not
+/// their inclusiveness), bit string or geometric shape (read as bytes).
+pub fn lossy_column(provider: &Arc<dyn TableProvider>) -> Option<(String, String)> {
+    provider
+        .downcast_ref::<Checked>()
+        .and_then(|c| c.lossy.first().cloned())
+}
+
+/// The columns of a PostgreSQL relation (`$1`, quoted and qualified) whose type the
+/// PostgreSQL reader maps to something else than its values: ranges and multiranges, bit
+/// strings, geometric types and PostGIS' (and arrays of them), with their types as
+/// PostgreSQL writes them.
+const POSTGRES_LOSSY: &str = "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
+     FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
+     LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' \
+     WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
+     AND (COALESCE(e.typtype, t.typtype) IN ('r', 'm') \
+     OR COALESCE(e.typname, t.typname) IN ('bit', 'varbit', 'line', 'lseg', 'box', 'path', \
+     'polygon', 'circle', 'geometry', 'geography')) ORDER BY a.attnum";
+
+/// [`POSTGRES_LOSSY`] for `schema.table`.
+async fn postgres_lossy(
+    pool: &Arc<PostgresConnectionPool>,
+    schema: &str,
+    table: &str,
+) -> std::result::Result<Vec<(String, String)>, Box<dyn std::error::Error + Send + Sync>> {
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let conn = pool.connect_direct().await?;
+    let rows = conn
+        .conn
+        .query(
+            POSTGRES_LOSSY,
+            &[&format!("{}.{}", quote(schema), quote(table))],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 /// A database table as errors of its reads name it.

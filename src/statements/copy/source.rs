@@ -71,6 +71,11 @@ impl Source {
                     name.catalog
                 ))
             })?;
+            if let Some((column, read_as)) = crate::catalog::foreign::lossy_column(&provider) {
+                return Err(Error::Type(format!(
+                    "column '{column}' of {name} is {read_as} in the database, which a Delta table cannot hold exactly: copy from a view of the table that casts or leaves out the column (CREATE VIEW in the database)"
+                )));
+            }
             let schema = storable_columns(name, provider.schema())?;
             return Ok(Source {
                 name: name.clone(),

@@ -68,6 +68,13 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
         }
     }
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
+    ctx.register_udf(ScalarUDF::from(ToTimestampNtz {
+        inner: ScalarUDF::from(
+            datafusion::functions::datetime::to_timestamp::ToTimestampMicrosFunc::new_with_config(
+                &datafusion::config::ConfigOptions::default(),
+            ),
+        ),
+    }));
     ctx.register_udf(ScalarUDF::from(CurrentTimezone {
         signature: Signature::nullary(Volatility::Stable),
     }));
@@ -1067,12 +1074,24 @@ impl ScalarUDFImpl for WallClockText {
     fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
         Ok(args.first().cloned().unwrap_or(DataType::Utf8))
     }
+    /// The argument's name: a cast through it is named as the cast it replaces (the plan's
+    /// names, GROUPING SETS' among them, stay as they were).
+    fn schema_name(
+        &self,
+        args: &[datafusion::logical_expr::Expr],
+    ) -> datafusion::error::Result<String> {
+        Ok(args
+            .first()
+            .map(|a| a.schema_name().to_string())
+            .unwrap_or_default())
+    }
     fn invoke_with_args(
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
         let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let values = args.args[0].to_array(args.number_rows)?;
+        let rows = if scalar { 1 } else { args.number_rows };
+        let values = args.args[0].to_array(rows)?;
         let dropped = crate::engine::types::without_zones(&values)?;
         // The input's own type (a view of text stays one).
         let dropped = datafusion::arrow::compute::cast(&dropped, values.data_type())?;
@@ -1081,6 +1100,34 @@ impl ScalarUDFImpl for WallClockText {
         } else {
             ColumnarValue::Array(dropped)
         })
+    }
+}
+
+/// The function `to_timestamp_ntz(text, format)` is written as: the engine's
+/// `to_timestamp_micros` with no zone, whatever the session's (the text's wall-clock time,
+/// which a zone's skipped or repeated hour does not touch).
+pub const TO_TIMESTAMP_NTZ: &str = "__tidemark_to_timestamp_ntz";
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ToTimestampNtz {
+    inner: ScalarUDF,
+}
+
+impl ScalarUDFImpl for ToTimestampNtz {
+    fn name(&self) -> &str {
+        TO_TIMESTAMP_NTZ
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, _args: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Timestamp(TimeUnit::Microsecond, None))
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        self.inner.invoke_with_args(args)
     }
 }
 

@@ -185,6 +185,7 @@ impl Session {
         }
         // TIMESTAMP columns read in the session's zone, before types are coerced.
         let mut analyzer = datafusion::optimizer::Analyzer::new().rules;
+        analyzer.insert(0, Arc::new(zone::WrittenWallClocks));
         analyzer.insert(0, Arc::new(zone::SessionZone));
         analyzer.push(Arc::new(zone::SessionZoneCasts));
         builder = builder.with_analyzer_rules(analyzer);

@@ -1273,8 +1273,7 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             chrono_pattern("to_timestamp_ltz", exprs[1])?
         ),
         ("to_timestamp_ntz", [x]) if scalar => format!("CAST({x} AS TIMESTAMP_NTZ)"),
-        // The wall-clock time the format reads (as an instant in the session's zone, whose
-        // wall clock it then is).
+        // The wall-clock time the format reads, in no zone.
         ("to_timestamp_ntz", [s, _]) if scalar => {
             let pattern = chrono_pattern("to_timestamp_ntz", exprs[1])?;
             if names_a_zone(&pattern) {
@@ -1283,7 +1282,7 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                     exprs[1]
                 )));
             }
-            format!("CAST(to_timestamp_micros({s}, {pattern}) AS TIMESTAMP_NTZ)")
+            format!("{}({s}, {pattern})", super::functions::TO_TIMESTAMP_NTZ)
         }
         ("to_unix_timestamp", [x]) if scalar => whole_seconds(&format!("CAST({x} AS TIMESTAMP)")),
         ("to_unix_timestamp", [s, _]) if scalar => whole_seconds(&format!(

@@ -225,7 +225,8 @@ pub fn wall_clock_text(s: &str) -> Option<&str> {
     if zone.is_empty() {
         return None;
     }
-    let known = zone.eq_ignore_ascii_case("z")
+    // (`Z` right after the time, as Arrow's parser takes it.)
+    let known = s[end..].eq_ignore_ascii_case("z")
         || zone
             .parse::<datafusion::arrow::array::timezone::Tz>()
             .is_ok();
@@ -796,6 +797,7 @@ mod tests {
             "2024-01-01T10:00:00.5",
             "2024-01-01 10:00:00 nowhere",
             "20240101 10:00:00+02:00",
+            "2024-01-01 10:00:00 Z",
         ] {
             assert_eq!(wall_clock_text(text), None, "{text}");
         }

@@ -255,6 +255,36 @@ impl AnalyzerRule for SessionZone {
     }
 }
 
+/// The analyzer rule that runs before types are coerced: the casts of text to TIMESTAMP_NTZ
+/// the statement wrote read it as its wall-clock time ([`wall_clock_casts`]).
+#[derive(Debug, Default)]
+pub struct WrittenWallClocks;
+
+impl AnalyzerRule for WrittenWallClocks {
+    fn analyze(
+        &self,
+        plan: LogicalPlan,
+        _config: &ConfigOptions,
+    ) -> datafusion::common::Result<LogicalPlan> {
+        if !casts_to_wall_clock(&plan)? {
+            return Ok(plan);
+        }
+        plan.transform_up_with_subqueries(|node| {
+            let mut schema = DFSchema::empty();
+            for input in node.inputs() {
+                schema.merge(input.schema());
+            }
+            // (The names stay: the function is named as its argument.)
+            node.map_expressions(|e| wall_clock_casts(e, &schema, true))
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "tidemark_written_wall_clocks"
+    }
+}
+
 /// The analyzer rule that runs after types are coerced: text cast to TIMESTAMP_NTZ read as
 /// its wall-clock time ([`wall_clock_casts`]), and casts into and out of zoned timestamps as
 /// Spark has them under the session's zone. A zoned timestamp becomes a
@@ -271,6 +301,9 @@ impl AnalyzerRule for SessionZoneCasts {
         config: &ConfigOptions,
     ) -> datafusion::common::Result<LogicalPlan> {
         let zone = session_zone(config);
+        if zone.is_none() && !casts_to_wall_clock(&plan)? {
+            return Ok(plan);
+        }
         plan.transform_up_with_subqueries(|node| {
             let mut schema = DFSchema::empty();
             for input in node.inputs() {
@@ -283,7 +316,7 @@ impl AnalyzerRule for SessionZoneCasts {
             );
             node.map_expressions(|e| {
                 let name = e.qualified_name();
-                let t = wall_clock_casts(e, &schema)?;
+                let t = wall_clock_casts(e, &schema, false)?;
                 let t = match &zone {
                     Some(zone) => t.transform_data(|e| zone_casts(e, &schema, zone))?,
                     None => t,
@@ -312,46 +345,90 @@ pub fn typed(
     let shared = Arc::new(schema.clone());
     let mut coercion =
         datafusion::optimizer::analyzer::type_coercion::TypeCoercionRewriter::new(&shared);
+    let expr = wall_clock_casts(expr, schema, true)?.data;
     let typed = expr.rewrite(&mut coercion)?.data;
-    let typed = wall_clock_casts(typed, schema)?.data;
+    let typed = wall_clock_casts(typed, schema, false)?.data;
     match zone {
         Some(zone) => Ok(zone_casts(typed, schema, zone)?.data),
         None => Ok(typed),
     }
 }
 
-/// Every cast of text to TIMESTAMP_NTZ in `e` (typed against `schema`) through
+/// Whether a cast to TIMESTAMP_NTZ (microseconds, zone-less) is anywhere in `plan`.
+fn casts_to_wall_clock(plan: &LogicalPlan) -> datafusion::common::Result<bool> {
+    let mut found = false;
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            found |= e.exists(|x| Ok(wall_clock_target(x).is_some()))?;
+            Ok(if found {
+                TreeNodeRecursion::Stop
+            } else {
+                TreeNodeRecursion::Continue
+            })
+        })
+    })?;
+    Ok(found)
+}
+
+/// The inner expression and the field of a cast (or TRY_CAST) to a zone-less timestamp.
+fn wall_clock_target(e: &Expr) -> Option<(&Expr, &FieldRef)> {
+    match e {
+        Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
+            if matches!(field.data_type(), DataType::Timestamp(_, None)) =>
+        {
+            Some((expr, field))
+        }
+        _ => None,
+    }
+}
+
+/// The casts of text to a zone-less timestamp in `e` (typed against `schema`) through
 /// [`wall_clock_text`](crate::engine::functions::wall_clock_text): a zone in the text is
-/// dropped, not applied, as Spark reads it. In any session zone.
+/// dropped, not applied, as Spark reads text as a TIMESTAMP_NTZ. In any session zone.
+///
+/// `written`: `e` as planned from the statement, before types are coerced, where every such
+/// cast is one the statement wrote (`CAST(s AS TIMESTAMP_NTZ)`, a literal, a value for a
+/// TIMESTAMP_NTZ column). Otherwise (after coercion) a cast the engine added for a
+/// function's argument is left as it is: `date_trunc('HOUR', '10:30:00+02:00')` reads its
+/// text as a TIMESTAMP, the instant the offset names, as Spark's does; a comparison with a
+/// TIMESTAMP_NTZ column reads it as one.
 pub fn wall_clock_casts(
     e: Expr,
     schema: &DFSchema,
+    written: bool,
 ) -> datafusion::common::Result<Transformed<Expr>> {
     let udf = crate::engine::functions::wall_clock_text();
-    e.transform_up(|e| {
-        let (inner, field) = match &e {
-            Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
-                if matches!(field.data_type(), DataType::Timestamp(_, None)) =>
-            {
-                (expr, field)
+    wall_clocks(e, schema, &udf, written, false)
+}
+
+fn wall_clocks(
+    e: Expr,
+    schema: &DFSchema,
+    udf: &datafusion::logical_expr::ScalarUDF,
+    written: bool,
+    argument: bool,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    let function = matches!(&e, Expr::ScalarFunction(f) if f.func.name() != udf.name());
+    e.map_children(|c| wall_clocks(c, schema, udf, written, function))?
+        .transform_data(|e| {
+            let Some((inner, field)) = wall_clock_target(&e) else {
+                return Ok(Transformed::no(e));
+            };
+            let text = matches!(
+                inner.get_type(schema),
+                Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            );
+            let done = matches!(inner, Expr::ScalarFunction(f) if f.func.name() == udf.name());
+            if !text || done || (argument && !written) {
+                return Ok(Transformed::no(e));
             }
-            _ => return Ok(Transformed::no(e)),
-        };
-        let text = matches!(
-            inner.get_type(schema),
-            Ok(DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-        );
-        let done = matches!(inner.as_ref(), Expr::ScalarFunction(f) if f.func.name() == udf.name());
-        if !text || done {
-            return Ok(Transformed::no(e));
-        }
-        let read = udf.call(vec![*inner.clone()]);
-        let field = field.clone();
-        Ok(Transformed::yes(match e {
-            Expr::TryCast(_) => Expr::TryCast(TryCast::new_from_field(Box::new(read), field)),
-            _ => Expr::Cast(Cast::new_from_field(Box::new(read), field)),
-        }))
-    })
+            let read = udf.call(vec![inner.clone()]);
+            let field = field.clone();
+            Ok(Transformed::yes(match e {
+                Expr::TryCast(_) => Expr::TryCast(TryCast::new_from_field(Box::new(read), field)),
+                _ => Expr::Cast(Cast::new_from_field(Box::new(read), field)),
+            }))
+        })
 }
 
 /// [`SessionZoneCasts`] on one expression (typed against `schema`): DML conditions and values

@@ -55,8 +55,10 @@ impl Session {
             .iter()
             .map(|f| self.file_columns(f, options, &state))
             .collect();
-        // (Two when every record is read: each holds a chunk of megabytes.)
-        let whole = options.infer_types && options.format != Format::Parquet;
+        // (Two when every record is read, as JSON's are: each holds a chunk of megabytes, a
+        // JSON file on a store all of it.)
+        let whole = options.format != Format::Parquet
+            && (options.infer_types || options.format == Format::Json);
         let mut inferred_all = futures::stream::iter(reads)
             .buffered(if whole { 2 } else { FILES_AT_ONCE })
             .zip(futures::stream::iter(files));

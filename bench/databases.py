@@ -80,7 +80,10 @@ CONNECTORX = r'''
 import sys, connectorx as cx
 from deltalake import write_deltalake
 url, target = sys.argv[1], sys.argv[2]
-table = cx.read_sql(url, "SELECT * FROM public.orders", return_type="arrow")
+# connectorx's parallel read (its documented fast path): 4 connections, ranges of the key,
+# as many as tidemark's read_connections.
+table = cx.read_sql(url, "SELECT * FROM public.orders", return_type="arrow",
+                    partition_on="id", partition_num=4)
 write_deltalake(target, table, mode="append")
 print("rows", table.num_rows)
 '''

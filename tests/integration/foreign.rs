@@ -365,9 +365,34 @@ fn a_sqlite_file_is_a_catalog_of_tables() {
     assert!(e.contains("used by the foreign catalog shop"), "{e}");
     let e = err_env(&wh, &[], &["SELECT * FROM shop.main.nope"]);
     assert!(e.contains("shop.main.nope"), "{e}");
-    ok_env(&wh, &[], &["DROP CATALOG shop", "DROP CONNECTION lite"]);
+    // IF NOT EXISTS leaves the existing connection and catalog as they are; `\dt` lists a
+    // foreign schema's tables.
+    let out = ok_env(
+        &wh,
+        &[],
+        &[
+            "CREATE CONNECTION IF NOT EXISTS lite TYPE sqlite OPTIONS (path '/nonexistent/other.db')",
+            "CREATE FOREIGN CATALOG IF NOT EXISTS shop USING CONNECTION lite",
+            "DESCRIBE CONNECTION lite",
+            "\\dt shop.main",
+        ],
+    );
+    assert!(out.contains(&db.display().to_string()), "{out}");
+    assert!(!out.contains("other.db"), "{out}");
+    assert!(out.contains("main,orders,false"), "{out}");
+    ok_env(
+        &wh,
+        &[],
+        &[
+            "DROP CATALOG shop",
+            "DROP CONNECTION lite",
+            "DROP CONNECTION IF EXISTS lite",
+        ],
+    );
     let e = err_env(&wh, &[], &["SELECT * FROM shop.main.orders"]);
     assert!(e.contains("shop"), "{e}");
+    let e = err_env(&wh, &[], &["DROP CONNECTION lite"]);
+    assert!(e.contains("lite"), "{e}");
     // A file that is not there is never created.
     let e = err_env(
         &wh,

@@ -825,8 +825,8 @@ fn a_large_mariadb_table_is_read_over_several_connections_in_one_snapshot() {
 fn a_mariadb_table_and_a_sqlite_table_are_copied_incrementally() {
     let db = MariaDb::start();
     db.sql(
-        "USE shop; CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, amount DECIMAL(10,2), placed DATETIME(6), note VARCHAR(10), kind ENUM('a', 'b'), qty INT UNSIGNED, big BIGINT UNSIGNED);
-         INSERT INTO shop.orders SELECT seq, seq * 0.5, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND, 'n', 'b', 4000000000, 18446744073709551615 FROM seq_1_to_500;",
+        "USE shop; CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, amount DECIMAL(10,2), placed DATETIME(6), note VARCHAR(10), kind ENUM('a', 'b'), qty INT UNSIGNED, big BIGINT UNSIGNED, flags BIT(3));
+         INSERT INTO shop.orders SELECT seq, seq * 0.5, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL seq SECOND, 'n', 'b', 4000000000, 18446744073709551615, b'101' FROM seq_1_to_500;",
     );
     let (d, wh) = warehouse();
     let env = [("TIDEMARK_SECRET_SHOP_MY", "m4ria-pw")];
@@ -845,16 +845,19 @@ fn a_mariadb_table_and_a_sqlite_table_are_copied_incrementally() {
         ],
     );
     assert!(out.contains(",500,0,"), "{out}");
-    db.sql("USE shop; INSERT INTO shop.orders SELECT seq, 1, TIMESTAMP '2024-02-01 00:00:00' + INTERVAL seq SECOND, 'm', 'a', 1, 2 FROM seq_501_to_520;");
+    db.sql("USE shop; INSERT INTO shop.orders SELECT seq, 1, TIMESTAMP '2024-02-01 00:00:00' + INTERVAL seq SECOND, 'm', 'a', 1, 2, b'011' FROM seq_501_to_520;");
     let out = ok_env(
         &wh,
         &env,
         &[
-            "SELECT concat_ws('/', typeof(kind), kind, typeof(qty), qty, typeof(big), big) FROM orders_copy WHERE id = 1",
+            "SELECT concat_ws('/', typeof(kind), kind, typeof(qty), qty, typeof(big), big, typeof(flags), flags) FROM orders_copy WHERE id = 1",
         ],
     );
+    // BIT(3) b'101': its value as an unsigned number.
     assert!(
-        out.contains("string/b/bigint/4000000000/decimal(20,0)/18446744073709551615"),
+        out.contains(
+            "string/b/bigint/4000000000/decimal(20,0)/18446744073709551615/decimal(20,0)/5"
+        ),
         "{out}"
     );
     let out = ok_env(

@@ -629,6 +629,22 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
             "CAST(CAST(pmod(unix_micros(CAST(({x}) AS TIMESTAMP)), 60000000) AS DECIMAL(14, 6)) / 1000000 AS DECIMAL(8, 6))"
         ))?))));
     }
+    // extract(HOUR FROM '2024-01-01 10:00:00+02:00'): Spark reads the text as a TIMESTAMP
+    // (the engine's date_part takes no text; SECOND and EPOCH are read above).
+    if let Expr::Extract {
+        field,
+        syntax,
+        expr: x,
+    } = expr
+        && matches!(x.as_ref(), Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_) | Value::DoubleQuotedString(_)))
+    {
+        let read = parse_expr(&format!("{}({x})", super::functions::TO_TIMESTAMP))?;
+        return Ok(Some(Expr::Extract {
+            field: field.clone(),
+            syntax: syntax.clone(),
+            expr: Box::new(read),
+        }));
+    }
     // `s RLIKE p` / `s REGEXP p`: DataFusion's planner has no such operator.
     if let Expr::RLike {
         negated,

@@ -389,9 +389,10 @@ fn wall_clock_target(e: &Expr) -> Option<(&Expr, &FieldRef)> {
 /// `written`: `e` as planned from the statement, before types are coerced, where every such
 /// cast is one the statement wrote (`CAST(s AS TIMESTAMP_NTZ)`, a literal, a value for a
 /// TIMESTAMP_NTZ column). Otherwise (after coercion) a cast the engine added for a
-/// function's argument is left as it is: `date_trunc('HOUR', '10:30:00+02:00')` reads its
-/// text as a TIMESTAMP, the instant the offset names, as Spark's does; a comparison with a
-/// TIMESTAMP_NTZ column reads it as one.
+/// function's argument is left as it is, unless another of its arguments is a TIMESTAMP_NTZ:
+/// `date_trunc('HOUR', '10:30:00+02:00')` reads its text as a TIMESTAMP, the instant the
+/// offset names, as Spark's does; a comparison with a TIMESTAMP_NTZ column, or `greatest` and
+/// `nullif` with one, read it as one.
 pub fn wall_clock_casts(
     e: Expr,
     schema: &DFSchema,
@@ -408,8 +409,17 @@ fn wall_clocks(
     written: bool,
     argument: bool,
 ) -> datafusion::common::Result<Transformed<Expr>> {
-    let function = matches!(&e, Expr::ScalarFunction(f) if f.func.name() != udf.name());
-    e.map_children(|c| wall_clocks(c, schema, udf, written, function))?
+    // A function's text argument the engine cast to a timestamp of its own (`date_trunc`'s)
+    // is an instant; where another argument is a TIMESTAMP_NTZ (`greatest`, `nullif`), the
+    // text was cast to its type and is one too.
+    let engine_arguments = match &e {
+        Expr::ScalarFunction(f) if f.func.name() != udf.name() => !f.args.iter().any(|a| {
+            let source = wall_clock_target(a).map_or(a, |(inner, _)| inner);
+            matches!(source.get_type(schema), Ok(DataType::Timestamp(_, None)))
+        }),
+        _ => false,
+    };
+    e.map_children(|c| wall_clocks(c, schema, udf, written, engine_arguments))?
         .transform_data(|e| {
             let Some((inner, field)) = wall_clock_target(&e) else {
                 return Ok(Transformed::no(e));

@@ -1278,16 +1278,12 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         {
             epoch_seconds(x)
         }
-        ("to_timestamp", [s, _]) if scalar => format!(
+        // (`to_timestamp_ltz`: Databricks' name for it, a TIMESTAMP being an LTZ.)
+        ("to_timestamp" | "to_timestamp_ltz", [s, _]) if scalar => format!(
             "to_timestamp_micros({s}, {})",
-            chrono_pattern("to_timestamp", exprs[1])?
+            chrono_pattern(&name, exprs[1])?
         ),
-        // Databricks' names for the two kinds of timestamp (a TIMESTAMP is an LTZ).
         ("to_timestamp_ltz", [x]) if scalar => format!("{}({x})", super::functions::TO_TIMESTAMP),
-        ("to_timestamp_ltz", [s, _]) if scalar => format!(
-            "to_timestamp_micros({s}, {})",
-            chrono_pattern("to_timestamp_ltz", exprs[1])?
-        ),
         ("to_timestamp_ntz", [x]) if scalar => format!("CAST({x} AS TIMESTAMP_NTZ)"),
         // The wall-clock time the format reads, in no zone.
         ("to_timestamp_ntz", [s, _]) if scalar => {

@@ -188,12 +188,9 @@ pub fn cast_strict(
     // Spark reads it (Arrow's cast would apply it).
     if let (
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View,
-        DataType::Timestamp(_, None),
+        DataType::Timestamp(unit, None),
     ) = (values.data_type(), to)
     {
-        let DataType::Timestamp(unit, None) = to else {
-            unreachable!("matched above")
-        };
         return text_to_naive(&without_zones(values)?, *unit, &strict);
     }
     // A zoned timestamp becomes a zone-less one as its wall-clock time in its zone (the

@@ -255,6 +255,15 @@ impl AnalyzerRule for SessionZone {
     }
 }
 
+/// The columns a plan node's expressions read: its inputs' schemas, merged.
+fn inputs_schema(node: &LogicalPlan) -> DFSchema {
+    let mut schema = DFSchema::empty();
+    for input in node.inputs() {
+        schema.merge(input.schema());
+    }
+    schema
+}
+
 /// The analyzer rule that runs before types are coerced: the casts of text to TIMESTAMP_NTZ
 /// the statement wrote read it as its wall-clock time ([`wall_clock_casts`]).
 #[derive(Debug, Default)]
@@ -270,10 +279,7 @@ impl AnalyzerRule for WrittenWallClocks {
             return Ok(plan);
         }
         plan.transform_up_with_subqueries(|node| {
-            let mut schema = DFSchema::empty();
-            for input in node.inputs() {
-                schema.merge(input.schema());
-            }
+            let schema = inputs_schema(&node);
             // (The names stay: the function is named as its argument.)
             node.map_expressions(|e| wall_clock_casts(e, &schema, true))
         })
@@ -305,10 +311,7 @@ impl AnalyzerRule for SessionZoneCasts {
             return Ok(plan);
         }
         plan.transform_up_with_subqueries(|node| {
-            let mut schema = DFSchema::empty();
-            for input in node.inputs() {
-                schema.merge(input.schema());
-            }
+            let schema = inputs_schema(&node);
             // An output expression keeps its name (the nodes above refer to it by name).
             let outputs = matches!(
                 node,

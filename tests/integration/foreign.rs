@@ -40,16 +40,9 @@ pub(crate) fn err_env(wh: &Path, envs: &[(&str, &str)], stmts: &[&str]) -> Strin
 
 /// Run `script` with Python; what it printed.
 fn python3(script: &str) -> String {
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    crate::object_store::py("python3", script)
+        .trim()
+        .to_string()
 }
 
 /// The journal mode of the SQLite file at `db`, as SQLite reports it (`delete`, `wal`, ...).

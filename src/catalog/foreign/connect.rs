@@ -211,14 +211,11 @@ impl Pool {
                     *connections,
                     self.secrets.clone(),
                 );
-                let lossy = postgres_lossy(p, schema, table)
-                    .await
-                    .map_err(|e| failed(&e))?;
                 Ok(Checked {
                     inner: provider,
                     reads: reads.map(|r| Arc::new(r) as Arc<dyn SnapshotReads>),
                     what: self.what(schema, table),
-                    lossy,
+                    postgres: Some((p.clone(), schema.to_string(), table.to_string())),
                 })
             }
             Db::MySql(p, connections) => {
@@ -238,7 +235,7 @@ impl Pool {
                     inner: provider,
                     reads: Some(Arc::new(reads)),
                     what: self.what(schema, table),
-                    lossy: vec![],
+                    postgres: None,
                 })
             }
             Db::Sqlite(path) => Ok(Checked {
@@ -249,7 +246,7 @@ impl Pool {
                 ),
                 reads: None,
                 what: self.what(schema, table),
-                lossy: vec![],
+                postgres: None,
             }),
         }
     }
@@ -746,18 +743,28 @@ struct Checked {
     inner: Arc<dyn TableProvider>,
     reads: Option<Arc<dyn SnapshotReads>>,
     what: Arc<Named>,
-    /// The columns (name, the database's type) the engine reads but not exactly: see
-    /// [`POSTGRES_LOSSY`].
-    lossy: Vec<(String, String)>,
+    /// A PostgreSQL table's pool, schema and name, for [`lossy_column`].
+    postgres: Option<(Arc<PostgresConnectionPool>, String, String)>,
 }
 
 /// A column of a database table (its name and the database's type) that the engine reads but
 /// not exactly, which a copy must refuse: a PostgreSQL range (read as its two bounds, not
-/// their inclusiveness), bit string or geometric shape (read as bytes).
-pub fn lossy_column(provider: &Arc<dyn TableProvider>) -> Option<(String, String)> {
-    provider
-        .downcast_ref::<Checked>()
-        .and_then(|c| c.lossy.first().cloned())
+/// their inclusiveness), bit string or geometric shape (read as bytes). Asked of the database
+/// when a copy needs it (a query reads such columns as the reader maps them).
+pub async fn lossy_column(provider: &Arc<dyn TableProvider>) -> Result<Option<(String, String)>> {
+    let Some(checked) = provider.downcast_ref::<Checked>() else {
+        return Ok(None);
+    };
+    let Some((pool, schema, table)) = &checked.postgres else {
+        return Ok(None);
+    };
+    let lossy = postgres_lossy(pool, schema, table).await.map_err(|e| {
+        Error::Other(checked.what.secrets.scrub(format!(
+            "{}: reading its column types: {e}",
+            checked.what.name
+        )))
+    })?;
+    Ok(lossy.into_iter().next())
 }
 
 /// The columns of a PostgreSQL relation (`$1`, quoted and qualified) whose type the

@@ -71,7 +71,9 @@ impl Source {
                     name.catalog
                 ))
             })?;
-            if let Some((column, read_as)) = crate::catalog::foreign::lossy_column(&provider) {
+            if let Some((column, read_as)) =
+                crate::catalog::foreign::lossy_column(&provider).await?
+            {
                 return Err(Error::Type(format!(
                     "column '{column}' of {name} is {read_as} in the database, which a Delta table cannot hold exactly: copy from a view of the table that casts or leaves out the column (CREATE VIEW in the database)"
                 )));

@@ -255,13 +255,32 @@ impl AnalyzerRule for SessionZone {
     }
 }
 
-/// The columns a plan node's expressions read: its inputs' schemas, merged.
-fn inputs_schema(node: &LogicalPlan) -> DFSchema {
-    let mut schema = DFSchema::empty();
-    for input in node.inputs() {
-        schema.merge(input.schema());
-    }
-    schema
+/// `plan` with `rewrite` applied to every node's expressions (typed against the node's
+/// inputs), an output expression (a projection's, an aggregate's, a window's) keeping its
+/// name: the nodes above refer to it by name (an aggregate's FILTER is part of its name).
+fn rewrite_expressions(
+    plan: LogicalPlan,
+    mut rewrite: impl FnMut(Expr, &DFSchema) -> datafusion::common::Result<Transformed<Expr>>,
+) -> datafusion::common::Result<LogicalPlan> {
+    plan.transform_up_with_subqueries(|node| {
+        let mut schema = DFSchema::empty();
+        for input in node.inputs() {
+            schema.merge(input.schema());
+        }
+        let outputs = matches!(
+            node,
+            LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
+        );
+        node.map_expressions(|e| {
+            let name = e.qualified_name();
+            let t = rewrite(e, &schema)?;
+            if outputs && t.transformed && t.data.qualified_name() != name {
+                return Ok(t.update_data(|e| e.alias_qualified(name.0, name.1)));
+            }
+            Ok(t)
+        })
+    })
+    .map(|t| t.data)
 }
 
 /// The analyzer rule that runs before types are coerced: the casts of text to TIMESTAMP_NTZ
@@ -278,12 +297,7 @@ impl AnalyzerRule for WrittenWallClocks {
         if !casts_to_wall_clock(&plan)? {
             return Ok(plan);
         }
-        plan.transform_up_with_subqueries(|node| {
-            let schema = inputs_schema(&node);
-            // (The names stay: the function is named as its argument.)
-            node.map_expressions(|e| wall_clock_casts(e, &schema, true))
-        })
-        .map(|t| t.data)
+        rewrite_expressions(plan, |e, schema| wall_clock_casts(e, schema, true))
     }
 
     fn name(&self) -> &str {
@@ -310,27 +324,13 @@ impl AnalyzerRule for SessionZoneCasts {
         if zone.is_none() && !casts_to_wall_clock(&plan)? {
             return Ok(plan);
         }
-        plan.transform_up_with_subqueries(|node| {
-            let schema = inputs_schema(&node);
-            // An output expression keeps its name (the nodes above refer to it by name).
-            let outputs = matches!(
-                node,
-                LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
-            );
-            node.map_expressions(|e| {
-                let name = e.qualified_name();
-                let t = wall_clock_casts(e, &schema, false)?;
-                let t = match &zone {
-                    Some(zone) => t.transform_data(|e| zone_casts(e, &schema, zone))?,
-                    None => t,
-                };
-                if outputs && t.transformed && t.data.qualified_name() != name {
-                    return Ok(t.update_data(|e| e.alias_qualified(name.0, name.1)));
-                }
-                Ok(t)
-            })
+        rewrite_expressions(plan, |e, schema| {
+            let t = wall_clock_casts(e, schema, false)?;
+            match &zone {
+                Some(zone) => t.transform_data(|e| zone_casts(e, schema, zone)),
+                None => Ok(t),
+            }
         })
-        .map(|t| t.data)
     }
 
     fn name(&self) -> &str {

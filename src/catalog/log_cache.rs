@@ -8,8 +8,18 @@
 //! ranges, from memory or the local disk, but only while the log's latest listing in this
 //! process shows the very object that was kept (same size and entity tag): a table dropped and
 //! made again at the same place (by this process or another) has new files of the same names,
-//! which are read afresh. Everything else (listings, `_last_checkpoint`, data files, reads of
-//! files the process has not listed, conditional reads) goes to the store.
+//! which are read afresh.
+//!
+//! A reader opens a table by reading `_last_checkpoint` and then listing the log from the
+//! checkpoint it names: two requests. Here the first is a listing from the checkpoint kept
+//! from the last open (on disk, by any process), which shows `_last_checkpoint` as well, so
+//! the kept copy answers the read while the listing shows that very object, and the listing
+//! answers the reader's own. The listing then answers every open of that log in the same
+//! statement for a few seconds, with this process's own commits and checkpoints added as it
+//! writes them (a commit only when it directly follows the listing's newest); any other write
+//! to the log, a refused one included, or the next statement, lets it go. Everything else
+//! (other listings, data files, reads of files the process has not listed, conditional reads)
+//! goes to the store.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -60,6 +70,133 @@ pub(super) fn same_object(a: &ObjectMeta, b: &ObjectMeta) -> bool {
             (Some(x), Some(y)) => x.trim_matches('"') == y.trim_matches('"'),
             _ => false,
         }
+}
+
+/// The name of the hint a Delta log keeps of its newest checkpoint.
+const HINT: &str = "_last_checkpoint";
+
+/// How long a log's listing answers this process's opens of it (within one statement).
+const LISTING_LIFE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A log's listing from a version on, as this statement's opens of the log are answered.
+#[derive(Clone)]
+struct Listing {
+    /// Where the listing starts (exclusive): the log's path and a version's 20 digits.
+    after: Path,
+    /// What it showed, in order: the log's files from `after` up to and including the
+    /// first name at or past `_last_checkpoint`, then this process's own writes.
+    items: Vec<ObjectMeta>,
+    /// Whether the store's listing ended there (else more names follow the last item).
+    whole: bool,
+    made: std::time::Instant,
+}
+
+impl Listing {
+    /// What the listing says of `_last_checkpoint` at `location`: Some(meta) when shown,
+    /// Some(None) when it shows there is none, None when it cannot tell.
+    fn hint(&self, location: &Path) -> Option<Option<&ObjectMeta>> {
+        if let Some(meta) = self.items.iter().find(|m| m.location == *location) {
+            return Some(Some(meta));
+        }
+        let past = self
+            .items
+            .last()
+            .is_some_and(|m| m.location.as_ref() > location.as_ref());
+        (self.whole || past).then_some(None)
+    }
+
+    /// The newest commit the listing shows.
+    fn newest_commit(&self) -> Option<u64> {
+        self.items
+            .iter()
+            .filter_map(|m| match immutable(m.location.as_ref())? {
+                super::log::Immutable::Commit(v) => Some(v),
+                super::log::Immutable::Checkpoint(_) => None,
+            })
+            .max()
+    }
+
+    /// Add or replace the file `meta` written by this process, in name order.
+    fn put(&mut self, meta: ObjectMeta) {
+        match self
+            .items
+            .binary_search_by(|m| m.location.as_ref().cmp(meta.location.as_ref()))
+        {
+            Ok(i) => self.items[i] = meta,
+            Err(i) => self.items.insert(i, meta),
+        }
+    }
+}
+
+/// This statement's listings of logs, by store and log path (see [`Listing`]).
+static LISTINGS: Mutex<Option<HashMap<String, Listing>>> = Mutex::new(None);
+
+/// The log directory a path lies directly in, if it is a Delta log's.
+fn log_of(location: &Path) -> Option<Path> {
+    let (dir, _) = location.as_ref().rsplit_once('/')?;
+    (dir == super::log::DIR || dir.ends_with(&format!("/{}", super::log::DIR)))
+        .then(|| Path::from(dir))
+}
+
+/// The listing of a log kept for this statement, if still young.
+fn listing(key: &str) -> Option<Listing> {
+    let mut l = LISTINGS.lock().ok()?;
+    let l = l.as_mut()?;
+    match l.get(key) {
+        Some(listing) if listing.made.elapsed() < LISTING_LIFE => Some(listing.clone()),
+        Some(_) => {
+            l.remove(key);
+            None
+        }
+        None => None,
+    }
+}
+
+fn keep_listing(key: String, listing: Listing) {
+    if let Ok(mut l) = LISTINGS.lock() {
+        let l = l.get_or_insert_with(HashMap::new);
+        if l.len() >= 1 << 12 {
+            l.clear();
+        }
+        l.insert(key, listing);
+    }
+}
+
+/// Let go of the listing of the log `key` (this process wrote there in a way it does not
+/// follow).
+fn drop_listing(key: &str) {
+    if let Ok(mut l) = LISTINGS.lock()
+        && let Some(l) = l.as_mut()
+    {
+        l.remove(key);
+    }
+}
+
+/// A statement begins, or runs again what lost a race: the logs it opens are listed afresh.
+pub fn forget_listings() {
+    if let Ok(mut l) = LISTINGS.lock()
+        && let Some(l) = l.as_mut()
+    {
+        // (The unit tests' stores, `mem://...`, keep theirs: a statement of another test
+        // running meanwhile is not one of theirs.)
+        l.retain(|key, _| cfg!(test) && key.starts_with("mem://"));
+    }
+}
+
+/// The entity tag that keeps a log's `_last_checkpoint` as missing (no store gives it).
+const ABSENT: &str = "tidemark: none";
+
+/// Whether `meta` keeps a `_last_checkpoint` as missing.
+fn absent(meta: &ObjectMeta) -> bool {
+    meta.e_tag.as_deref() == Some(ABSENT)
+}
+
+/// The version `_last_checkpoint`'s bytes name.
+fn hint_version(bytes: &[u8]) -> Option<u64> {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()?
+        .get("version")?
+        .as_u64()
 }
 
 /// Stores (by name) that have answered a request of this process.
@@ -233,6 +370,12 @@ fn in_memory(key: &str, listed: &ObjectMeta) -> Option<(ObjectMeta, Bytes)> {
     same_object(meta, listed).then(|| (meta.clone(), bytes.clone()))
 }
 
+/// The file of `key` kept in memory, whatever object it was.
+fn in_memory_any(key: &str) -> Option<(ObjectMeta, Bytes)> {
+    let read = READ.lock().ok()?;
+    read.as_ref()?.0.get(key).cloned()
+}
+
 fn keep_in_memory(key: String, meta: ObjectMeta, bytes: Bytes) {
     if let Ok(mut r) = READ.lock() {
         let (files, total) = r.get_or_insert_with(Default::default);
@@ -302,6 +445,146 @@ impl CachedLog {
         Ok(Some(kept))
     }
 
+    /// A plain read of the log's `_last_checkpoint` at `location` (in the log `log`): from
+    /// this statement's listing of the log, else from a new listing from the checkpoint
+    /// kept, else the store's answer, kept for next time.
+    async fn hint(&self, location: &Path, log: &Path) -> Result<GetResult> {
+        let (key, log_key) = (self.key(location), self.key(log));
+        let mut known = listing(&log_key);
+        let kept = match in_memory_any(&key) {
+            Some(kept) => Some(kept),
+            None => super::log_disk::load_kept(&key, location).await,
+        };
+        // A log with no hint kept as none is listed from its first version.
+        let from = kept.as_ref().and_then(|(meta, bytes)| match absent(meta) {
+            true => Some(0),
+            false => hint_version(bytes),
+        });
+        if known.is_none()
+            && let Some(version) = from
+        {
+            known = self.list_log(log, version).await?;
+        }
+        if let Some(listing) = &known {
+            match listing.hint(location) {
+                Some(Some(meta)) => {
+                    if let Some((_, bytes)) = kept.filter(|(k, _)| same_object(k, meta)) {
+                        let len = bytes.len() as u64;
+                        return Ok(answer(meta.clone(), bytes, 0..len));
+                    }
+                }
+                Some(None) => {
+                    return Err(deltalake::logstore::object_store::Error::NotFound {
+                        path: location.to_string(),
+                        source: "not in the log's listing".into(),
+                    });
+                }
+                None => {}
+            }
+        }
+        let got = match self
+            .ask(self.inner.get_opts(location, GetOptions::default()))
+            .await
+        {
+            Ok(got) => got,
+            Err(e) => {
+                if matches!(e, deltalake::logstore::object_store::Error::NotFound { .. }) {
+                    // Kept as none: the next open lists the log from its start at once.
+                    let none = ObjectMeta {
+                        location: location.clone(),
+                        last_modified: chrono::Utc::now(),
+                        size: 0,
+                        e_tag: Some(ABSENT.into()),
+                        version: None,
+                    };
+                    super::log_disk::save(&key, &none, &Bytes::new()).await;
+                    keep_in_memory(key, none, Bytes::new());
+                }
+                if known.is_some() {
+                    drop_listing(&log_key);
+                }
+                return Err(e);
+            }
+        };
+        let meta = got.meta.clone();
+        let bytes = got.bytes().await?;
+        super::log_disk::save(&key, &meta, &bytes).await;
+        keep_in_memory(key, meta.clone(), bytes.clone());
+        // The hint read is newer than the listing (another writer's checkpoint, which the
+        // listing does not show): the listing is let go, and the reader lists afresh.
+        if let Some(listing) = known
+            && !listing
+                .hint(location)
+                .flatten()
+                .is_some_and(|m| same_object(m, &meta))
+        {
+            drop_listing(&log_key);
+        }
+        let len = bytes.len() as u64;
+        Ok(answer(meta, bytes, 0..len))
+    }
+
+    /// List the log `log` from `version` up to its `_last_checkpoint` (one request of a
+    /// log of fewer than a thousand files from there), kept for this statement.
+    async fn list_log(&self, log: &Path, version: u64) -> Result<Option<Listing>> {
+        use futures::StreamExt;
+        let after = Path::from(format!("{log}/{version:020}"));
+        let hint = format!("{log}/{HINT}");
+        let mut listed = noted(
+            self.name.clone(),
+            Some(log),
+            Some(&after),
+            self.inner.list_with_offset(Some(log), &after),
+        );
+        let (mut items, mut whole) = (Vec::new(), true);
+        while let Some(item) = listed.next().await {
+            let meta = item?;
+            let last = meta.location.as_ref() >= hint.as_str();
+            items.push(meta);
+            if last {
+                whole = false;
+                break;
+            }
+        }
+        let made = Listing {
+            after,
+            items,
+            whole,
+            made: std::time::Instant::now(),
+        };
+        // A log with no version (a table being made, or dropped) is not kept: the statement
+        // that waits for it looks again.
+        if made.newest_commit().is_some() {
+            keep_listing(self.key(log), made.clone());
+        }
+        Ok(Some(made))
+    }
+
+    /// Follow a write of this process at `location` in this statement's listing of its log:
+    /// `meta` is the file written (None: a write the listing cannot follow, or a refused one).
+    fn wrote(&self, location: &Path, meta: Option<ObjectMeta>) {
+        let Some(log) = log_of(location) else { return };
+        let key = self.key(&log);
+        let Some(mut known) = listing(&key) else {
+            return;
+        };
+        let follows = match (&meta, immutable(location.as_ref())) {
+            (Some(_), Some(super::log::Immutable::Commit(v))) => {
+                known.newest_commit().is_some_and(|n| n + 1 == v)
+            }
+            (Some(_), Some(super::log::Immutable::Checkpoint(_))) => true,
+            (Some(_), None) => location.filename() == Some(HINT),
+            (None, _) => false,
+        };
+        match meta {
+            Some(meta) if follows => {
+                known.put(meta);
+                keep_listing(key, known);
+            }
+            _ => drop_listing(&key),
+        }
+    }
+
     /// A request to the store, refused at once if the store has failed and never answered,
     /// its answer noted (see [`FAILED`]).
     async fn ask<T>(&self, request: impl std::future::Future<Output = Result<T>>) -> Result<T> {
@@ -367,7 +650,8 @@ impl ObjectStore for CachedLog {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        let kept = (immutable(location.as_ref()).is_some()
+        let hint = log_of(location).is_some() && location.filename() == Some(HINT);
+        let kept = ((immutable(location.as_ref()).is_some() || hint)
             && payload.content_length() as u64 <= LARGEST)
             .then(|| payload.clone());
         let put = match self.ask(self.inner.put_opts(location, payload, opts)).await {
@@ -377,11 +661,13 @@ impl ObjectStore for CachedLog {
                 if matches!(e, E::AlreadyExists { .. } | E::Precondition { .. }) {
                     forget(&self.key(location));
                 }
+                self.wrote(location, None);
                 return Err(e);
             }
         };
         // A file this process wrote is known without reading it, by the entity tag the store
         // gave it (the next process's listing shows the same tag).
+        let mut written = None;
         if let (Some(payload), Some(e_tag)) = (kept, &put.e_tag) {
             let bytes = Bytes::from(payload);
             let meta = ObjectMeta {
@@ -393,8 +679,14 @@ impl ObjectStore for CachedLog {
             };
             let key = self.key(location);
             super::log_disk::save(&key, &meta, &bytes).await;
-            keep_in_memory(key, meta, bytes);
+            if !hint && let Ok(mut l) = LISTED.lock() {
+                l.get_or_insert_with(BTreeMap::new)
+                    .insert(key.clone(), meta.clone());
+            }
+            keep_in_memory(key, meta.clone(), bytes);
+            written = Some(meta);
         }
+        self.wrote(location, written);
         Ok(put)
     }
 
@@ -403,11 +695,19 @@ impl ObjectStore for CachedLog {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
+        self.wrote(location, None);
         self.ask(self.inner.put_multipart_opts(location, opts))
             .await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if plain(&options)
+            && options.range.is_none()
+            && location.filename() == Some(HINT)
+            && let Some(log) = log_of(location)
+        {
+            return self.hint(location, &log).await;
+        }
         if plain(&options)
             && immutable(location.as_ref()).is_some()
             && let Some((meta, bytes)) = self.whole(location).await?
@@ -444,8 +744,18 @@ impl ObjectStore for CachedLog {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        // A file deleted (log clean-up) is never read again by name: readers list first.
-        self.inner.delete_stream(locations)
+        use futures::StreamExt;
+        // A file deleted (log clean-up) is never read again by name: readers list first. The
+        // listings of the logs it is deleted from are let go.
+        let name = self.name.clone();
+        let locations = locations.inspect(move |location| {
+            if let Ok(location) = location
+                && let Some(log) = log_of(location)
+            {
+                drop_listing(&format!("{name}/{log}"));
+            }
+        });
+        self.inner.delete_stream(Box::pin(locations))
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -457,6 +767,43 @@ impl ObjectStore for CachedLog {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
+        use futures::StreamExt;
+        // A log listed in this statement from this offset or before: answered from there, then
+        // from the store past the listing's last name if the reader reads on.
+        if let Some(prefix) = prefix
+            && let Some(known) = listing(&self.key(prefix))
+            && log_of(offset).as_ref() == Some(prefix)
+            && offset.as_ref() >= known.after.as_ref()
+        {
+            let shown: Vec<Result<ObjectMeta>> = known
+                .items
+                .iter()
+                .filter(|m| m.location.as_ref() > offset.as_ref())
+                .cloned()
+                .map(Ok)
+                .collect();
+            let shown = futures::stream::iter(shown);
+            if known.whole {
+                return Box::pin(shown);
+            }
+            let from = known
+                .items
+                .last()
+                .map(|m| m.location.clone())
+                .filter(|last| last.as_ref() > offset.as_ref())
+                .unwrap_or_else(|| offset.clone());
+            let (inner, name, prefix) = (self.inner.clone(), self.name.clone(), prefix.clone());
+            let rest = futures::stream::once(async move {
+                noted(
+                    name,
+                    Some(&prefix),
+                    Some(&from),
+                    inner.list_with_offset(Some(&prefix), &from),
+                )
+            })
+            .flatten();
+            return Box::pin(shown.chain(rest));
+        }
         noted(
             self.name.clone(),
             prefix,
@@ -470,10 +817,13 @@ impl ObjectStore for CachedLog {
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.wrote(to, None);
         self.ask(self.inner.copy_opts(from, to, options)).await
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.wrote(from, None);
+        self.wrote(to, None);
         self.inner.rename_opts(from, to, options).await
     }
 }
@@ -562,5 +912,197 @@ mod tests {
         assert_eq!(suffix.bytes().await.unwrap().as_ref(), b"789");
         // A data file is not kept.
         assert!(store.get_ranges(&data, &[0..1, 2..3]).await.is_err());
+    }
+
+    /// A log's `_last_checkpoint` and listing answer the opens of one statement: with this
+    /// process's own commit that follows the listing, without another writer's until the next
+    /// statement, and never after a write the listing cannot follow.
+    #[tokio::test]
+    async fn a_log_listed_once_answers_the_opens_of_a_statement() {
+        use deltalake::logstore::object_store::{ObjectStoreExt, PutMode, memory::InMemory};
+        use futures::TryStreamExt;
+        let inner = Arc::new(InMemory::new());
+        let store = CachedLog::new(inner.clone(), "mem://listing".into());
+        let log = Path::from("t/_delta_log");
+        let at = |name: &str| Path::from(format!("t/_delta_log/{name}"));
+        let commit = |v: u64| at(&format!("{v:020}.json"));
+        for v in 0..=3 {
+            inner
+                .put(&commit(v), PutPayload::from_static(b"{}"))
+                .await
+                .unwrap();
+        }
+        inner
+            .put(
+                &at("00000000000000000002.checkpoint.parquet"),
+                PutPayload::from_static(b"PAR1"),
+            )
+            .await
+            .unwrap();
+        let hint = at(HINT);
+        inner
+            .put(&hint, PutPayload::from_static(br#"{"version":2,"size":1}"#))
+            .await
+            .unwrap();
+        let forget = || {
+            if let Ok(mut l) = LISTINGS.lock()
+                && let Some(l) = l.as_mut()
+            {
+                l.remove("mem://listing/t/_delta_log");
+            }
+        };
+        async fn read(store: &CachedLog, path: &Path) -> Result<Bytes> {
+            store
+                .get_opts(path, GetOptions::default())
+                .await?
+                .bytes()
+                .await
+        }
+        let names = |store: &CachedLog, from: u64| {
+            let offset = Path::from(format!("t/_delta_log/{from:020}"));
+            let listed = store.list_with_offset(Some(&log), &offset);
+            async move {
+                let listed: Vec<ObjectMeta> = listed.try_collect().await.unwrap();
+                listed
+                    .into_iter()
+                    .map(|m| m.location.filename().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            }
+        };
+        // First open: the hint from the store, kept.
+        assert_eq!(
+            read(&store, &hint).await.unwrap().as_ref(),
+            br#"{"version":2,"size":1}"#
+        );
+        // The next statement lists from the kept hint's checkpoint, and that listing answers.
+        forget();
+        assert_eq!(
+            read(&store, &hint).await.unwrap().as_ref(),
+            br#"{"version":2,"size":1}"#
+        );
+        inner
+            .put(&commit(4), PutPayload::from_static(b"{}"))
+            .await
+            .unwrap();
+        let statement = names(&store, 2).await;
+        assert_eq!(
+            statement,
+            [
+                "00000000000000000002.checkpoint.parquet",
+                "00000000000000000002.json",
+                "00000000000000000003.json",
+                HINT
+            ],
+            "another writer's commit is seen by the next statement"
+        );
+        // This process's own commit that follows the listing is added to it.
+        inner.delete(&commit(4)).await.unwrap();
+        store
+            .put_opts(
+                &commit(4),
+                PutPayload::from_static(b"{}"),
+                PutMode::Create.into(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            names(&store, 3).await,
+            [
+                "00000000000000000003.json",
+                "00000000000000000004.json",
+                HINT
+            ]
+        );
+        // The next statement sees the other writer's.
+        forget();
+        inner
+            .put(&commit(5), PutPayload::from_static(b"{}"))
+            .await
+            .unwrap();
+        read(&store, &hint).await.unwrap();
+        assert_eq!(
+            names(&store, 4).await,
+            [
+                "00000000000000000004.json",
+                "00000000000000000005.json",
+                HINT
+            ]
+        );
+        // A refused write lets the listing go: the store's listing shows the other writer's.
+        inner
+            .put(&commit(6), PutPayload::from_static(b"{}"))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .put_opts(
+                    &commit(6),
+                    PutPayload::from_static(b"{}"),
+                    PutMode::Create.into()
+                )
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            names(&store, 5).await[..2],
+            ["00000000000000000005.json", "00000000000000000006.json"]
+        );
+        // A new hint by another writer is read, and a hint the listing no longer shows is
+        // missing.
+        forget();
+        inner
+            .put(&hint, PutPayload::from_static(br#"{"version":4,"size":1}"#))
+            .await
+            .unwrap();
+        assert_eq!(
+            read(&store, &hint).await.unwrap().as_ref(),
+            br#"{"version":4,"size":1}"#
+        );
+        forget();
+        inner.delete(&hint).await.unwrap();
+        assert!(matches!(
+            read(&store, &hint).await,
+            Err(deltalake::logstore::object_store::Error::NotFound { .. })
+        ));
+        // A log with no hint: kept as none, and the next statement lists the log from its
+        // start, which answers the hint (missing) and the reader's listing.
+        let other = |name: &str| Path::from(format!("u/_delta_log/{name}"));
+        inner
+            .put(
+                &other("00000000000000000000.json"),
+                PutPayload::from_static(b"{}"),
+            )
+            .await
+            .unwrap();
+        assert!(read(&store, &other(HINT)).await.is_err());
+        if let Ok(mut l) = LISTINGS.lock()
+            && let Some(l) = l.as_mut()
+        {
+            l.remove("mem://listing/u/_delta_log");
+        }
+        assert!(matches!(
+            read(&store, &other(HINT)).await,
+            Err(deltalake::logstore::object_store::Error::NotFound { .. })
+        ));
+        inner
+            .put(
+                &other("00000000000000000001.json"),
+                PutPayload::from_static(b"{}"),
+            )
+            .await
+            .unwrap();
+        let listed: Vec<ObjectMeta> = store
+            .list_with_offset(
+                Some(&Path::from("u/_delta_log")),
+                &other("00000000000000000000"),
+            )
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            listed.len(),
+            1,
+            "the listing of this statement answers: {listed:?}"
+        );
     }
 }

@@ -134,7 +134,23 @@ pub async fn load(key: &str, listed: &ObjectMeta) -> Option<Bytes> {
     load_in(root()?, key, listed).await
 }
 
+/// What is kept for `key` whatever object it was, and what the store said of it then: a
+/// mutable file's last known content (`_last_checkpoint`), to be checked against a listing
+/// before it is used.
+pub async fn load_kept(key: &str, location: &deltalake::Path) -> Option<(ObjectMeta, Bytes)> {
+    kept_in(root()?, key, location).await
+}
+
 async fn load_in(root: &Path, key: &str, listed: &ObjectMeta) -> Option<Bytes> {
+    let (kept, bytes) = kept_in(root, key, &listed.location).await?;
+    super::log_cache::same_object(&kept, listed).then_some(bytes)
+}
+
+async fn kept_in(
+    root: &Path,
+    key: &str,
+    location: &deltalake::Path,
+) -> Option<(ObjectMeta, Bytes)> {
     let file = tokio::fs::read(place(root, key)?).await.ok()?;
     let mut lines = file.splitn(5, |&b| b == b'\n');
     if text(lines.next())? != MAGIC {
@@ -145,17 +161,16 @@ async fn load_in(root: &Path, key: &str, listed: &ObjectMeta) -> Option<Bytes> {
     let nanos: i64 = text(lines.next())?.parse().ok()?;
     let body = lines.next()?.len();
     let kept = ObjectMeta {
-        location: listed.location.clone(),
+        location: location.clone(),
         last_modified: chrono::DateTime::from_timestamp_nanos(nanos),
         size,
         e_tag: (!e_tag.is_empty()).then(|| e_tag.to_string()),
         version: None,
     };
-    let matches = body as u64 == size && super::log_cache::same_object(&kept, listed);
     // The body is the file's tail: handed on without a copy.
-    matches.then(|| {
+    (body as u64 == size).then(|| {
         let file = Bytes::from(file);
-        file.slice(file.len() - body..)
+        (kept, file.slice(file.len() - body..))
     })
 }
 

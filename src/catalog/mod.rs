@@ -3,6 +3,7 @@
 
 pub mod log;
 mod log_cache;
+pub use log_cache::forget_listings;
 mod log_disk;
 pub mod place;
 pub use place::Place;

@@ -212,8 +212,10 @@ impl Place {
         if let Place::Store { bucket, .. } = self {
             bucket.forget();
         }
-        // A store that did not answer the last statement is asked again.
+        // A store that did not answer the last statement is asked again, and the logs of
+        // tables are listed afresh.
         super::log_cache::forget_failures();
+        super::log_cache::forget_listings();
     }
 
     /// The local path, when this place is on the local file system.

@@ -40,6 +40,9 @@ impl Retry {
         }
         self.tries += 1;
         tokio::time::sleep(pause(self.tries)).await;
+        // On fresh state: the logs of tables on a store are listed again, not answered from
+        // this statement's listings.
+        crate::catalog::forget_listings();
         Ok(())
     }
 }

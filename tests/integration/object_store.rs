@@ -482,21 +482,7 @@ fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_re
             "CREATE CATALOG lake MANAGED LOCATION 's3://lake/wh'",
         ],
     );
-    let requests = |run: &dyn Fn()| -> Vec<(String, u64, u64, String)> {
-        let before = std::fs::read_to_string(&log).unwrap_or_default().len();
-        run();
-        let all = std::fs::read_to_string(&log).unwrap_or_default();
-        all[before..]
-            .lines()
-            .map(|l| {
-                let mut w = l.splitn(4, ' ');
-                let kind = w.next().unwrap().to_string();
-                let up = w.next().unwrap().parse().unwrap();
-                let down = w.next().unwrap().parse().unwrap();
-                (kind, up, down, w.next().unwrap_or_default().to_string())
-            })
-            .collect()
-    };
+    let requests = |run: &dyn Fn()| counted(&log, run);
     let full = requests(&|| {
         sql_on(&wh, &through, &[copy]);
     });
@@ -552,6 +538,69 @@ fn a_copy_on_a_store_moves_no_data_through_tidemark_and_a_no_op_run_makes_few_re
         &["SELECT count(*), count(DISTINCT id) FROM lake.default.dst"],
     );
     assert!(seen.contains("40000,40000"), "{seen}");
+}
+
+/// The requests `run` makes, as the counting proxy logs them to `log`: (kind, bytes up,
+/// bytes down, path).
+fn counted(log: &Path, run: &dyn Fn()) -> Vec<(String, u64, u64, String)> {
+    let before = std::fs::read_to_string(log).unwrap_or_default().len();
+    run();
+    let all = std::fs::read_to_string(log).unwrap_or_default();
+    all[before..]
+        .lines()
+        .map(|l| {
+            let mut w = l.splitn(4, ' ');
+            let kind = w.next().unwrap().to_string();
+            let up = w.next().unwrap().parse().unwrap();
+            let down = w.next().unwrap().parse().unwrap();
+            (kind, up, down, w.next().unwrap_or_default().to_string())
+        })
+        .collect()
+}
+
+/// With the whole warehouse on the store (names, copy history, target), every run with
+/// nothing new makes at most 10 requests: the run that checkpoints the copy history too.
+#[test]
+fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("requests.log");
+    let proxy = Careless::counting(&python, moto.port, &log);
+    let through = format!("http://127.0.0.1:{}", proxy.port);
+    write_source_again(&python, &end, 1);
+    let cache = tempfile::tempdir().unwrap();
+    let wh = Path::new("s3://lake/whole");
+    let run = |stmts: &[&str]| {
+        let mut cmd = store_command(wh, &through);
+        cmd.env("TIDEMARK_CACHE_DIR", cache.path());
+        for s in stmts {
+            cmd.args(["-c", s]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{stmts:?}: {out:?}");
+    };
+    let copy = "COPY INCREMENTAL src INTO dst WATERMARK id";
+    run(&["CREATE TABLE src LOCATION 's3://lake/src'", copy]);
+    let mut counts = vec![];
+    // Past the history's next checkpoint (every 10 commits).
+    for _ in 0..12 {
+        let made = counted(&log, &|| run(&[copy]));
+        assert!(made.len() <= 10, "{} requests: {made:?}", made.len());
+        counts.push(made.len());
+    }
+    let rows = sql_on(
+        wh,
+        &end,
+        &[
+            "SELECT count(*) AS n FROM dst",
+            "SELECT count(*) AS n FROM system.tidemark.copy_runs",
+        ],
+    );
+    assert_eq!(rows, "n\n2\nn\n13\n", "{counts:?}");
 }
 
 #[test]

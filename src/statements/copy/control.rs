@@ -338,12 +338,16 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         sort_by,
         rows_per_file: CONTROL_FILE_ROWS,
     };
+    let url = session.warehouse().table_url(table)?.to_string();
     crate::statements::retry::on_conflict(crate::statements::retry::SMALL_WRITE, || async {
-        let t = session.warehouse().open_for_write(table).await?;
+        let t = match kept_state(&url).await {
+            Some(t) => t,
+            None => session.warehouse().open_for_write(table).await?,
+        };
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
         // Through tidemark's own rewrite where it applies (plain string types in the new
         // file), else delta-rs' UPDATE.
-        if crate::statements::rewrite::applies(&t)? {
+        let after = if crate::statements::rewrite::applies(&t)? {
             let set = vec![("last_watermark".to_string(), value.clone())];
             crate::statements::rewrite::rewrite_laid_out(
                 session,
@@ -352,17 +356,81 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
                 crate::statements::rewrite::Change::Update(set),
                 Some(&layout),
             )
-            .await
-            .map(|_| ())
+            .await?
+            .0
         } else {
             let update = t
                 .update()
                 .with_predicate(pred.clone())
                 .with_update("last_watermark", value.clone())
                 .with_session_state(Arc::new(session.ctx().state()));
-            crate::statements::upkeep::commit(update, CommitProperties::default()).await?;
-            Ok(())
+            let done =
+                crate::statements::upkeep::commit(update, CommitProperties::default()).await?;
+            Some(done.0)
+        };
+        if let Some(after) = after {
+            keep_state(url.clone(), after).await;
         }
+        Ok(())
     })
     .await
+}
+
+/// Each control table's state after this process's last advance of it, and what the store
+/// said of that version's commit file. The next batch brings it up to date from there (the
+/// commits since, by anyone) instead of reading the table whole: a job over 10,000 control
+/// rows commits a few hundred batches, and reading the table whole for each (its checkpoint
+/// and the commits since) made the job's cost per table grow with the number of tables.
+static STATES: std::sync::Mutex<
+    Option<
+        std::collections::HashMap<
+            String,
+            (
+                deltalake::DeltaTable,
+                deltalake::logstore::object_store::ObjectMeta,
+            ),
+        >,
+    >,
+> = std::sync::Mutex::new(None);
+
+/// Keep `table`'s state (at the version this process just committed) for the next batch.
+async fn keep_state(url: String, table: deltalake::DeltaTable) {
+    let Some(meta) = commit_meta(&table).await else {
+        return;
+    };
+    if let Ok(mut s) = STATES.lock() {
+        let s = s.get_or_insert_with(Default::default);
+        if s.len() >= 64 {
+            s.clear();
+        }
+        s.insert(url, (table, meta));
+    }
+}
+
+/// The kept state of the control table at `url` brought up to date, when the commit it was
+/// kept at is still the very file it was (a table dropped and made again at its place by
+/// another process is read whole); None otherwise.
+async fn kept_state(url: &str) -> Option<deltalake::DeltaTable> {
+    let (mut table, meta) = STATES.lock().ok()?.as_mut()?.remove(url)?;
+    let now = commit_meta(&table).await?;
+    let same = now.size == meta.size && now.e_tag.is_some() && now.e_tag == meta.e_tag;
+    if !same {
+        return None;
+    }
+    table.update_incremental(None).await.ok()?;
+    Some(table)
+}
+
+/// What the store says now of the commit file of `table`'s version.
+async fn commit_meta(
+    table: &deltalake::DeltaTable,
+) -> Option<deltalake::logstore::object_store::ObjectMeta> {
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    let version = table.version()?;
+    let path = deltalake::Path::from(format!(
+        "{}/{}",
+        crate::catalog::log::DIR,
+        crate::catalog::log::file_name(version, "json")
+    ));
+    table.object_store().head(&path).await.ok()
 }

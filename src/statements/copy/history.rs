@@ -301,9 +301,11 @@ async fn append_batch(
     appendable.next_version = version + 1;
     *kept = Some(appendable);
     if crate::statements::upkeep::checkpoint_due(&log_store, version).await {
-        // Upkeep needs the file list: one full load every few runs. Compact first, so that the
-        // one checkpoint is of the compacted table.
-        let mut table = warehouse.open(&table_name()).await?;
+        // Upkeep needs the file list: one full load every few runs (on an object store from
+        // the listing of the log this statement made, with this commit added). Compact
+        // first, so that the one checkpoint is of the compacted table.
+        let mut table = warehouse.handle(&table_name()).await?;
+        table.load().await?;
         if crate::statements::upkeep::needs_compaction(&table) {
             // Best effort, like the checkpoint: a failed compaction leaves more files to read.
             let size = std::num::NonZeroU64::new(crate::statements::upkeep::COMPACTED_FILE_BYTES)

@@ -129,7 +129,24 @@ impl Listing {
 }
 
 /// This statement's listings of logs, by store and log path (see [`Listing`]).
-static LISTINGS: Mutex<Option<HashMap<String, Listing>>> = Mutex::new(None);
+#[derive(Default)]
+struct Logs {
+    listings: HashMap<String, Listing>,
+    /// By log, how many times this process wrote there or let its listing go: a listing
+    /// made while the count moved is not kept (it may not show a write that landed
+    /// meanwhile, or be older than a listing the process has already read).
+    changes: HashMap<String, u64>,
+    /// How many times every listing was let go.
+    forgotten: u64,
+}
+
+static LOGS: Mutex<Option<Logs>> = Mutex::new(None);
+
+/// Run `f` on the logs' listings.
+fn logs<T>(f: impl FnOnce(&mut Logs) -> T) -> Option<T> {
+    let mut l = LOGS.lock().ok()?;
+    Some(f(l.get_or_insert_with(Logs::default)))
+}
 
 /// The log directory a path lies directly in, if it is a Delta log's.
 fn log_of(location: &Path) -> Option<Path> {
@@ -140,47 +157,66 @@ fn log_of(location: &Path) -> Option<Path> {
 
 /// The listing of a log kept for this statement, if still young.
 fn listing(key: &str) -> Option<Listing> {
-    let mut l = LISTINGS.lock().ok()?;
-    let l = l.as_mut()?;
-    match l.get(key) {
+    logs(|l| match l.listings.get(key) {
         Some(listing) if listing.made.elapsed() < LISTING_LIFE => Some(listing.clone()),
         Some(_) => {
-            l.remove(key);
+            l.listings.remove(key);
             None
         }
         None => None,
-    }
+    })?
 }
 
-fn keep_listing(key: String, listing: Listing) {
-    if let Ok(mut l) = LISTINGS.lock() {
-        let l = l.get_or_insert_with(HashMap::new);
-        if l.len() >= 1 << 12 {
-            l.clear();
+/// Where the log `key` stands: a listing made from here on is kept only if it still stands
+/// there when the listing ends.
+fn stamp(key: &str) -> (u64, u64) {
+    logs(|l| (l.changes.get(key).copied().unwrap_or(0), l.forgotten)).unwrap_or((0, 0))
+}
+
+/// Keep `listing` of the log `key`, made from `stamp` on.
+fn keep_listing(key: String, listing: Listing, from: (u64, u64)) {
+    logs(|l| {
+        if (l.changes.get(&key).copied().unwrap_or(0), l.forgotten) != from {
+            return;
         }
-        l.insert(key, listing);
-    }
+        if l.listings.len() >= 1 << 12 {
+            l.listings.clear();
+        }
+        l.listings.insert(key, listing);
+    });
 }
 
-/// Let go of the listing of the log `key` (this process wrote there in a way it does not
-/// follow).
+/// Note a change of the log `key`: `keep` (the listing with this process's write added) or
+/// let its listing go.
+fn changed(key: &str, keep: Option<Listing>) {
+    logs(|l| {
+        if l.changes.len() >= 1 << 14 {
+            l.changes.clear();
+            l.listings.clear();
+            l.forgotten += 1;
+        }
+        *l.changes.entry(key.to_string()).or_insert(0) += 1;
+        match keep {
+            Some(listing) => l.listings.insert(key.to_string(), listing),
+            None => l.listings.remove(key),
+        };
+    });
+}
+
+/// Let go of the listing of the log `key`.
 fn drop_listing(key: &str) {
-    if let Ok(mut l) = LISTINGS.lock()
-        && let Some(l) = l.as_mut()
-    {
-        l.remove(key);
-    }
+    changed(key, None)
 }
 
 /// A statement begins, or runs again what lost a race: the logs it opens are listed afresh.
 pub fn forget_listings() {
-    if let Ok(mut l) = LISTINGS.lock()
-        && let Some(l) = l.as_mut()
-    {
+    logs(|l| {
         // (The unit tests' stores, `mem://...`, keep theirs: a statement of another test
         // running meanwhile is not one of theirs.)
-        l.retain(|key, _| cfg!(test) && key.starts_with("mem://"));
-    }
+        l.listings
+            .retain(|key, _| cfg!(test) && key.starts_with("mem://"));
+        l.forgotten += 1;
+    });
 }
 
 /// The entity tag that keeps a log's `_last_checkpoint` as missing (no store gives it).
@@ -530,6 +566,7 @@ impl CachedLog {
         use futures::StreamExt;
         let after = Path::from(format!("{log}/{version:020}"));
         let hint = format!("{log}/{HINT}");
+        let from = stamp(&self.key(log));
         let mut listed = noted(
             self.name.clone(),
             Some(log),
@@ -555,7 +592,7 @@ impl CachedLog {
         // A log with no version (a table being made, or dropped) is not kept: the statement
         // that waits for it looks again.
         if made.newest_commit().is_some() {
-            keep_listing(self.key(log), made.clone());
+            keep_listing(self.key(log), made.clone(), from);
         }
         Ok(Some(made))
     }
@@ -565,24 +602,19 @@ impl CachedLog {
     fn wrote(&self, location: &Path, meta: Option<ObjectMeta>) {
         let Some(log) = log_of(location) else { return };
         let key = self.key(&log);
-        let Some(mut known) = listing(&key) else {
-            return;
-        };
-        let follows = match (&meta, immutable(location.as_ref())) {
-            (Some(_), Some(super::log::Immutable::Commit(v))) => {
-                known.newest_commit().is_some_and(|n| n + 1 == v)
-            }
-            (Some(_), Some(super::log::Immutable::Checkpoint(_))) => true,
-            (Some(_), None) => location.filename() == Some(HINT),
-            (None, _) => false,
-        };
-        match meta {
-            Some(meta) if follows => {
-                known.put(meta);
-                keep_listing(key, known);
-            }
-            _ => drop_listing(&key),
-        }
+        let kept = listing(&key).and_then(|mut known| {
+            let follows = match immutable(location.as_ref()) {
+                Some(super::log::Immutable::Commit(v)) => {
+                    known.newest_commit().is_some_and(|n| n + 1 == v)
+                }
+                Some(super::log::Immutable::Checkpoint(_)) => true,
+                None => location.filename() == Some(HINT),
+            };
+            let meta = meta.filter(|_| follows)?;
+            known.put(meta);
+            Some(known)
+        });
+        changed(&key, kept);
     }
 
     /// A request to the store, refused at once if the store has failed and never answered,
@@ -804,6 +836,13 @@ impl ObjectStore for CachedLog {
             .flatten();
             return Box::pin(shown.chain(rest));
         }
+        // A listing of the store is newer than the one kept: readers must not be answered
+        // from the older one after it.
+        if let Some(prefix) = prefix
+            && log_of(offset).as_ref() == Some(prefix)
+        {
+            drop_listing(&self.key(prefix));
+        }
         noted(
             self.name.clone(),
             prefix,
@@ -945,11 +984,7 @@ mod tests {
             .await
             .unwrap();
         let forget = || {
-            if let Ok(mut l) = LISTINGS.lock()
-                && let Some(l) = l.as_mut()
-            {
-                l.remove("mem://listing/t/_delta_log");
-            }
+            logs(|l| l.listings.remove("mem://listing/t/_delta_log"));
         };
         async fn read(store: &CachedLog, path: &Path) -> Result<Bytes> {
             store
@@ -1075,11 +1110,7 @@ mod tests {
             .await
             .unwrap();
         assert!(read(&store, &other(HINT)).await.is_err());
-        if let Ok(mut l) = LISTINGS.lock()
-            && let Some(l) = l.as_mut()
-        {
-            l.remove("mem://listing/u/_delta_log");
-        }
+        logs(|l| l.listings.remove("mem://listing/u/_delta_log"));
         assert!(matches!(
             read(&store, &other(HINT)).await,
             Err(deltalake::logstore::object_store::Error::NotFound { .. })

@@ -36,7 +36,7 @@ use deltalake::logstore::object_store::{
 };
 use futures::stream::BoxStream;
 
-use super::log::immutable;
+use super::log::{Immutable, immutable};
 
 /// Bytes kept in memory at most; past it, everything kept is let go.
 const KEPT_BYTES: usize = 256 << 20;
@@ -83,12 +83,15 @@ const LISTING_LIFE: std::time::Duration = std::time::Duration::from_secs(5);
 struct Listing {
     /// Where the listing starts (exclusive): the log's path and a version's 20 digits.
     after: Path,
-    /// What it showed, in order: the log's files from `after` up to and including the
-    /// first name at or past `_last_checkpoint`, then this process's own writes.
+    /// What it showed, in name order: the log's files from `after` up to and including the
+    /// first name at or past `_last_checkpoint`, and this process's own writes since.
     items: Vec<ObjectMeta>,
     /// Whether the store's listing ended there (else more names follow the last item).
     whole: bool,
     made: std::time::Instant,
+    /// When it was asked for, in this process's order of listings: a listing asked for
+    /// later never gives way to one asked for earlier.
+    seq: u64,
 }
 
 impl Listing {
@@ -110,8 +113,8 @@ impl Listing {
         self.items
             .iter()
             .filter_map(|m| match immutable(m.location.as_ref())? {
-                super::log::Immutable::Commit(v) => Some(v),
-                super::log::Immutable::Checkpoint(_) => None,
+                Immutable::Commit(v) => Some(v),
+                Immutable::Checkpoint(_) => None,
             })
             .max()
     }
@@ -138,6 +141,8 @@ struct Logs {
     changes: HashMap<String, u64>,
     /// How many times every listing was let go.
     forgotten: u64,
+    /// The listings asked for so far (see [`Listing::seq`]).
+    asked: u64,
 }
 
 static LOGS: Mutex<Option<Logs>> = Mutex::new(None);
@@ -167,16 +172,27 @@ fn listing(key: &str) -> Option<Listing> {
     })?
 }
 
-/// Where the log `key` stands: a listing made from here on is kept only if it still stands
-/// there when the listing ends.
-fn stamp(key: &str) -> (u64, u64) {
-    logs(|l| (l.changes.get(key).copied().unwrap_or(0), l.forgotten)).unwrap_or((0, 0))
+/// Where the log `key` stands as a listing of it is asked for: (changes, forgotten, the
+/// listing's [`Listing::seq`]).
+fn stamp(key: &str) -> (u64, u64, u64) {
+    logs(|l| {
+        l.asked += 1;
+        (
+            l.changes.get(key).copied().unwrap_or(0),
+            l.forgotten,
+            l.asked,
+        )
+    })
+    .unwrap_or((0, 0, 0))
 }
 
-/// Keep `listing` of the log `key`, made from `stamp` on.
-fn keep_listing(key: String, listing: Listing, from: (u64, u64)) {
+/// Keep `listing` of the log `key`, asked for at `from` ([`stamp`]): only if nothing was
+/// written or listed there since (it may not show that), and no listing asked for later is
+/// kept already.
+fn keep_listing(key: String, listing: Listing, from: (u64, u64, u64)) {
     logs(|l| {
-        if (l.changes.get(&key).copied().unwrap_or(0), l.forgotten) != from {
+        let now = (l.changes.get(&key).copied().unwrap_or(0), l.forgotten);
+        if now != (from.0, from.1) || l.listings.get(&key).is_some_and(|k| k.seq > listing.seq) {
             return;
         }
         if l.listings.len() >= 1 << 12 {
@@ -186,9 +202,10 @@ fn keep_listing(key: String, listing: Listing, from: (u64, u64)) {
     });
 }
 
-/// Note a change of the log `key`: `keep` (the listing with this process's write added) or
-/// let its listing go.
-fn changed(key: &str, keep: Option<Listing>) {
+/// Note a change of the log `key` (a write of this process, or a listing of the store newer
+/// than the one kept): `follow` adds the write to the listing kept, in the same turn of the
+/// lock, and says whether it could; if not, the listing is let go.
+fn changed(key: &str, follow: impl FnOnce(&mut Listing) -> bool) {
     logs(|l| {
         if l.changes.len() >= 1 << 14 {
             l.changes.clear();
@@ -196,25 +213,25 @@ fn changed(key: &str, keep: Option<Listing>) {
             l.forgotten += 1;
         }
         *l.changes.entry(key.to_string()).or_insert(0) += 1;
-        match keep {
-            Some(listing) => l.listings.insert(key.to_string(), listing),
-            None => l.listings.remove(key),
+        let kept = match l.listings.get_mut(key) {
+            Some(listing) => listing.made.elapsed() < LISTING_LIFE && follow(listing),
+            None => true,
         };
+        if !kept {
+            l.listings.remove(key);
+        }
     });
 }
 
 /// Let go of the listing of the log `key`.
 fn drop_listing(key: &str) {
-    changed(key, None)
+    changed(key, |_| false)
 }
 
 /// A statement begins, or runs again what lost a race: the logs it opens are listed afresh.
 pub fn forget_listings() {
     logs(|l| {
-        // (The unit tests' stores, `mem://...`, keep theirs: a statement of another test
-        // running meanwhile is not one of theirs.)
-        l.listings
-            .retain(|key, _| cfg!(test) && key.starts_with("mem://"));
+        l.listings.clear();
         l.forgotten += 1;
     });
 }
@@ -588,6 +605,7 @@ impl CachedLog {
             items,
             whole,
             made: std::time::Instant::now(),
+            seq: from.2,
         };
         // A log with no version (a table being made, or dropped) is not kept: the statement
         // that waits for it looks again.
@@ -601,20 +619,22 @@ impl CachedLog {
     /// `meta` is the file written (None: a write the listing cannot follow, or a refused one).
     fn wrote(&self, location: &Path, meta: Option<ObjectMeta>) {
         let Some(log) = log_of(location) else { return };
-        let key = self.key(&log);
-        let kept = listing(&key).and_then(|mut known| {
+        changed(&self.key(&log), |known| {
             let follows = match immutable(location.as_ref()) {
-                Some(super::log::Immutable::Commit(v)) => {
+                Some(Immutable::Commit(v)) => {
                     known.newest_commit().is_some_and(|n| n + 1 == v)
                 }
-                Some(super::log::Immutable::Checkpoint(_)) => true,
+                Some(Immutable::Checkpoint(_)) => true,
                 None => location.filename() == Some(HINT),
             };
-            let meta = meta.filter(|_| follows)?;
-            known.put(meta);
-            Some(known)
+            match meta.filter(|_| follows) {
+                Some(meta) => {
+                    known.put(meta);
+                    true
+                }
+                None => false,
+            }
         });
-        changed(&key, kept);
     }
 
     /// A request to the store, refused at once if the store has failed and never answered,
@@ -686,6 +706,9 @@ impl ObjectStore for CachedLog {
         let kept = ((immutable(location.as_ref()).is_some() || hint)
             && payload.content_length() as u64 <= LARGEST)
             .then(|| payload.clone());
+        // A commit written only if none was there proves where the log stands.
+        let follows = !matches!(immutable(location.as_ref()), Some(Immutable::Commit(_)))
+            || matches!(opts.mode, deltalake::logstore::object_store::PutMode::Create);
         let put = match self.ask(self.inner.put_opts(location, payload, opts)).await {
             Ok(put) => put,
             Err(e) => {
@@ -718,7 +741,7 @@ impl ObjectStore for CachedLog {
             keep_in_memory(key, meta.clone(), bytes);
             written = Some(meta);
         }
-        self.wrote(location, written);
+        self.wrote(location, written.filter(|_| follows));
         Ok(put)
     }
 
@@ -778,16 +801,22 @@ impl ObjectStore for CachedLog {
     ) -> BoxStream<'static, Result<Path>> {
         use futures::StreamExt;
         // A file deleted (log clean-up) is never read again by name: readers list first. The
-        // listings of the logs it is deleted from are let go.
-        let name = self.name.clone();
-        let locations = locations.inspect(move |location| {
-            if let Ok(location) = location
-                && let Some(log) = log_of(location)
-            {
-                drop_listing(&format!("{name}/{log}"));
+        // listings of the logs it is deleted from are let go, before and after.
+        let forget = |name: String| {
+            move |location: &Result<Path>| {
+                if let Ok(location) = location
+                    && let Some(log) = log_of(location)
+                {
+                    drop_listing(&format!("{name}/{log}"));
+                }
             }
-        });
-        self.inner.delete_stream(Box::pin(locations))
+        };
+        let locations = locations.inspect(forget(self.name.clone()));
+        Box::pin(
+            self.inner
+                .delete_stream(Box::pin(locations))
+                .inspect(forget(self.name.clone())),
+        )
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -838,17 +867,26 @@ impl ObjectStore for CachedLog {
         }
         // A listing of the store is newer than the one kept: readers must not be answered
         // from the older one after it.
-        if let Some(prefix) = prefix
-            && log_of(offset).as_ref() == Some(prefix)
-        {
-            drop_listing(&self.key(prefix));
-        }
-        noted(
+        let listed = noted(
             self.name.clone(),
             prefix,
             Some(offset),
             self.inner.list_with_offset(prefix, offset),
-        )
+        );
+        match prefix.filter(|p| log_of(offset).as_ref() == Some(*p)) {
+            Some(prefix) => {
+                let key = self.key(prefix);
+                drop_listing(&key);
+                // And when it ends (a listing asked for meanwhile may be older).
+                let end = futures::stream::once(async move {
+                    drop_listing(&key);
+                    None
+                })
+                .filter_map(|end: Option<Result<ObjectMeta>>| async move { end });
+                Box::pin(listed.chain(end))
+            }
+            None => listed,
+        }
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
@@ -857,13 +895,20 @@ impl ObjectStore for CachedLog {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.wrote(to, None);
-        self.ask(self.inner.copy_opts(from, to, options)).await
+        let copied = self.ask(self.inner.copy_opts(from, to, options)).await;
+        self.wrote(to, None);
+        copied
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.wrote(from, None);
-        self.wrote(to, None);
-        self.inner.rename_opts(from, to, options).await
+        for place in [from, to] {
+            self.wrote(place, None);
+        }
+        let renamed = self.inner.rename_opts(from, to, options).await;
+        for place in [from, to] {
+            self.wrote(place, None);
+        }
+        renamed
     }
 }
 

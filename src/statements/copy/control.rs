@@ -364,8 +364,11 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
                 .with_predicate(pred.clone())
                 .with_update("last_watermark", value.clone())
                 .with_session_state(Arc::new(session.ctx().state()));
-            let done =
-                crate::statements::upkeep::commit(update, CommitProperties::default()).await?;
+            let done = crate::statements::upkeep::commit(
+                update,
+                crate::statements::upkeep::never_over_another(),
+            )
+            .await?;
             Some(done.0)
         };
         if let Some(after) = after {
@@ -380,7 +383,9 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
 /// said of that version's commit file. The next batch brings it up to date from there (the
 /// commits since, by anyone) instead of reading the table whole: a job over 10,000 control
 /// rows commits a few hundred batches, and reading the table whole for each (its checkpoint
-/// and the commits since) made the job's cost per table grow with the number of tables.
+/// and the commits since) made the job's cost per table grow with the number of tables. (The
+/// checks of a first open, that the table may be written, were made by the batch that kept
+/// it; a write the store refuses later is still an error.)
 static STATES: std::sync::Mutex<
     Option<
         std::collections::HashMap<
@@ -400,8 +405,10 @@ async fn keep_state(url: String, table: deltalake::DeltaTable) {
     };
     if let Ok(mut s) = STATES.lock() {
         let s = s.get_or_insert_with(Default::default);
-        if s.len() >= 64 {
-            s.clear();
+        if s.len() >= 1024
+            && let Some(old) = s.keys().next().cloned()
+        {
+            s.remove(&old);
         }
         s.insert(url, (table, meta));
     }

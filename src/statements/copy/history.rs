@@ -305,7 +305,10 @@ async fn append_batch(
         // the listing of the log this statement made, with this commit added). Compact
         // first, so that the one checkpoint is of the compacted table.
         let mut table = warehouse.handle(&table_name()).await?;
-        table.load().await?;
+        table
+            .load()
+            .await
+            .map_err(|e| Error::from(e).context(format!("opening {}", table_name())))?;
         if crate::statements::upkeep::needs_compaction(&table) {
             // Best effort, like the checkpoint: a failed compaction leaves more files to read.
             let size = std::num::NonZeroU64::new(crate::statements::upkeep::COMPACTED_FILE_BYTES)

@@ -621,9 +621,7 @@ impl CachedLog {
         let Some(log) = log_of(location) else { return };
         changed(&self.key(&log), |known| {
             let follows = match immutable(location.as_ref()) {
-                Some(Immutable::Commit(v)) => {
-                    known.newest_commit().is_some_and(|n| n + 1 == v)
-                }
+                Some(Immutable::Commit(v)) => known.newest_commit().is_some_and(|n| n + 1 == v),
                 Some(Immutable::Checkpoint(_)) => true,
                 None => location.filename() == Some(HINT),
             };
@@ -708,7 +706,10 @@ impl ObjectStore for CachedLog {
             .then(|| payload.clone());
         // A commit written only if none was there proves where the log stands.
         let follows = !matches!(immutable(location.as_ref()), Some(Immutable::Commit(_)))
-            || matches!(opts.mode, deltalake::logstore::object_store::PutMode::Create);
+            || matches!(
+                opts.mode,
+                deltalake::logstore::object_store::PutMode::Create
+            );
         let put = match self.ask(self.inner.put_opts(location, payload, opts)).await {
             Ok(put) => put,
             Err(e) => {

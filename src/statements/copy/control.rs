@@ -8,7 +8,6 @@ use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr as DfExpr, col, lit};
-use deltalake::kernel::transaction::CommitProperties;
 
 use crate::catalog::{TableName, split_qualified};
 use crate::engine::Session;

@@ -22,6 +22,11 @@ pub fn commit_path(log: &Path, version: u64) -> PathBuf {
     log.join(file_name(version, "json"))
 }
 
+/// The commit of `version`, relative to the table's root.
+pub fn commit_in_table(version: u64) -> String {
+    format!("{DIR}/{}", file_name(version, "json"))
+}
+
 /// The checkpoint of `version`, relative to the table's root.
 pub fn checkpoint_in_table(version: u64) -> String {
     format!("{DIR}/{}", file_name(version, "checkpoint.parquet"))
@@ -81,13 +86,17 @@ impl Immutable {
     }
 }
 
+/// The log directory and the name of an object path lying directly in a table's log
+/// (`a/b/_delta_log/<name>`).
+pub fn in_log_dir(location: &str) -> Option<(&str, &str)> {
+    let (dir, name) = location.rsplit_once('/')?;
+    (dir == DIR || dir.ends_with(&format!("/{DIR}"))).then_some((dir, name))
+}
+
 /// What the object at `location` (`a/b/_delta_log/<name>`) is, if it is a commit or a
 /// checkpoint of a log.
 pub fn immutable(location: &str) -> Option<Immutable> {
-    let (dir, name) = location.rsplit_once('/').unwrap_or(("", location));
-    if !(dir == DIR || dir.ends_with(&format!("/{DIR}"))) {
-        return None;
-    }
+    let (_, name) = in_log_dir(location)?;
     let (digits, rest) = name.split_at_checked(20)?;
     let version = digits
         .bytes()

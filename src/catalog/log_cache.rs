@@ -155,9 +155,8 @@ fn logs<T>(f: impl FnOnce(&mut Logs) -> T) -> Option<T> {
 
 /// The log directory a path lies directly in, if it is a Delta log's.
 fn log_of(location: &Path) -> Option<Path> {
-    let (dir, _) = location.as_ref().rsplit_once('/')?;
-    (dir == super::log::DIR || dir.ends_with(&format!("/{}", super::log::DIR)))
-        .then(|| Path::from(dir))
+    let (dir, _) = super::log::in_log_dir(location.as_ref())?;
+    Some(Path::from(dir))
 }
 
 /// The listing of a log kept for this statement, if still young.
@@ -509,14 +508,17 @@ impl CachedLog {
             None => super::log_disk::load_kept(&key, location).await,
         };
         // A log with no hint kept as none is listed from its first version.
-        let from = kept.as_ref().and_then(|(meta, bytes)| match absent(meta) {
-            true => Some(0),
-            false => hint_version(bytes),
+        let from = kept.as_ref().and_then(|(meta, bytes)| {
+            if absent(meta) {
+                Some(0)
+            } else {
+                hint_version(bytes)
+            }
         });
         if known.is_none()
             && let Some(version) = from
         {
-            known = self.list_log(log, version).await?;
+            known = Some(self.list_log(log, version).await?);
         }
         if let Some(listing) = &known {
             match listing.hint(location) {
@@ -579,7 +581,7 @@ impl CachedLog {
 
     /// List the log `log` from `version` up to its `_last_checkpoint` (one request of a
     /// log of fewer than a thousand files from there), kept for this statement.
-    async fn list_log(&self, log: &Path, version: u64) -> Result<Option<Listing>> {
+    async fn list_log(&self, log: &Path, version: u64) -> Result<Listing> {
         use futures::StreamExt;
         let after = Path::from(format!("{log}/{version:020}"));
         let hint = format!("{log}/{HINT}");
@@ -612,7 +614,7 @@ impl CachedLog {
         if made.newest_commit().is_some() {
             keep_listing(self.key(log), made.clone(), from);
         }
-        Ok(Some(made))
+        Ok(made)
     }
 
     /// Follow a write of this process at `location` in this statement's listing of its log:

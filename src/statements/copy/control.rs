@@ -433,10 +433,6 @@ async fn commit_meta(
 ) -> Option<deltalake::logstore::object_store::ObjectMeta> {
     use deltalake::logstore::object_store::ObjectStoreExt;
     let version = table.version()?;
-    let path = deltalake::Path::from(format!(
-        "{}/{}",
-        crate::catalog::log::DIR,
-        crate::catalog::log::file_name(version, "json")
-    ));
+    let path = deltalake::Path::from(crate::catalog::log::commit_in_table(version));
     table.object_store().head(&path).await.ok()
 }

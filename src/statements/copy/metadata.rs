@@ -295,7 +295,9 @@ pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, Ru
         })
         .max()?;
     let bytes = store
-        .get(&StorePath::from(format!("_delta_log/{version:020}.json")))
+        .get(&StorePath::from(crate::catalog::log::commit_in_table(
+            version,
+        )))
         .await
         .ok()?
         .bytes()
@@ -327,7 +329,7 @@ async fn commit_meta(
     version: u64,
     head: bool,
 ) -> deltalake::logstore::object_store::Result<Option<CommitFile>> {
-    let path = StorePath::from(format!("_delta_log/{version:020}.json"));
+    let path = StorePath::from(crate::catalog::log::commit_in_table(version));
     let options = deltalake::logstore::object_store::GetOptions {
         head,
         ..Default::default()

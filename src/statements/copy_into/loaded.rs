@@ -64,7 +64,7 @@ pub(super) async fn loaded(table: &DeltaTable, name: &str) -> Result<HashSet<Str
         .map(|v| {
             let store = store.clone();
             async move {
-                let path = Path::from(format!("{}/{}", log::DIR, log::file_name(v, "json")));
+                let path = Path::from(log::commit_in_table(v));
                 let bytes = read(store.as_ref(), &path).await?;
                 commit_ids(&bytes, v)
             }

@@ -17,9 +17,10 @@
 //! answers the reader's own. The listing then answers every open of that log in the same
 //! statement for a few seconds, with this process's own commits and checkpoints added as it
 //! writes them (a commit only when it directly follows the listing's newest); any other write
-//! to the log, a refused one included, or the next statement, lets it go. Everything else
-//! (other listings, data files, reads of files the process has not listed, conditional reads)
-//! goes to the store.
+//! to the log, a refused one included, or the next statement, lets it go. A small data file
+//! written on this machine is read from its copy kept here (data files' names are never
+//! used twice). Everything else (other listings, other data files, reads of files the
+//! process has not listed, conditional reads) goes to the store.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -42,6 +43,25 @@ use super::log::{Immutable, immutable};
 const KEPT_BYTES: usize = 256 << 20;
 /// A file larger than this is not kept (a large table's checkpoint is read in ranges).
 const LARGEST: u64 = 16 << 20;
+/// A data file this process writes is kept (see [`super::log_disk::save_data`]) when it is no
+/// larger than this: a run's history, a control table's file, a small increment.
+const SMALL_DATA: u64 = 256 << 10;
+
+/// Whether `location` names a Delta data file: a Parquet file outside any log whose name
+/// carries a UUID, as every Delta writer's (and tidemark's) data files do, so that the name
+/// is never written again with other bytes. A Parquet file a user names (`COPY ... TO
+/// 's3://b/out.parquet'`, then rewritten by another tool) is not one: it is always read from
+/// the store.
+fn data_file(location: &Path) -> bool {
+    log_of(location).is_none()
+        && location.filename().is_some_and(|name| {
+            name.ends_with(".parquet")
+                && name
+                    .as_bytes()
+                    .windows(36)
+                    .any(|w| std::str::from_utf8(w).is_ok_and(|w| uuid::Uuid::try_parse(w).is_ok()))
+        })
+}
 
 /// `inner` (the root store of one bucket, `name`) with its log files read once.
 pub struct CachedLog {
@@ -53,11 +73,16 @@ pub struct CachedLog {
 type Kept = HashMap<String, (ObjectMeta, Bytes)>;
 
 /// The files kept, and their bytes in all.
-static READ: Mutex<Option<(Kept, usize)>> = Mutex::new(None);
+static READ: Memory = Mutex::new(None);
 /// The files as the latest listing of their log showed them, by store and path.
 /// Ordered, so that the end of a listing looks only at the names under its prefix (a job over
 /// thousands of tables lists thousands of logs).
 static LISTED: Mutex<Option<BTreeMap<String, ObjectMeta>>> = Mutex::new(None);
+/// Small data files this process wrote, by store and path, and their bytes in all: apart from
+/// the log files, so that a load of many small files never pushes those out.
+static WRITTEN: Memory = Mutex::new(None);
+/// Bytes of [`WRITTEN`] at most; past it, everything kept there is let go.
+const WRITTEN_BYTES: usize = 32 << 20;
 /// One fetch of a file at a time: the ranges of one checkpoint are asked for at once.
 static FETCHING: Mutex<Option<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = Mutex::new(None);
 
@@ -407,31 +432,23 @@ fn forget(key: &str) {
     {
         l.remove(key);
     }
-    if let Ok(mut r) = READ.lock()
-        && let Some((files, total)) = r.as_mut()
-        && let Some((_, old)) = files.remove(key)
-    {
-        *total -= old.len();
-    }
+    let_go(&READ, key);
 }
 
-/// The file of `key` kept in memory, if it is the object `listed`.
-fn in_memory(key: &str, listed: &ObjectMeta) -> Option<(ObjectMeta, Bytes)> {
-    let read = READ.lock().ok()?;
-    let (meta, bytes) = read.as_ref()?.0.get(key)?;
-    same_object(meta, listed).then(|| (meta.clone(), bytes.clone()))
+/// Let the data file `key` go, in memory and on disk: deleted, or written again.
+async fn let_go_data(key: &str) {
+    let_go(&WRITTEN, key);
+    super::log_disk::forget_data(key).await;
 }
 
-/// The file of `key` kept in memory, whatever object it was.
-fn in_memory_any(key: &str) -> Option<(ObjectMeta, Bytes)> {
-    let read = READ.lock().ok()?;
-    read.as_ref()?.0.get(key).cloned()
-}
+/// Files kept in memory, and their bytes in all (see [`READ`] and [`WRITTEN`]).
+type Memory = Mutex<Option<(Kept, usize)>>;
 
-fn keep_in_memory(key: String, meta: ObjectMeta, bytes: Bytes) {
-    if let Ok(mut r) = READ.lock() {
-        let (files, total) = r.get_or_insert_with(Default::default);
-        if *total + bytes.len() > KEPT_BYTES {
+/// Keep `key` in `memory`, of at most `budget` bytes: past it, everything there is let go.
+fn keep(memory: &Memory, budget: usize, key: String, meta: ObjectMeta, bytes: Bytes) {
+    if let Ok(mut m) = memory.lock() {
+        let (files, total) = m.get_or_insert_with(Default::default);
+        if *total + bytes.len() > budget {
             files.clear();
             *total = 0;
         }
@@ -440,6 +457,34 @@ fn keep_in_memory(key: String, meta: ObjectMeta, bytes: Bytes) {
             *total -= old.len();
         }
     }
+}
+
+/// What `memory` keeps of `key`, whatever object it was.
+fn kept(memory: &Memory, key: &str) -> Option<(ObjectMeta, Bytes)> {
+    memory.lock().ok()?.as_ref()?.0.get(key).cloned()
+}
+
+fn let_go(memory: &Memory, key: &str) {
+    if let Ok(mut m) = memory.lock()
+        && let Some((files, total)) = m.as_mut()
+        && let Some((_, old)) = files.remove(key)
+    {
+        *total -= old.len();
+    }
+}
+
+/// The file of `key` kept in memory, if it is the object `listed`.
+fn in_memory(key: &str, listed: &ObjectMeta) -> Option<(ObjectMeta, Bytes)> {
+    kept(&READ, key).filter(|(meta, _)| same_object(meta, listed))
+}
+
+/// The file of `key` kept in memory, whatever object it was.
+fn in_memory_any(key: &str) -> Option<(ObjectMeta, Bytes)> {
+    kept(&READ, key)
+}
+
+fn keep_in_memory(key: String, meta: ObjectMeta, bytes: Bytes) {
+    keep(&READ, KEPT_BYTES, key, meta, bytes)
 }
 
 impl CachedLog {
@@ -495,6 +540,27 @@ impl CachedLog {
         };
         keep_in_memory(key.clone(), kept.0.clone(), kept.1.clone());
         Ok(Some(kept))
+    }
+
+    /// The small data file at `location` as this machine wrote it, if it is kept (see
+    /// [`super::log_disk::save_data`]).
+    async fn written(&self, location: &Path) -> Option<(ObjectMeta, Bytes)> {
+        if !data_file(location) {
+            return None;
+        }
+        let key = self.key(location);
+        if let Some(kept) = kept(&WRITTEN, &key) {
+            return Some(kept);
+        }
+        let loaded = super::log_disk::load_data(&key, location).await?;
+        keep(
+            &WRITTEN,
+            WRITTEN_BYTES,
+            key,
+            loaded.0.clone(),
+            loaded.1.clone(),
+        );
+        Some(loaded)
     }
 
     /// A plain read of the log's `_last_checkpoint` at `location` (in the log `log`): from
@@ -649,6 +715,55 @@ impl CachedLog {
     }
 }
 
+/// A multipart upload through [`CachedLog`]: the listing of the log it writes into (if any)
+/// is let go when the upload starts and again when it ends, so that a listing made meanwhile
+/// is not kept without the file.
+#[derive(Debug)]
+struct Uploading {
+    upload: Box<dyn MultipartUpload>,
+    /// The key of the log the file lies in.
+    log: Option<String>,
+    /// Whether the upload was completed or aborted (else it ends when dropped: a cancelled
+    /// completion may still have landed).
+    done: bool,
+}
+
+impl Uploading {
+    fn ended(&mut self) {
+        self.done = true;
+        if let Some(log) = &self.log {
+            drop_listing(log);
+        }
+    }
+}
+
+impl Drop for Uploading {
+    fn drop(&mut self) {
+        if !self.done {
+            self.ended();
+        }
+    }
+}
+
+#[async_trait]
+impl MultipartUpload for Uploading {
+    fn put_part(&mut self, data: PutPayload) -> deltalake::logstore::object_store::UploadPart {
+        self.upload.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        let done = self.upload.complete().await;
+        self.ended();
+        done
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        let done = self.upload.abort().await;
+        self.ended();
+        done
+    }
+}
+
 /// A fetch's turn over (see [`FETCHING`]).
 struct Fetched<'a>(&'a str);
 
@@ -712,6 +827,11 @@ impl ObjectStore for CachedLog {
                 opts.mode,
                 deltalake::logstore::object_store::PutMode::Create
             );
+        let data = (data_file(location) && payload.content_length() as u64 <= SMALL_DATA)
+            .then(|| payload.clone());
+        if data_file(location) {
+            let_go_data(&self.key(location)).await;
+        }
         let put = match self.ask(self.inner.put_opts(location, payload, opts)).await {
             Ok(put) => put,
             Err(e) => {
@@ -745,6 +865,19 @@ impl ObjectStore for CachedLog {
             written = Some(meta);
         }
         self.wrote(location, written.filter(|_| follows));
+        if let Some(payload) = data {
+            let bytes = Bytes::from(payload);
+            let meta = ObjectMeta {
+                location: location.clone(),
+                last_modified: chrono::Utc::now(),
+                size: bytes.len() as u64,
+                e_tag: put.e_tag.clone(),
+                version: put.version.clone(),
+            };
+            let key = self.key(location);
+            super::log_disk::save_data(&key, &meta, &bytes).await;
+            keep(&WRITTEN, WRITTEN_BYTES, key, meta, bytes);
+        }
         Ok(put)
     }
 
@@ -754,11 +887,32 @@ impl ObjectStore for CachedLog {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         self.wrote(location, None);
-        self.ask(self.inner.put_multipart_opts(location, opts))
-            .await
+        if data_file(location) {
+            let_go_data(&self.key(location)).await;
+        }
+        let upload = self
+            .ask(self.inner.put_multipart_opts(location, opts))
+            .await?;
+        Ok(Box::new(Uploading {
+            upload,
+            log: log_of(location).map(|log| self.key(&log)),
+            done: false,
+        }))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if plain(&options)
+            && let Some((meta, bytes)) = self.written(location).await
+        {
+            let len = bytes.len() as u64;
+            let range = match &options.range {
+                None => Some(0..len),
+                Some(r) => r.as_range(len).ok(),
+            };
+            if let Some(range) = range {
+                return Ok(answer(meta, bytes, range));
+            }
+        }
         if plain(&options)
             && options.range.is_none()
             && location.filename() == Some(HINT)
@@ -784,8 +938,12 @@ impl ObjectStore for CachedLog {
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        if immutable(location.as_ref()).is_some()
-            && let Some((_, bytes)) = self.whole(location).await?
+        let kept = match self.written(location).await {
+            Some(kept) => Some(kept),
+            None if immutable(location.as_ref()).is_some() => self.whole(location).await?,
+            None => None,
+        };
+        if let Some((_, bytes)) = kept
             && ranges
                 .iter()
                 .all(|r| r.start <= r.end && r.end <= bytes.len() as u64)
@@ -805,7 +963,7 @@ impl ObjectStore for CachedLog {
         use futures::StreamExt;
         // A file deleted (log clean-up) is never read again by name: readers list first. The
         // listings of the logs it is deleted from are let go, before and after.
-        let forget = |name: String| {
+        let let_go = |name: String| {
             move |location: &Result<Path>| {
                 if let Ok(location) = location
                     && let Some(log) = log_of(location)
@@ -814,11 +972,26 @@ impl ObjectStore for CachedLog {
                 }
             }
         };
-        let locations = locations.inspect(forget(self.name.clone()));
+        // A data file deleted (vacuum) is let go where it is kept.
+        let deleted = |name: String| {
+            move |location: Result<Path>| {
+                let name = name.clone();
+                async move {
+                    if let Ok(path) = &location
+                        && data_file(path)
+                    {
+                        let_go_data(&format!("{name}/{path}")).await;
+                    }
+                    location
+                }
+            }
+        };
+        let locations = locations.inspect(let_go(self.name.clone()));
         Box::pin(
             self.inner
                 .delete_stream(Box::pin(locations))
-                .inspect(forget(self.name.clone())),
+                .inspect(let_go(self.name.clone()))
+                .then(deleted(self.name.clone())),
         )
     }
 
@@ -898,6 +1071,9 @@ impl ObjectStore for CachedLog {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.wrote(to, None);
+        if data_file(to) {
+            let_go_data(&self.key(to)).await;
+        }
         let copied = self.ask(self.inner.copy_opts(from, to, options)).await;
         self.wrote(to, None);
         copied
@@ -906,6 +1082,9 @@ impl ObjectStore for CachedLog {
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         for place in [from, to] {
             self.wrote(place, None);
+            if data_file(place) {
+                let_go_data(&self.key(place)).await;
+            }
         }
         let renamed = self.inner.rename_opts(from, to, options).await;
         for place in [from, to] {
@@ -999,6 +1178,111 @@ mod tests {
         assert_eq!(suffix.bytes().await.unwrap().as_ref(), b"789");
         // A data file is not kept.
         assert!(store.get_ranges(&data, &[0..1, 2..3]).await.is_err());
+    }
+
+    /// A small data file this process wrote is read from what it kept (here the store has
+    /// lost it); a large one, one written by another, and one it deleted are the store's.
+    #[tokio::test]
+    async fn a_small_data_file_written_here_is_read_without_the_store() {
+        use deltalake::logstore::object_store::{ObjectStoreExt, memory::InMemory};
+        let inner = Arc::new(InMemory::new());
+        let store = CachedLog::new(inner.clone(), "mem://data".into());
+        let small = Path::from("t/part-00000-8b30d5d9-8d82-4bf8-a692-a2203a1e07dd-c000.parquet");
+        let large = Path::from("t/part-00001-92b4e131-348c-4c14-8ad1-c48a61e1f291-c000.parquet");
+        let theirs = Path::from("t/part-00002-fc89cf65-e1f0-4ef5-b1b8-1f25bd4563ff-c000.parquet");
+        // A name without a UUID (a file a user named) is never kept: it may be written again.
+        let named = Path::from("t/out.parquet");
+        store
+            .put(&named, PutPayload::from_static(b"mine"))
+            .await
+            .unwrap();
+        inner
+            .put(&named, PutPayload::from_static(b"theirs, later"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .get(&named)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+                .as_ref(),
+            b"theirs, later"
+        );
+        store
+            .put(&small, PutPayload::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        let big = vec![7u8; SMALL_DATA as usize + 1];
+        store.put(&large, PutPayload::from(big)).await.unwrap();
+        inner
+            .put(&theirs, PutPayload::from_static(b"theirs"))
+            .await
+            .unwrap();
+        for p in [&small, &large, &theirs] {
+            inner.delete(p).await.unwrap();
+        }
+        let ranges = store.get_ranges(&small, &[1..3, 9..10]).await.unwrap();
+        assert_eq!(
+            (ranges[0].as_ref(), ranges[1].as_ref()),
+            (&b"12"[..], &b"9"[..])
+        );
+        let whole = store.get(&small).await.unwrap().bytes().await.unwrap();
+        assert_eq!(whole.as_ref(), b"0123456789");
+        assert!(store.get(&large).await.is_err());
+        assert!(store.get(&theirs).await.is_err());
+        // Deleted (a vacuum) through this store: let go.
+        store.delete(&small).await.unwrap();
+        assert!(store.get(&small).await.is_err());
+    }
+
+    /// A listing of a log made while a multipart upload into it runs does not show the file:
+    /// it is let go when the upload completes.
+    #[tokio::test]
+    async fn a_multipart_upload_into_a_log_lets_its_listing_go_when_it_ends() {
+        use deltalake::logstore::object_store::{ObjectStoreExt, memory::InMemory};
+        use futures::TryStreamExt;
+        let inner = Arc::new(InMemory::new());
+        let store = CachedLog::new(inner.clone(), "mem://upload".into());
+        let at = |name: &str| Path::from(format!("t/_delta_log/{name}"));
+        inner
+            .put(
+                &at("00000000000000000000.json"),
+                PutPayload::from_static(b"{}"),
+            )
+            .await
+            .unwrap();
+        let hint = at(HINT);
+        // No hint (kept as none); the next read lists the log from its start, kept.
+        assert!(store.get(&hint).await.is_err());
+        logs(|l| l.listings.remove("mem://upload/t/_delta_log"));
+        let mut upload = store
+            .put_multipart(&at("00000000000000000001.json"))
+            .await
+            .unwrap();
+        assert!(store.get(&hint).await.is_err());
+        assert!(logs(|l| l.listings.contains_key("mem://upload/t/_delta_log")).unwrap());
+        upload
+            .put_part(PutPayload::from_static(b"{}"))
+            .await
+            .unwrap();
+        upload.complete().await.unwrap();
+        let listed: Vec<ObjectMeta> = store
+            .list_with_offset(
+                Some(&Path::from("t/_delta_log")),
+                &at("00000000000000000000"),
+            )
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(
+            listed
+                .iter()
+                .any(|m| m.location == at("00000000000000000001.json")),
+            "{listed:?}"
+        );
     }
 
     /// A log's `_last_checkpoint` and listing answer the opens of one statement: with this

@@ -13,6 +13,9 @@
 //! newest checkpoint kept here are deleted when that checkpoint is kept (readers start from
 //! it), so each table keeps about one checkpoint interval of commits. A failure to read or
 //! write here is never an error: the store is asked instead.
+//!
+//! Beside the logs, the small data files this machine writes (see [`save_data`]) are kept
+//! too, about 64 MiB of them, the oldest let go first.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -31,28 +34,36 @@ const MAGIC: &str = "tidemark delta log file 1";
 
 /// Where log files are kept, if anywhere.
 fn root() -> Option<&'static Path> {
+    static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    ROOT.get_or_init(|| made_root("delta_log")).as_deref()
+}
+
+/// Where small data files this machine wrote are kept, if anywhere (see [`save_data`]).
+fn data_root() -> Option<&'static Path> {
+    static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    ROOT.get_or_init(|| made_root("data_files")).as_deref()
+}
+
+/// The cache directory's subdirectory `name`, made if need be, when it is this user's alone.
+fn made_root(name: &str) -> Option<PathBuf> {
     // Unit tests keep nothing in the user's cache directory.
     if cfg!(test) {
         return None;
     }
-    static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    ROOT.get_or_init(|| {
-        let root = match std::env::var_os(CACHE_DIR_ENV) {
-            Some(dir) if dir.is_empty() => None,
-            Some(dir) => Some(PathBuf::from(dir).join("delta_log")),
-            None => dirs::cache_dir().map(|d| d.join("tidemark").join("delta_log")),
-        }?;
-        // Made first (only by this user, as 0700), then checked: a directory someone else
-        // made there first is not used.
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&root)
-            .ok()?;
-        private(&root).then_some(root)
-    })
-    .as_deref()
+    let root = match std::env::var_os(CACHE_DIR_ENV) {
+        Some(dir) if dir.is_empty() => None,
+        Some(dir) => Some(PathBuf::from(dir).join(name)),
+        None => dirs::cache_dir().map(|d| d.join("tidemark").join(name)),
+    }?;
+    // Made first (only by this user, as 0700), then checked: a directory someone else
+    // made there first is not used.
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&root)
+        .ok()?;
+    private(&root).then_some(root)
 }
 
 /// Whether `dir` is this user's alone (or not made yet): files another user could write there
@@ -228,6 +239,86 @@ async fn write(dir: &Path, file: &Path, meta: &ObjectMeta, bytes: &Bytes) -> std
     written
 }
 
+/// Bytes of small data files kept on disk (checked at a process's first save and every
+/// quarter of it saved since); past it the oldest go, down to half.
+const DATA_BYTES: u64 = 64 << 20;
+
+/// Keep the small data file `key` (the object `meta`) this process has just written. Data
+/// files have names no other file ever takes (a UUID in each, by every Delta writer), and are
+/// never changed, only deleted: a copy kept here answers reads of that name for as long as
+/// it is kept. A job's history, its control table and small increments are read again by the
+/// next run on the same machine (the history's files when it is compacted): from here, not
+/// the store.
+pub async fn save_data(key: &str, meta: &ObjectMeta, bytes: &Bytes) {
+    static SAVED: AtomicU64 = AtomicU64::new(0);
+    let Some(root) = data_root() else { return };
+    let Some(file) = place(root, key) else { return };
+    let Some(dir) = file.parent() else { return };
+    if write(dir, &file, meta, bytes).await.is_err() {
+        return;
+    }
+    // The kept files are weighed at the first save of a process and every quarter of the
+    // budget saved since.
+    let before = SAVED.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    if before == 0 || before / (DATA_BYTES / 4) != (before + bytes.len() as u64) / (DATA_BYTES / 4)
+    {
+        // Aside: the write waits for none of it (a process ending first leaves it to the next),
+        // one trim at a time.
+        static TRIMMING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !TRIMMING.swap(true, Ordering::AcqRel) {
+            tokio::spawn(async move {
+                trim(root, DATA_BYTES).await;
+                TRIMMING.store(false, Ordering::Release);
+            });
+        }
+    }
+}
+
+/// The small data file kept for `key`, if this machine wrote it (see [`save_data`]).
+pub async fn load_data(key: &str, location: &deltalake::Path) -> Option<(ObjectMeta, Bytes)> {
+    kept_in(data_root()?, key, location).await
+}
+
+/// Let the data file `key` go (deleted from its table's store).
+pub async fn forget_data(key: &str) {
+    if let Some(file) = data_root().and_then(|root| place(root, key)) {
+        let _ = tokio::fs::remove_file(file).await;
+    }
+}
+
+/// Delete the oldest files kept under `root` (one level of directories) until they weigh
+/// half of `budget`, when they weigh more than it.
+async fn trim(root: &Path, budget: u64) {
+    let mut files = Vec::new();
+    let Ok(mut dirs) = tokio::fs::read_dir(root).await else {
+        return;
+    };
+    while let Ok(Some(dir)) = dirs.next_entry().await {
+        let Ok(mut entries) = tokio::fs::read_dir(dir.path()).await else {
+            continue;
+        };
+        while let Ok(Some(entry)) = entries.next_entry().await {
+            if let Ok(m) = entry.metadata().await {
+                let when = m.modified().unwrap_or(std::time::UNIX_EPOCH);
+                files.push((when, m.len(), entry.path()));
+            }
+        }
+    }
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    if total <= budget {
+        return;
+    }
+    files.sort();
+    for (_, len, path) in files {
+        if total <= budget / 2 {
+            break;
+        }
+        if tokio::fs::remove_file(&path).await.is_ok() {
+            total -= len;
+        }
+    }
+}
+
 /// Delete the log's kept files older than its checkpoint of `version`.
 async fn prune(dir: &Path, version: u64) {
     let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
@@ -258,6 +349,35 @@ mod tests {
         // A directory's name must not change between builds: the next process looks there.
         assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    /// Past its budget the oldest kept files go, down to half of it; within it none.
+    #[tokio::test]
+    async fn the_oldest_data_files_go_past_the_budget() {
+        let root = std::env::temp_dir().join(format!("tidemark-data-{}", uuid::Uuid::new_v4()));
+        let start = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+        for (i, dir) in ["a", "b", "a", "b", "a"].iter().enumerate() {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+            let path = root.join(dir).join(format!("f{i}"));
+            std::fs::write(&path, [0u8; 100]).unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(start + std::time::Duration::from_secs(i as u64))
+                .unwrap();
+        }
+        let left = |root: &Path| {
+            let mut names: Vec<String> = ["a", "b"]
+                .iter()
+                .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        trim(&root, 500).await;
+        assert_eq!(left(&root), ["f0", "f1", "f2", "f3", "f4"]);
+        trim(&root, 450).await;
+        assert_eq!(left(&root), ["f3", "f4"]);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     fn meta(key: &str, size: u64, e_tag: &str) -> ObjectMeta {

@@ -22,7 +22,7 @@ pub(crate) const CHECKPOINT_EVERY: u64 = 10;
 
 /// Compact the history once it holds this many files (each run appends one; a checkpoint
 /// carries every file's entry, so their number is what opening the table costs).
-const COMPACT_AT_FILES: usize = 32;
+pub(crate) const COMPACT_AT_FILES: usize = 32;
 
 /// Tables with at most this many files get the frequent checkpoints (a checkpoint rewrites
 /// every file's entry: on a big table Delta's interval of 100 is the better trade).
@@ -281,17 +281,31 @@ fn oldest_commit(dir: &std::path::Path, newest: u64) -> Option<u64> {
 /// 40 times a run, and the job's cost per table grew with the number of tables.
 pub(crate) const COMPACTED_FILE_BYTES: u64 = 512 * 1024;
 
-/// Whether an append-only table of tidemark's has grown enough small files to compact: files
-/// under half [`COMPACTED_FILE_BYTES`] (a compaction's own files, near that size, do not
-/// count, or every checkpoint would compact them again).
-pub(crate) fn needs_compaction(table: &DeltaTable) -> bool {
-    table.snapshot().is_ok_and(|s| {
+/// Whether a file of an append-only table of tidemark's is small enough to be compacted:
+/// under half [`COMPACTED_FILE_BYTES`] (a compaction's own files past that size are left
+/// alone, or every compaction would rewrite them again).
+pub(crate) fn compactable(size: i64) -> bool {
+    (size as u64) < COMPACTED_FILE_BYTES / 2
+}
+
+/// How many files of an append-only table of tidemark's are small enough to compact (see
+/// [`COMPACT_AT_FILES`]).
+pub(crate) fn compactable_files(table: &DeltaTable) -> usize {
+    table.snapshot().map_or(0, |s| {
         s.log_data()
             .iter()
-            .filter(|f| (f.size() as u64) < COMPACTED_FILE_BYTES / 2)
+            .filter(|f| compactable(f.size()))
             .count()
-            >= COMPACT_AT_FILES
     })
+}
+
+/// Whether the append-only table's commit of `version` is followed by a look at whether it
+/// needs compaction: at versions ending in 5, where no checkpoint is due (checkpoints come
+/// at multiples of [`CHECKPOINT_EVERY`]), so that a run seldom both compacts and checkpoints
+/// (each is two writes: a no-op run stays within ten requests) and the next checkpoint is of
+/// the compacted table.
+pub(crate) fn compaction_due(version: u64) -> bool {
+    version % CHECKPOINT_EVERY == CHECKPOINT_EVERY / 2
 }
 
 /// Rows per row group of a checkpoint written by [`write_checkpoint`].

@@ -304,4 +304,17 @@ deltalake.write_deltalake({history:?}, t)
     );
     assert!(out.contains("true") && out.contains("succeeded"), "{out}");
     assert_eq!(out.matches("succeeded").count(), 2, "{out}");
+    // Compacted past 32 small files, the old file among them: every row kept, the old one
+    // with its new column NULL, and another reader reads the compacted table.
+    ok(&wh, &"COPY INCREMENTAL s INTO t WATERMARK at;".repeat(40));
+    let out = ok(
+        &wh,
+        "SELECT count(*), count(DISTINCT run_id), count(*) FILTER (WHERE run_id = 'old' AND source_snapshot IS NULL) FROM system.tidemark.copy_runs",
+    );
+    assert!(out.ends_with("42,42,1\n"), "{out}");
+    let read = run_py(&format!(
+        "import deltalake\nt = deltalake.DeltaTable({history:?})\nprint(len(t.file_uris()) < 10, [h['operation'] for h in t.history()].count('OPTIMIZE'), t.to_pyarrow_table().num_rows)",
+        history = history.display().to_string()
+    ));
+    assert_eq!(read.trim(), "True 1 42", "{read}");
 }

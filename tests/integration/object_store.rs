@@ -586,8 +586,9 @@ fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
     let copy = "COPY INCREMENTAL src INTO dst WATERMARK id";
     run(&["CREATE TABLE src LOCATION 's3://lake/src'", copy]);
     let mut counts = vec![];
-    // Past the history's next checkpoint (every 10 commits).
-    for _ in 0..12 {
+    // Past the history's checkpoints (every 10 commits) and its compaction (32 small files,
+    // looked at halfway between checkpoints: version 35).
+    for _ in 0..40 {
         let made = counted(&log, &|| run(&[copy]));
         assert!(made.len() <= 10, "{} requests: {made:?}", made.len());
         counts.push(made.len());
@@ -597,10 +598,19 @@ fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
         &end,
         &[
             "SELECT count(*) AS n FROM dst",
-            "SELECT count(*) AS n FROM system.tidemark.copy_runs",
+            "SELECT count(*) AS n, count(DISTINCT run_id) AS runs FROM system.tidemark.copy_runs",
         ],
     );
-    assert_eq!(rows, "n\n2\nn\n13\n", "{counts:?}");
+    assert_eq!(rows, "n\n2\nn,runs\n41,41\n", "{counts:?}");
+    // Compacted (few files), and read by another reader as written.
+    let opts = py_opts(&end);
+    let read = py(
+        &python,
+        &format!(
+            "import deltalake\nt = deltalake.DeltaTable('s3://lake/whole/system/tidemark/copy_runs', storage_options={opts})\nops = [h['operation'] for h in t.history()]\nprint(len(t.file_uris()) < 10, ops.count('OPTIMIZE'), t.to_pyarrow_table().num_rows)"
+        ),
+    );
+    assert_eq!(read.trim(), "True 1 41", "{counts:?}");
 }
 
 #[test]

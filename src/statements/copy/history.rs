@@ -36,6 +36,10 @@ fn kept(warehouse: &Warehouse) -> Kept {
 struct Appendable {
     table: BlindDeltaTable,
     next_version: u64,
+    /// The number of small files the history had at a version this process loaded it at
+    /// (its checkpoint): the next look at compaction needs no load while those and the
+    /// appends since cannot reach the number that calls for one.
+    small_files: Option<(u64, usize)>,
 }
 use crate::engine::Session;
 use crate::error::{Error, Result};
@@ -175,6 +179,7 @@ async fn open_appendable(warehouse: &Warehouse) -> Result<Appendable> {
     Ok(Appendable {
         table,
         next_version,
+        small_files: None,
     })
 }
 
@@ -212,8 +217,13 @@ async fn append_batch(
         None => {
             // Another process may be creating the table this moment: a race, tried again.
             let opened = async {
-                if !warehouse.table_exists(&table_name()) {
-                    create(session).await?;
+                if !warehouse.table_exists(&table_name())
+                    && let Err(e) = create(session).await
+                    // Made by another process meanwhile (which may have appended already):
+                    // opened as it is.
+                    && !warehouse.table_exists(&table_name())
+                {
+                    return Err(e);
                 }
                 open_appendable(warehouse).await
             };
@@ -277,57 +287,231 @@ async fn append_batch(
         .get_bytes()
         .map_err(deltalake::DeltaTableError::from)?;
     let log_store = appendable.table.log_store();
-    let mut version = appendable.next_version;
+    let version = match commit_past(&log_store, appendable.next_version, &bytes, |c| {
+        !changes_table(c)
+    })
+    .await?
+    {
+        Ok(version) => version,
+        Err(theirs) => {
+            return Err(Error::Conflict(format!(
+                "version {theirs} of {} changed the table; opening it again",
+                table_name()
+            )));
+        }
+    };
+    appendable.next_version = version + 1;
+    *kept = Some(appendable);
+    // The row is recorded: what follows is upkeep, best effort (a failure leaves more files
+    // to read, never fails the run).
+    upkeep(warehouse, kept, version, &log_store).await;
+    Ok(())
+}
+
+/// The history's upkeep after this process appended `version`: a checkpoint every few
+/// versions, and on versions ending in 5 a look at whether its small files are to be compacted.
+/// Each needs the file list: one full load (on an object store from the listing of the log
+/// this statement made, with this commit added).
+async fn upkeep(
+    warehouse: &Warehouse,
+    kept: &mut Option<Appendable>,
+    version: u64,
+    log_store: &deltalake::logstore::LogStoreRef,
+) {
+    use crate::statements::upkeep::{
+        COMPACT_AT_FILES, checkpoint_due, compactable_files, compaction_due, maintain,
+    };
+    let due = checkpoint_due(log_store, version).await;
+    if !due && !compaction_due(version) {
+        return;
+    }
+    // Too few small files for a compaction even if every append since added one.
+    if !due
+        && let Some((at, n)) = kept.as_ref().and_then(|a| a.small_files)
+        && n as u64 + version.saturating_sub(at) < COMPACT_AT_FILES as u64
+    {
+        return;
+    }
+    let load = || async {
+        let mut table = warehouse.handle(&table_name()).await?;
+        table.load().await?;
+        Ok::<_, Error>(table)
+    };
+    let Ok(table) = load().await else { return };
+    let small = compactable_files(&table);
+    if let (Some(a), Some(v)) = (kept.as_mut(), table.version()) {
+        a.small_files = Some((v, small));
+    }
+    if due {
+        maintain(&table).await;
+        return;
+    }
+    if small < COMPACT_AT_FILES {
+        return;
+    }
+    match compact(&table).await {
+        Ok(Some(compacted)) => {
+            if let Some(a) = kept.as_mut() {
+                a.next_version = a.next_version.max(compacted + 1);
+                a.small_files = None;
+            }
+            // The compaction's own version may be one a checkpoint is due at.
+            if checkpoint_due(log_store, compacted).await
+                && let Ok(table) = load().await
+            {
+                maintain(&table).await;
+            }
+        }
+        Ok(None) => {}
+        Err(e) => eprintln!("warning: could not compact {}: {e}", table_name()),
+    }
+}
+
+/// Merge small files of the history (up to about [`upkeep::COMPACTED_FILE_BYTES`] of them)
+/// into one, in a commit of their own that changes no data (Delta's OPTIMIZE); the version
+/// committed, or None when there was nothing to do or another writer's commit removed or
+/// changed what it read (the next compaction tries again). Each file is read whole, and not
+/// at all when this machine wrote it (kept on the local disk, see
+/// `catalog::log_disk::save_data`): compacting a history a cron job on one machine wrote
+/// makes two requests, the new file and the commit. A file older than a column of the table
+/// gets it as NULL. A table with partitions or deletion vectors (not one tidemark writes) is
+/// left alone.
+///
+/// [`upkeep::COMPACTED_FILE_BYTES`]: crate::statements::upkeep::COMPACTED_FILE_BYTES
+async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
+    use crate::statements::upkeep::{COMPACTED_FILE_BYTES, compactable};
+    use datafusion::arrow::array::new_null_array;
+    use deltalake::DeltaTableError as E;
+    use deltalake::kernel::Action;
+    use deltalake::logstore::object_store::ObjectStoreExt;
+    use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let snapshot = table.snapshot()?;
+    if !snapshot.metadata().partition_columns().is_empty()
+        || snapshot
+            .log_data()
+            .iter()
+            .any(|f| f.remove_action(false).deletion_vector.is_some())
+    {
+        return Ok(None);
+    }
+    let mut small = vec![];
+    let mut bytes_in = 0;
+    for file in snapshot.log_data().iter() {
+        if compactable(file.size()) && bytes_in < COMPACTED_FILE_BYTES {
+            bytes_in += file.size() as u64;
+            small.push(file);
+        }
+    }
+    if small.len() < 2 {
+        return Ok(None);
+    }
+    let store = table.object_store();
+    let mut writer = RecordBatchWriter::for_table(table)?;
+    let schema = writer.arrow_schema();
+    for file in &small {
+        let got = store
+            .get(&file.object_store_path())
+            .await
+            .map_err(E::from)?;
+        let bytes = got.bytes().await.map_err(E::from)?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(E::from)?;
+        for batch in reader {
+            let batch = batch?;
+            let columns = schema
+                .fields()
+                .iter()
+                .map(|field| match batch.column_by_name(field.name()) {
+                    Some(c) if c.data_type() == field.data_type() => Ok(c.clone()),
+                    Some(c) => Ok(datafusion::arrow::compute::cast(c, field.data_type())?),
+                    None => Ok(new_null_array(field.data_type(), batch.num_rows())),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            writer
+                .write(RecordBatch::try_new(schema.clone(), columns)?)
+                .await?;
+        }
+    }
+    let adds = writer.flush().await?;
+    let written: Vec<_> = adds.iter().map(|a| a.path.clone()).collect();
+    let actions: Vec<Action> = adds
+        .into_iter()
+        .map(|mut add| {
+            add.data_change = false;
+            Action::Add(add)
+        })
+        .chain(small.iter().map(|f| Action::Remove(f.remove_action(false))))
+        .collect();
+    let operation = deltalake::protocol::DeltaOperation::Optimize {
+        predicate: None,
+        target_size: COMPACTED_FILE_BYTES as i64,
+    };
+    let bytes = CommitData::new(actions, operation, HashMap::new(), vec![])
+        .get_bytes()
+        .map_err(E::from)?;
+    // Other writers' appends since the snapshot change nothing this commit read: it goes
+    // after them. A commit that removed files or changed the table makes it give up.
+    let committed = commit_past(&table.log_store(), snapshot.version() + 1, &bytes, |c| {
+        !changes_table(c) && !removes(c)
+    })
+    .await
+    .map(|c| c.ok());
+    if matches!(committed, Ok(None)) {
+        // Given up: the merged file is in no commit, and deleted. (After an error the commit
+        // may have landed: the file is left, for VACUUM if it is in none.)
+        for path in written {
+            let _ = store.delete(&deltalake::Path::from(path)).await;
+        }
+    }
+    committed
+}
+
+/// Write `bytes` as the commit of `version`, or of the first free version after it when the
+/// commits that took those are ones `passes` lets through (other writers' appends): the
+/// version committed, or Err with the version of a commit it does not. Finding its own bytes
+/// at a version (a PUT the client sent again after it landed) is its commit.
+async fn commit_past(
+    log_store: &deltalake::logstore::LogStoreRef,
+    mut version: u64,
+    bytes: &bytes::Bytes,
+    passes: impl Fn(&[u8]) -> bool,
+) -> Result<std::result::Result<u64, u64>> {
     loop {
         let entry = CommitOrBytes::LogBytes(bytes.clone());
         match log_store
             .write_commit_entry(version, entry, uuid::Uuid::new_v4())
             .await
         {
-            Ok(()) => break,
+            Ok(()) => return Ok(Ok(version)),
             Err(TransactionError::VersionAlreadyExists(_)) => {
-                let theirs = log_store.read_commit_entry(version).await?;
-                if theirs.is_none_or(|c| changes_table(&c)) {
-                    return Err(Error::Conflict(format!(
-                        "version {version} of {} changed the table; opening it again",
-                        table_name()
-                    )));
+                match log_store.read_commit_entry(version).await? {
+                    Some(theirs) if theirs == *bytes => return Ok(Ok(version)),
+                    Some(theirs) if passes(&theirs) => version += 1,
+                    _ => return Ok(Err(version)),
                 }
-                version += 1;
             }
             Err(e) => return Err(deltalake::DeltaTableError::from(e).into()),
         }
     }
-    appendable.next_version = version + 1;
-    *kept = Some(appendable);
-    if crate::statements::upkeep::checkpoint_due(&log_store, version).await {
-        // Upkeep needs the file list: one full load every few runs (on an object store from
-        // the listing of the log this statement made, with this commit added). Compact
-        // first, so that the one checkpoint is of the compacted table.
-        let mut table = warehouse.handle(&table_name()).await?;
-        table
-            .load()
-            .await
-            .map_err(|e| Error::from(e).context(format!("opening {}", table_name())))?;
-        if crate::statements::upkeep::needs_compaction(&table) {
-            // Best effort, like the checkpoint: a failed compaction leaves more files to read.
-            let size = std::num::NonZeroU64::new(crate::statements::upkeep::COMPACTED_FILE_BYTES)
-                .expect("a compacted file's size is not zero");
-            if let Ok((t, _)) = table.clone().optimize().with_target_size(size).await {
-                table = t;
-            }
-        }
-        crate::statements::upkeep::maintain(&table).await;
-    }
-    Ok(())
 }
 
 /// Whether a commit's actions change what an append must know (protocol or metadata).
 fn changes_table(commit: &[u8]) -> bool {
+    has_action(commit, &["metaData", "protocol"])
+}
+
+/// Whether a commit removes files.
+fn removes(commit: &[u8]) -> bool {
+    has_action(commit, &["remove"])
+}
+
+/// Whether a commit has an action of one of these kinds.
+fn has_action(commit: &[u8], kinds: &[&str]) -> bool {
     commit.split(|b| *b == b'\n').any(|line| {
         serde_json::from_slice::<serde_json::Value>(line)
             .ok()
-            .is_some_and(|v| v.get("metaData").is_some() || v.get("protocol").is_some())
+            .is_some_and(|v| kinds.iter().any(|k| v.get(k).is_some()))
     })
 }
 
@@ -355,7 +539,109 @@ async fn create(session: &Session) -> Result<DeltaTable> {
 
 #[cfg(test)]
 mod tests {
-    use super::changes_table;
+    use super::{changes_table, compact, removes};
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use deltalake::DeltaTable;
+    use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+    use std::sync::Arc;
+
+    async fn table_at(dir: &std::path::Path) -> DeltaTable {
+        let url = url::Url::from_directory_path(dir).unwrap();
+        let mut t = deltalake::DeltaTableBuilder::from_url(url)
+            .unwrap()
+            .build()
+            .unwrap();
+        t.load().await.unwrap();
+        t
+    }
+
+    async fn append(t: &mut DeltaTable, id: i64) {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![id]))]).unwrap();
+        let mut w = RecordBatchWriter::for_table(t).unwrap();
+        w.write(batch).await.unwrap();
+        w.flush_and_commit(t).await.unwrap();
+    }
+
+    async fn ids(dir: &std::path::Path) -> Vec<i64> {
+        let t = table_at(dir).await;
+        let ctx = datafusion::prelude::SessionContext::new();
+        let provider = t.table_provider().await.unwrap();
+        let batches = ctx.read_table(provider).unwrap().collect().await.unwrap();
+        let mut ids: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| {
+                let c = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                c.values().to_vec()
+            })
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    fn parquet_files(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".parquet")
+            })
+            .count()
+    }
+
+    /// A compaction goes after another writer's appends made since its snapshot, and gives up
+    /// (deleting its file) after another writer's removes: no row lost or doubled either way.
+    #[tokio::test]
+    async fn a_compaction_lets_appends_through_and_gives_up_after_removes() {
+        let d = tempfile::tempdir().unwrap();
+        let url = url::Url::from_directory_path(d.path()).unwrap();
+        let mut t = deltalake::DeltaTableBuilder::from_url(url)
+            .unwrap()
+            .build()
+            .unwrap()
+            .create()
+            .with_columns(vec![deltalake::kernel::StructField::new(
+                "id",
+                deltalake::kernel::DataType::LONG,
+                true,
+            )])
+            .await
+            .unwrap();
+        for id in 0..4 {
+            append(&mut t, id).await;
+        }
+        // Loaded at version 4; another writer appends version 5.
+        let stale = table_at(d.path()).await;
+        append(&mut table_at(d.path()).await, 4).await;
+        assert_eq!(compact(&stale).await.unwrap(), Some(6));
+        assert_eq!(ids(d.path()).await, [0, 1, 2, 3, 4]);
+        assert_eq!(
+            table_at(d.path())
+                .await
+                .snapshot()
+                .unwrap()
+                .log_data()
+                .num_files(),
+            2
+        );
+        // Loaded at version 7; another writer's compaction (removes) takes version 8.
+        append(&mut table_at(d.path()).await, 5).await;
+        let stale = table_at(d.path()).await;
+        assert_eq!(compact(&table_at(d.path()).await).await.unwrap(), Some(8));
+        let files = parquet_files(d.path());
+        assert_eq!(compact(&stale).await.unwrap(), None);
+        assert_eq!(
+            parquet_files(d.path()),
+            files,
+            "the given-up file is deleted"
+        );
+        assert_eq!(ids(d.path()).await, [0, 1, 2, 3, 4, 5]);
+    }
 
     #[test]
     fn only_protocol_or_metadata_changes_stop_a_blind_append() {
@@ -371,5 +657,6 @@ mod tests {
         assert!(!changes_table(compaction));
         assert!(changes_table(schema));
         assert!(changes_table(upgrade));
+        assert!(!removes(append) && removes(compaction) && !removes(schema));
     }
 }

@@ -1,13 +1,23 @@
 """The job's cost per table as the control table grows: N source tables of 100 rows (Python
 `deltalake` writes them), one control table, and `COPY INCREMENTAL USING CONTROL TABLE ...
-CONCURRENCY 8` timed with nothing new and with 10 new rows in every source. Prints a Markdown
-table (for docs/benchmarks.md).
+CONCURRENCY 8` timed as whole processes: the first run, three runs with nothing new, and a
+run with 10 new rows in every source. Prints a Markdown table (for docs/benchmarks.md) with
+the wall time and the CPU time (user + system) of each run.
 
-usage: job_scale.py TIDEMARK WORK_DIR N [N ...]
+usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...]   (ROUNDS 0: the set-up only)
+
+The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
+them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
+into a new directory and deletes nothing until every round is done: a warehouse of 10,000
+tables deleted just before a run makes ext4 search past the freed inodes for every file the
+run creates (see docs/benchmarks.md). The sizes are interleaved within a round, so a slow
+spell of the machine falls on both.
 """
 import datetime as dt
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -15,7 +25,8 @@ import time
 import deltalake
 import pyarrow as pa
 
-tidemark, work, sizes = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3:]]
+tidemark, work = sys.argv[1], sys.argv[2]
+rounds, sizes = int(sys.argv[3]), [int(n) for n in sys.argv[4:]]
 JOB = "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8"
 base = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -29,39 +40,97 @@ def batch(start, n):
     })
 
 
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def tm(wh, *sql):
+    """One whole tidemark process: (wall seconds, CPU seconds, stdout)."""
     args = [tidemark, wh, "--format", "csv"]
     for s in sql:
         args += ["-c", s]
-    t0 = time.perf_counter()
+    c0, t0 = cpu(), time.perf_counter()
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0, cpu() - c0, out
 
 
-rows = []
-for n in sizes:
-    wh = os.path.join(work, f"wh{n}")
-    shutil.rmtree(wh, ignore_errors=True)
+def files(root):
+    return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
+
+
+def set_up(n):
+    """WORK/srcN: the warehouse before the first run; WORK/moreN: the sources' files after
+    10 rows are appended to each (only the files the append adds are used)."""
+    src, more = os.path.join(work, f"src{n}"), os.path.join(work, f"more{n}")
+    if os.path.exists(os.path.join(more, "done")):
+        return src, more
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(more, ignore_errors=True)
     for i in range(n):
-        deltalake.write_deltalake(f"{wh}/main/src/t{i}", batch(0, 100))
+        deltalake.write_deltalake(f"{src}/main/src/t{i}", batch(0, 100))
     values = ", ".join(f"('main.src.t{i}', 'main.dst.t{i}', 'created_at', TIMESTAMP '1970-01-01 00:00:00Z')" for i in range(n))
     setup = os.path.join(work, f"setup{n}.sql")
     with open(setup, "w") as f:
         f.write("CREATE SCHEMA main.dst;\n"
                 "CREATE TABLE main.src.ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, watermark_column STRING NOT NULL, last_watermark TIMESTAMP NOT NULL);\n"
                 f"INSERT INTO main.src.ctl VALUES {values};\n")
-    subprocess.run([tidemark, wh, "-q", "-f", setup], check=True, capture_output=True)
-    full, out = tm(wh, JOB)
-    assert out.count(",succeeded") == n, out[-2000:]
-    noop = min(tm(wh, JOB)[0] for _ in range(3))
+    subprocess.run([tidemark, src, "-q", "-f", setup], check=True, capture_output=True)
     for i in range(n):
-        deltalake.write_deltalake(f"{wh}/main/src/t{i}", batch(100, 10), mode="append")
-    inc, out = tm(wh, JOB)
-    assert out.count(",succeeded,") == n and out.count(",10,") >= n, out[-2000:]
-    rows.append((n, full, noop, inc))
-    print(f"{n} tables: full {full:.2f}s, nothing new {noop:.2f}s, 10 new rows each {inc:.2f}s", file=sys.stderr)
+        shutil.copytree(f"{src}/main/src/t{i}", f"{more}/main/src/t{i}")
+        deltalake.write_deltalake(f"{more}/main/src/t{i}", batch(100, 10), mode="append")
+    open(os.path.join(more, "done"), "w").close()
+    return src, more
 
-print("| tables | first run (100 rows each) | nothing new | 10 new rows each |")
+
+def one_round(n, r, src, more):
+    wh = os.path.join(work, f"wh{n}-{r}")
+    subprocess.run(["cp", "-a", src, wh], check=True)
+    full, full_cpu, out = tm(wh, JOB)
+    assert out.count(",succeeded") == n, out[-2000:]
+    noops = [tm(wh, JOB)[:2] for _ in range(3)]
+    new = sorted(files(more) - files(src) - {"done"})
+    assert len(new) == 2 * n, len(new)
+    for rel in new:
+        shutil.copyfile(os.path.join(more, rel), os.path.join(wh, rel))
+    inc, inc_cpu, out = tm(wh, JOB)
+    assert out.count(",succeeded,") == n and out.count(",10,") >= n, out[-2000:]
+    noop, noop_cpu = min(noops)
+    print(f"round {r}, {n} tables: first {full:.2f} s ({full_cpu:.2f} s CPU), nothing new "
+          f"{noop:.2f} s ({noop_cpu:.2f}), 10 new rows each {inc:.2f} s ({inc_cpu:.2f})", file=sys.stderr)
+    return (full, full_cpu), (noop, noop_cpu), (inc, inc_cpu)
+
+
+made = {n: set_up(n) for n in sizes}
+if rounds == 0:
+    sys.exit(0)
+runs = {n: [] for n in sizes}
+for r in range(1, rounds + 1):
+    for n in sizes:
+        runs[n].append(one_round(n, r, *made[n]))
+for n in sizes:
+    for r in range(1, rounds + 1):
+        shutil.rmtree(os.path.join(work, f"wh{n}-{r}"), ignore_errors=True)
+
+
+def cell(samples):
+    wall = statistics.median(s[0] for s in samples)
+    spent = statistics.median(s[1] for s in samples)
+    return f"{wall:.2f} s ({spent:.2f} s)"
+
+
+print(f"Median of {rounds} rounds, wall time (CPU time, user + system):\n")
+print("| tables | first run (100 rows each) | nothing new (fastest of 3) | 10 new rows each |")
 print("| ---: | ---: | ---: | ---: |")
-for n, full, noop, inc in rows:
-    print(f"| {n:,} | {full:.2f} s | {noop:.2f} s | {inc:.2f} s |")
+for n in sizes:
+    cols = [cell([run[k] for run in runs[n]]) for k in range(3)]
+    print(f"| {n:,} | {cols[0]} | {cols[1]} | {cols[2]} |")
+if len(sizes) == 2:
+    a, b = sizes
+    print(f"\nFrom {a:,} to {b:,} tables, round by round (wall, CPU):\n")
+    for r in range(rounds):
+        ratios = []
+        for k, name in enumerate(["first run", "nothing new", "10 new rows each"]):
+            x, y = runs[a][r][k], runs[b][r][k]
+            ratios.append(f"{name} {y[0] / x[0]:.1f}x, {y[1] / x[1]:.1f}x")
+        print(f"- round {r + 1}: " + "; ".join(ratios))

@@ -29,8 +29,9 @@ use super::log::{DIR, Immutable, immutable};
 /// The environment variable naming the cache directory (empty: none).
 pub const CACHE_DIR_ENV: &str = "TIDEMARK_CACHE_DIR";
 
-/// The first line of every kept file, then its size, entity tag and time, then its bytes.
-const MAGIC: &str = "tidemark delta log file 1";
+/// The first line of every kept file, then its size, entity tag, time and the CRC-32 of its
+/// bytes, then its bytes. A file whose bytes do not match (a disk that lost them) is not used.
+const MAGIC: &str = "tidemark delta log file 2";
 
 /// Where log files are kept, if anywhere.
 fn root() -> Option<&'static Path> {
@@ -126,12 +127,13 @@ fn place(root: &Path, key: &str) -> Option<PathBuf> {
     Some(root.join(format!("{dir:016x}")).join(name))
 }
 
-fn header(meta: &ObjectMeta) -> String {
+fn header(meta: &ObjectMeta, bytes: &[u8]) -> String {
     format!(
-        "{MAGIC}\n{}\n{}\n{}\n",
+        "{MAGIC}\n{}\n{}\n{}\n{:08x}\n",
         meta.size,
         meta.e_tag.as_deref().unwrap_or(""),
-        meta.last_modified.timestamp_nanos_opt().unwrap_or(0)
+        meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
+        crc32fast::hash(bytes)
     )
 }
 
@@ -163,13 +165,14 @@ async fn kept_in(
     location: &deltalake::Path,
 ) -> Option<(ObjectMeta, Bytes)> {
     let file = tokio::fs::read(place(root, key)?).await.ok()?;
-    let mut lines = file.splitn(5, |&b| b == b'\n');
+    let mut lines = file.splitn(6, |&b| b == b'\n');
     if text(lines.next())? != MAGIC {
         return None;
     }
     let size: u64 = text(lines.next())?.parse().ok()?;
     let e_tag = text(lines.next())?;
     let nanos: i64 = text(lines.next())?.parse().ok()?;
+    let crc = u32::from_str_radix(text(lines.next())?, 16).ok()?;
     let body = lines.next()?.len();
     let kept = ObjectMeta {
         location: location.clone(),
@@ -179,10 +182,9 @@ async fn kept_in(
         version: None,
     };
     // The body is the file's tail: handed on without a copy.
-    (body as u64 == size).then(|| {
-        let file = Bytes::from(file);
-        (kept, file.slice(file.len() - body..))
-    })
+    let file = Bytes::from(file);
+    let bytes = file.slice(file.len() - body..);
+    (body as u64 == size && crc32fast::hash(&bytes) == crc).then_some((kept, bytes))
 }
 
 /// Keep `bytes`, the object `meta` of `key`. A checkpoint kept makes the log's older files
@@ -226,7 +228,7 @@ async fn write(dir: &Path, file: &Path, meta: &ObjectMeta, bytes: &Bytes) -> std
             .mode(0o600)
             .open(&aside)
             .await?;
-        out.write_all(header(meta).as_bytes()).await?;
+        out.write_all(header(meta, bytes).as_bytes()).await?;
         out.write_all(bytes).await?;
         out.flush().await?;
         drop(out);
@@ -432,6 +434,16 @@ mod tests {
             load_in(&root, later, &meta(later, bytes.len() as u64, "\"c\""))
                 .await
                 .is_some()
+        );
+        // A kept file whose bytes changed on disk (same length) is not used.
+        let file = place(&root, later).unwrap();
+        let mut changed = std::fs::read(&file).unwrap();
+        let last = changed.len() - 2;
+        changed[last] ^= 0x01;
+        std::fs::write(&file, changed).unwrap();
+        assert_eq!(
+            load_in(&root, later, &meta(later, bytes.len() as u64, "\"c\"")).await,
+            None
         );
         let dir = place(&root, key).unwrap().parent().unwrap().to_path_buf();
         let mode = std::fs::metadata(&dir).unwrap();

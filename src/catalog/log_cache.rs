@@ -47,15 +47,16 @@ const LARGEST: u64 = 16 << 20;
 /// larger than this: a run's history, a control table's file, a small increment.
 const SMALL_DATA: u64 = 256 << 10;
 
-/// Whether `location` names a Delta data file: a Parquet file outside any log whose name
-/// carries a UUID, as every Delta writer's (and tidemark's) data files do, so that the name
-/// is never written again with other bytes. A Parquet file a user names (`COPY ... TO
-/// 's3://b/out.parquet'`, then rewritten by another tool) is not one: it is always read from
-/// the store.
+/// Whether `location` names a Delta data file: a Parquet file outside any log named
+/// `part-...` with a UUID, as delta-rs' (tidemark's), Spark's and Databricks' data files are,
+/// so that the name is never written again with other bytes. A Parquet file a user names
+/// (`COPY ... TO 's3://b/out.parquet'`, or `'.../<uuid>.parquet'`, then rewritten by another
+/// tool) is not one: it is always read from the store.
 fn data_file(location: &Path) -> bool {
     log_of(location).is_none()
         && location.filename().is_some_and(|name| {
-            name.ends_with(".parquet")
+            name.starts_with("part-")
+                && name.ends_with(".parquet")
                 && name
                     .as_bytes()
                     .windows(36)
@@ -1190,27 +1191,31 @@ mod tests {
         let small = Path::from("t/part-00000-8b30d5d9-8d82-4bf8-a692-a2203a1e07dd-c000.parquet");
         let large = Path::from("t/part-00001-92b4e131-348c-4c14-8ad1-c48a61e1f291-c000.parquet");
         let theirs = Path::from("t/part-00002-fc89cf65-e1f0-4ef5-b1b8-1f25bd4563ff-c000.parquet");
-        // A name without a UUID (a file a user named) is never kept: it may be written again.
-        let named = Path::from("t/out.parquet");
-        store
-            .put(&named, PutPayload::from_static(b"mine"))
-            .await
-            .unwrap();
-        inner
-            .put(&named, PutPayload::from_static(b"theirs, later"))
-            .await
-            .unwrap();
-        assert_eq!(
+        // A file a user named (even with a UUID) is never kept: it may be written again.
+        for named in [
+            Path::from("t/out.parquet"),
+            Path::from("t/8b30d5d9-8d82-4bf8-a692-a2203a1e07dd.parquet"),
+        ] {
             store
-                .get(&named)
+                .put(&named, PutPayload::from_static(b"mine"))
                 .await
-                .unwrap()
-                .bytes()
+                .unwrap();
+            inner
+                .put(&named, PutPayload::from_static(b"theirs, later"))
                 .await
-                .unwrap()
-                .as_ref(),
-            b"theirs, later"
-        );
+                .unwrap();
+            assert_eq!(
+                store
+                    .get(&named)
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap()
+                    .as_ref(),
+                b"theirs, later"
+            );
+        }
         store
             .put(&small, PutPayload::from_static(b"0123456789"))
             .await

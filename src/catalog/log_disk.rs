@@ -299,11 +299,17 @@ async fn trim(root: &Path, budget: u64) {
         let Ok(mut entries) = tokio::fs::read_dir(dir.path()).await else {
             continue;
         };
+        let mut empty = true;
         while let Ok(Some(entry)) = entries.next_entry().await {
+            empty = false;
             if let Ok(m) = entry.metadata().await {
                 let when = m.modified().unwrap_or(std::time::UNIX_EPOCH);
                 files.push((when, m.len(), entry.path()));
             }
+        }
+        // A table's directory emptied by an earlier trim goes (fails if a file came since).
+        if empty {
+            let _ = tokio::fs::remove_dir(dir.path()).await;
         }
     }
     let mut total: u64 = files.iter().map(|f| f.1).sum();
@@ -375,8 +381,11 @@ mod tests {
             names.sort();
             names
         };
+        // A table's directory left empty goes.
+        std::fs::create_dir_all(root.join("c")).unwrap();
         trim(&root, 500).await;
         assert_eq!(left(&root), ["f0", "f1", "f2", "f3", "f4"]);
+        assert!(!root.join("c").exists());
         trim(&root, 450).await;
         assert_eq!(left(&root), ["f3", "f4"]);
         std::fs::remove_dir_all(&root).unwrap();

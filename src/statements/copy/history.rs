@@ -321,8 +321,14 @@ async fn upkeep(
     use crate::statements::upkeep::{
         COMPACT_AT_FILES, checkpoint_due, compactable_files, compaction_due, maintain,
     };
+    // A compaction that failed (a file it cannot read) is not tried again by this process:
+    // each try would load the table and read the files again.
+    static COMPACTION_FAILED: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
     let due = checkpoint_due(log_store, version).await;
-    if !due && !compaction_due(version) {
+    let compaction =
+        compaction_due(version) && !COMPACTION_FAILED.load(std::sync::atomic::Ordering::Relaxed);
+    if !due && !compaction {
         return;
     }
     // Too few small files for a compaction even if every append since added one.
@@ -363,7 +369,10 @@ async fn upkeep(
             }
         }
         Ok(None) => {}
-        Err(e) => eprintln!("warning: could not compact {}: {e}", table_name()),
+        Err(e) => {
+            COMPACTION_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("warning: could not compact {}: {e}", table_name())
+        }
     }
 }
 
@@ -387,6 +396,7 @@ async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
     use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let snapshot = table.snapshot()?;
     if !snapshot.metadata().partition_columns().is_empty()
+        || !compaction_keeps_protocol(snapshot.protocol())
         || snapshot
             .log_data()
             .iter()
@@ -397,7 +407,13 @@ async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
     let mut small = vec![];
     let mut bytes_in = 0;
     for file in snapshot.log_data().iter() {
-        if compactable(file.size()) && bytes_in < COMPACTED_FILE_BYTES {
+        // A name that may have been percent-encoded in the log is left alone: its remove
+        // must name the file exactly as its add did, and delta-rs gives the decoded name.
+        let plain = file
+            .path()
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+        if plain && compactable(file.size()) && bytes_in < COMPACTED_FILE_BYTES {
             bytes_in += file.size() as u64;
             small.push(file);
         }
@@ -465,6 +481,32 @@ async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
         }
     }
     committed
+}
+
+/// Whether a compaction's plain commit (new file added, old ones removed, nothing else) keeps
+/// the table's protocol: every writer feature is one that asks nothing more of such a commit.
+/// Row tracking, in-commit timestamps, clustering and Iceberg compatibility (turned on by
+/// another tool) ask for more: such a history is not compacted.
+fn compaction_keeps_protocol(protocol: &deltalake::kernel::Protocol) -> bool {
+    const PLAIN: &[&str] = &[
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "identityColumns",
+        "columnMapping",
+        "timestampNtz",
+        "domainMetadata",
+        "vacuumProtocolCheck",
+        "v2Checkpoint",
+        "deletionVectors",
+        "typeWidening",
+        "typeWidening-preview",
+    ];
+    protocol
+        .writer_features()
+        .is_none_or(|f| f.iter().all(|f| PLAIN.contains(&f.to_string().as_str())))
 }
 
 /// Write `bytes` as the commit of `version`, or of the first free version after it when the
@@ -539,7 +581,7 @@ async fn create(session: &Session) -> Result<DeltaTable> {
 
 #[cfg(test)]
 mod tests {
-    use super::{changes_table, compact, removes};
+    use super::{changes_table, compact, compaction_keeps_protocol, removes};
     use datafusion::arrow::array::{Int64Array, RecordBatch};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use deltalake::DeltaTable;
@@ -641,6 +683,29 @@ mod tests {
             "the given-up file is deleted"
         );
         assert_eq!(ids(d.path()).await, [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_history_whose_protocol_asks_more_of_commits_is_not_compacted() {
+        let protocol = |writer: &str| {
+            serde_json::from_str::<deltalake::kernel::Protocol>(&format!(
+                r#"{{"minReaderVersion":1,"minWriterVersion":7,"writerFeatures":[{writer}]}}"#
+            ))
+            .unwrap()
+        };
+        assert!(compaction_keeps_protocol(&protocol(
+            r#""appendOnly","invariants""#
+        )));
+        assert!(!compaction_keeps_protocol(&protocol(
+            r#""appendOnly","rowTracking""#
+        )));
+        assert!(!compaction_keeps_protocol(&protocol(
+            r#""inCommitTimestamp""#
+        )));
+        let legacy = r#"{"minReaderVersion":1,"minWriterVersion":2}"#;
+        assert!(compaction_keeps_protocol(
+            &serde_json::from_str(legacy).unwrap()
+        ));
     }
 
     #[test]

@@ -208,16 +208,11 @@ impl Warehouse {
         let Some(dir) = dir.unwrap_or(&self.root).local() else {
             return Ok(());
         };
-        let probe = dir.join(format!(".tidemark-probe-{}", uuid::Uuid::new_v4().simple()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&probe)
-        {
-            Ok(_) => {
-                let _ = std::fs::remove_file(&probe);
-                Ok(())
-            }
+        // Asked of the kernel (may this process make files here?), not tried with a file made
+        // and deleted: a job checks every target, and on ext4 each file deleted makes the
+        // next files' inode search longer for a minute.
+        match may_make_files(dir) {
+            Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e)
                 if matches!(
@@ -690,6 +685,28 @@ impl Warehouse {
         Ok(deltalake::DeltaTableBuilder::from_url(url.clone())?
             .with_storage_backend(self.store.clone(), url)
             .build()?)
+    }
+}
+
+/// Whether this process (its effective user) may make files in `dir`: write and search
+/// permission, on a file system mounted writable.
+fn may_make_files(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `path` is a valid NUL-terminated string for the call's duration.
+    let answer = unsafe {
+        libc::faccessat(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::W_OK | libc::X_OK,
+            libc::AT_EACCESS,
+        )
+    };
+    if answer == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

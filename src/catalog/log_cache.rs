@@ -438,8 +438,23 @@ fn forget(key: &str) {
 
 /// Let the data file `key` go, in memory and on disk: deleted, or written again.
 async fn let_go_data(key: &str) {
+    use std::sync::atomic::Ordering::AcqRel;
+    LETTING_GO.fetch_add(1, AcqRel);
     let_go(&WRITTEN, key);
     super::log_disk::forget_data(key).await;
+    LET_GO.fetch_add(1, AcqRel);
+    LETTING_GO.fetch_sub(1, AcqRel);
+}
+
+/// The data files let go, and those being let go: a read that loaded a kept file from the
+/// disk while one was let go does not put it back in memory (see [`CachedLog::written`]).
+static LET_GO: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static LETTING_GO: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The let-go state of data files, when none is being let go.
+fn let_go_state() -> Option<u64> {
+    use std::sync::atomic::Ordering::Acquire;
+    (LETTING_GO.load(Acquire) == 0).then(|| LET_GO.load(Acquire))
 }
 
 /// Files kept in memory, and their bytes in all (see [`READ`] and [`WRITTEN`]).
@@ -553,14 +568,17 @@ impl CachedLog {
         if let Some(kept) = kept(&WRITTEN, &key) {
             return Some(kept);
         }
+        let before = let_go_state();
         let loaded = super::log_disk::load_data(&key, location).await?;
-        keep(
-            &WRITTEN,
-            WRITTEN_BYTES,
-            key,
-            loaded.0.clone(),
-            loaded.1.clone(),
-        );
+        if before.is_some() && let_go_state() == before {
+            keep(
+                &WRITTEN,
+                WRITTEN_BYTES,
+                key,
+                loaded.0.clone(),
+                loaded.1.clone(),
+            );
+        }
         Some(loaded)
     }
 

@@ -1989,8 +1989,8 @@ fn nothing_new_is_known_by_name_and_a_source_made_again_is_read() {
 
 /// The commits a process reads from a store are kept on the local disk (`TIDEMARK_CACHE_DIR`)
 /// and read from there by the next process, but only while the store lists the very object:
-/// a kept commit altered on the disk is what the next process reads (its data file is then
-/// missing), and once the table is written again at the same versions by another tool, the
+/// a kept commit altered on the disk is not used unless its CRC-32 is made to match, and then
+/// it is what the next process reads (its data file is then missing), and once the table is written again at the same versions by another tool, the
 /// new commits are read and the altered one is not.
 #[test]
 fn commits_kept_on_disk_serve_the_next_process_only_for_the_same_object() {
@@ -2030,6 +2030,23 @@ fn commits_kept_on_disk_serve_the_next_process_only_for_the_same_object() {
         - 1;
     bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
     std::fs::write(&kept[0], &bytes).unwrap();
+    // Its CRC-32 no longer matches: the store's commit is read instead.
+    let out = run(&["SELECT sum(id) AS s FROM src"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "s\n3\n", "{out:?}");
+    // With the CRC-32 made to match (the header's fifth line), the altered commit is read.
+    let body = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(4)
+        .unwrap()
+        .0
+        + 1;
+    let crc_at = bytes[..body - 1].iter().rposition(|b| *b == b'\n').unwrap() + 1;
+    let mut fixed = bytes[..crc_at].to_vec();
+    fixed.extend(format!("{:08x}\n", crc32fast::hash(&bytes[body..])).as_bytes());
+    fixed.extend(&bytes[body..]);
+    std::fs::write(&kept[0], &fixed).unwrap();
     let out = run(&["SELECT sum(id) AS s FROM src"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

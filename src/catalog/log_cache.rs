@@ -1117,6 +1117,16 @@ impl ObjectStore for CachedLog {
 mod tests {
     use super::*;
 
+    /// What `store` lists in `dir` after `offset`.
+    async fn listed_after(store: &CachedLog, dir: &str, offset: &Path) -> Vec<ObjectMeta> {
+        use futures::TryStreamExt;
+        store
+            .list_with_offset(Some(&Path::from(dir)), offset)
+            .try_collect()
+            .await
+            .unwrap()
+    }
+
     /// A table dropped and made again at the same place: its new commit of the same name is
     /// read, not the old one kept.
     #[tokio::test]
@@ -1266,7 +1276,6 @@ mod tests {
     #[tokio::test]
     async fn a_multipart_upload_into_a_log_lets_its_listing_go_when_it_ends() {
         use deltalake::logstore::object_store::{ObjectStoreExt, memory::InMemory};
-        use futures::TryStreamExt;
         let inner = Arc::new(InMemory::new());
         let store = CachedLog::new(inner.clone(), "mem://upload".into());
         let at = |name: &str| Path::from(format!("t/_delta_log/{name}"));
@@ -1292,14 +1301,7 @@ mod tests {
             .await
             .unwrap();
         upload.complete().await.unwrap();
-        let listed: Vec<ObjectMeta> = store
-            .list_with_offset(
-                Some(&Path::from("t/_delta_log")),
-                &at("00000000000000000000"),
-            )
-            .try_collect()
-            .await
-            .unwrap();
+        let listed = listed_after(&store, "t/_delta_log", &at("00000000000000000000")).await;
         assert!(
             listed
                 .iter()
@@ -1477,14 +1479,7 @@ mod tests {
             )
             .await
             .unwrap();
-        let listed: Vec<ObjectMeta> = store
-            .list_with_offset(
-                Some(&Path::from("u/_delta_log")),
-                &other("00000000000000000000"),
-            )
-            .try_collect()
-            .await
-            .unwrap();
+        let listed = listed_after(&store, "u/_delta_log", &other("00000000000000000000")).await;
         assert_eq!(
             listed.len(),
             1,

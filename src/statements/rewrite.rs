@@ -108,7 +108,7 @@ pub async fn rewrite_laid_out(
         return Ok((None, 0));
     }
     let snapshot = t.snapshot()?;
-    let root = decoded(t.log_store().root_url().path());
+    let root = scan_root(t);
     let mut removes = vec![];
     for file in snapshot.log_data().iter() {
         let path = format!("{}/{}", root.trim_end_matches('/'), file.path());
@@ -118,9 +118,11 @@ pub async fn rewrite_laid_out(
     }
     if removes.len() != matched.len() {
         return Err(Error::Other(format!(
-            "{} files hold matching rows but {} of them are in the table's log",
+            "{} files hold matching rows but {} of them are in the table's log (the first: {}; \
+             the table's root: {root})",
             matched.len(),
-            removes.len()
+            removes.len(),
+            matched[0].decoded
         )));
     }
     let hit = match &predicate {
@@ -324,6 +326,19 @@ fn with_violations(
     }
     let which = which.otherwise(lit(datafusion::common::ScalarValue::Utf8(None)))?;
     Ok(rows.with_column(VIOLATION_COLUMN, which)?)
+}
+
+/// The table's root as its scan names files: a local table's directory with its symbolic
+/// links resolved (a warehouse reached through a link, `/data -> /mnt/disk`), else the path of
+/// its URL.
+fn scan_root(t: &DeltaTable) -> String {
+    let url = t.log_store().root_url().clone();
+    let real = url
+        .to_file_path()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .and_then(|p| url::Url::from_directory_path(p).ok());
+    decoded(real.as_ref().unwrap_or(&url).path())
 }
 
 fn decoded(path: &str) -> String {

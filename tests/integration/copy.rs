@@ -964,3 +964,33 @@ fn target_only_default_columns_are_filled_on_insert_and_kept_on_update() {
         "id,v,origin\n1,a2,fixed\n2,b,copy\n3,c,copy\n"
     );
 }
+
+/// A warehouse reached through a symbolic link (`/data -> /mnt/disk`): the scan names files by
+/// their real path, and UPDATE, DELETE, MERGE and the job's advances find them in the log.
+#[test]
+fn a_warehouse_reached_through_a_symbolic_link_is_written_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for statement in [
+        "CREATE TABLE main.default.s (id BIGINT, v STRING)",
+        "INSERT INTO main.default.s VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        "CREATE TABLE main.default.ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, \
+         watermark_column STRING NOT NULL, last_watermark BIGINT NOT NULL)",
+        "INSERT INTO main.default.ctl VALUES ('main.default.s', 'main.default.d', 'id', 0)",
+        "COPY INCREMENTAL USING CONTROL TABLE main.default.ctl",
+        "UPDATE main.default.d SET v = 'B' WHERE id = 2",
+        "DELETE FROM main.default.d WHERE id = 3",
+        "MERGE INTO main.default.d t USING (SELECT 1 AS id, 'A' AS v) s ON t.id = s.id \
+         WHEN MATCHED THEN UPDATE SET v = s.v",
+    ] {
+        ok(&link, statement);
+    }
+    let out = ok(
+        &link,
+        "SELECT id, v FROM main.default.d ORDER BY id; SELECT last_watermark FROM main.default.ctl",
+    );
+    assert_eq!(out, "id,v\n1,A\n2,B\nlast_watermark\n3\n");
+}

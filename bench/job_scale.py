@@ -85,7 +85,7 @@ def set_up(n):
 
 def one_round(n, r, src, more):
     wh = os.path.join(work, f"wh{n}-{r}")
-    subprocess.run(["cp", "-a", src, wh], check=True)
+    subprocess.run(["cp", "-a", os.path.realpath(src), wh], check=True)
     full, full_cpu, out = tm(wh, JOB)
     assert out.count(",succeeded") == n, out[-2000:]
     noops = [tm(wh, JOB)[:2] for _ in range(3)]

@@ -111,19 +111,40 @@ fn plain_path(location: &Path) -> Option<std::path::PathBuf> {
 ///
 /// None when this way is not open here (a file system without unnamed files, a missing
 /// directory, no `/proc`, a write or link that failed): the plain store then does the put, and
-/// reports its own errors. Nothing was created in that case.
+/// reports its own errors. Nothing was created in that case. A file system or sandbox that
+/// refuses unnamed files or their link turns this way off for the rest of the process (each
+/// commit would otherwise be written twice).
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result<PutResult>> {
     use std::io::Write;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     use std::os::unix::io::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+    if UNAVAILABLE.load(Ordering::Relaxed) {
+        return None;
+    }
     let dir = path.parent()?;
-    let mut file = std::fs::OpenOptions::new()
+    let mut file = match std::fs::OpenOptions::new()
         .write(true)
         .mode(0o666)
         .custom_flags(libc::O_TMPFILE)
         .open(dir)
-        .ok()?;
+    {
+        Ok(file) => file,
+        Err(e) => {
+            // Not supported by the file system (EOPNOTSUPP, or EISDIR/EINVAL from kernels or
+            // layers that do not know the flag), as opposed to a missing or read-only directory.
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+            ) {
+                UNAVAILABLE.store(true, Ordering::Relaxed);
+            }
+            return None;
+        }
+    };
     for chunk in payload.iter() {
         file.write_all(chunk).ok()?;
     }
@@ -143,6 +164,14 @@ fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result
     if linked != 0 {
         let source = std::io::Error::last_os_error();
         if source.kind() != std::io::ErrorKind::AlreadyExists {
+            // No `/proc`, or a sandbox that refuses the link: the staged way from now on (a
+            // full disk, where the plain store fails too, would only cost this way).
+            if matches!(
+                source.raw_os_error(),
+                Some(libc::ENOENT | libc::EPERM | libc::EACCES | libc::EXDEV | libc::EOPNOTSUPP)
+            ) {
+                UNAVAILABLE.store(true, Ordering::Relaxed);
+            }
             return None;
         }
         return Some(Err(
@@ -164,6 +193,12 @@ fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result
         e_tag: Some(format!("{:x}-{:x}-{:x}", meta.ino(), mtime, meta.size())),
         version: None,
     }))
+}
+
+/// Elsewhere than Linux: always the plain store's staged file.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn create_unnamed(_: &std::path::Path, _: &PutPayload) -> Option<Result<PutResult>> {
+    None
 }
 
 #[async_trait]
@@ -293,7 +328,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_new_object_is_created_once_whole_with_no_staged_file() {
-        use std::os::unix::fs::OpenOptionsExt;
         let d = tempfile::tempdir().unwrap();
         let store = WarehouseStore::new();
         let dir = d.path().join("t/_delta_log");
@@ -347,15 +381,19 @@ mod tests {
             b"{\"a\":1}\n{}"
         );
         assert!(store.put_opts(&odd, payload(), create()).await.is_err());
-        // Where the file system has unnamed files, the put above was made that way.
-        let unnamed = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_TMPFILE)
-            .open(&dir)
-            .is_ok();
-        if unnamed {
-            let made = create_unnamed(&dir.join("1.json"), &payload());
-            assert!(matches!(made, Some(Ok(_))), "{made:?}");
+        // Where the file system has unnamed files, a put is made that way.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let unnamed = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_TMPFILE)
+                .open(&dir)
+                .is_ok();
+            if unnamed {
+                let made = create_unnamed(&dir.join("1.json"), &payload());
+                assert!(matches!(made, Some(Ok(_))), "{made:?}");
+            }
         }
         assert!(plain_path(&Path::from("a/b.json")).is_some());
         assert!(plain_path(&Path::from("a/b#1.json")).is_none());

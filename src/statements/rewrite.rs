@@ -117,12 +117,20 @@ pub async fn rewrite_laid_out(
         }
     }
     if removes.len() != matched.len() {
+        let logged: Vec<String> = snapshot
+            .log_data()
+            .iter()
+            .map(|f| format!("{}/{}", root.trim_end_matches('/'), f.path()))
+            .collect();
+        let missing = matched
+            .iter()
+            .find(|m| !logged.contains(&m.decoded))
+            .map_or("", |m| m.decoded.as_str());
         return Err(Error::Other(format!(
-            "{} files hold matching rows but {} of them are in the table's log (the first: {}; \
-             the table's root: {root})",
+            "{} files hold matching rows but {} of them are in the table's log (not in it: \
+             {missing}; the table's root: {root})",
             matched.len(),
             removes.len(),
-            matched[0].decoded
         )));
     }
     let hit = match &predicate {

@@ -134,8 +134,14 @@ async fn after_commit(table: &DeltaTable) {
     }
 }
 
-/// The actions (files and tombstones) a checkpoint may rewrite per commit of its interval.
+/// The actions (files and tombstones) a checkpoint may rewrite per commit of its interval, on
+/// a local disk.
 const ACTIONS_PER_COMMIT: u64 = 64;
+
+/// The same on an object store, where each commit a reader replays after the checkpoint is a
+/// request (the figure measured on a local disk is not applied there: longer intervals would
+/// cost other machines' readers more requests than the checkpoints they save).
+const ACTIONS_PER_COMMIT_ON_STORE: u64 = 400;
 
 /// The intervals (in versions) between checkpoints [`checkpoint_due`] picks from: each
 /// divides [`CLEANUP_EVERY`], so that the log's clean-up, which runs with a checkpoint on an
@@ -149,8 +155,9 @@ const INTERVALS: [u64; 4] = [CHECKPOINT_EVERY, 20, 50, 100];
 /// made the job's cost per table grow with the number of tables (a run of 10,000 tables made
 /// about 425 control-table commits, and their checkpoints held up to 1,250 actions). The
 /// interval is the shortest of [`INTERVALS`] over which a checkpoint rewrites at most
-/// [`ACTIONS_PER_COMMIT`] actions per commit, so that a commit's share of the checkpoints
-/// stays flat; a reader opening the table replays at most that many JSON commits.
+/// [`ACTIONS_PER_COMMIT`] actions per commit ([`ACTIONS_PER_COMMIT_ON_STORE`] on an object
+/// store), so that a commit's share of the checkpoints stays flat; a reader opening the table
+/// replays fewer JSON commits than the interval.
 pub(crate) async fn checkpoint_due(
     log_store: &deltalake::logstore::LogStoreRef,
     version: u64,
@@ -159,14 +166,20 @@ pub(crate) async fn checkpoint_due(
         return false;
     }
     let size = last_checkpoint_size(log_store).await.unwrap_or(0);
-    version.is_multiple_of(checkpoint_interval(size))
+    let local = log_store.root_url().scheme() == "file";
+    version.is_multiple_of(checkpoint_interval(size, local))
 }
 
-/// Commits between checkpoints for a checkpoint of `size` actions.
-fn checkpoint_interval(size: u64) -> u64 {
+/// Commits between checkpoints for a checkpoint of `size` actions, on a local disk or not.
+fn checkpoint_interval(size: u64, local: bool) -> u64 {
+    let most = if local {
+        ACTIONS_PER_COMMIT
+    } else {
+        ACTIONS_PER_COMMIT_ON_STORE
+    };
     INTERVALS
         .into_iter()
-        .find(|i| size.div_ceil(*i) <= ACTIONS_PER_COMMIT)
+        .find(|i| size.div_ceil(*i) <= most)
         .unwrap_or(INTERVALS[INTERVALS.len() - 1])
 }
 
@@ -442,19 +455,29 @@ mod tests {
     #[test]
     fn checkpoints_of_bigger_tables_come_less_often() {
         // Small tables every 10 commits; then the shortest interval over which a checkpoint
-        // rewrites at most 64 actions per commit, among intervals that divide 1,000 (the
+        // rewrites at most 64 actions per commit on a local disk, among intervals that divide 1,000 (the
         // log's clean-up runs with a checkpoint at each multiple of 1,000), up to Delta's
         // default of 100.
-        assert_eq!(checkpoint_interval(0), 10);
-        assert_eq!(checkpoint_interval(640), 10);
-        assert_eq!(checkpoint_interval(641), 20);
-        assert_eq!(checkpoint_interval(1_280), 20);
-        assert_eq!(checkpoint_interval(1_281), 50);
-        assert_eq!(checkpoint_interval(3_200), 50);
-        assert_eq!(checkpoint_interval(3_201), 100);
-        assert_eq!(checkpoint_interval(10_000_000), 100);
+        let local = |size| checkpoint_interval(size, true);
+        assert_eq!(local(0), 10);
+        assert_eq!(local(640), 10);
+        assert_eq!(local(641), 20);
+        assert_eq!(local(1_280), 20);
+        assert_eq!(local(1_281), 50);
+        assert_eq!(local(3_200), 50);
+        assert_eq!(local(3_201), 100);
+        assert_eq!(local(10_000_000), 100);
+        // On an object store (each commit after the checkpoint a request for its readers):
+        // up to 400 per commit.
+        let store = |size| checkpoint_interval(size, false);
+        assert_eq!(store(4_000), 10);
+        assert_eq!(store(4_001), 20);
+        assert_eq!(store(8_001), 50);
+        assert_eq!(store(20_001), 100);
         for size in (0..30_000).step_by(100) {
-            assert!(super::CLEANUP_EVERY.is_multiple_of(checkpoint_interval(size)));
+            for local in [true, false] {
+                assert!(super::CLEANUP_EVERY.is_multiple_of(checkpoint_interval(size, local)));
+            }
         }
     }
 

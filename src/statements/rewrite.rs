@@ -110,21 +110,18 @@ pub async fn rewrite_laid_out(
     let snapshot = t.snapshot()?;
     let root = scan_root(t);
     let mut removes = vec![];
+    let mut found = std::collections::HashSet::new();
     for file in snapshot.log_data().iter() {
         let path = format!("{}/{}", root.trim_end_matches('/'), file.path());
         if matched.iter().any(|m| m.decoded == path) {
             removes.push(Action::Remove(file.remove_action(true)));
+            found.insert(path);
         }
     }
     if removes.len() != matched.len() {
-        let logged: Vec<String> = snapshot
-            .log_data()
-            .iter()
-            .map(|f| format!("{}/{}", root.trim_end_matches('/'), f.path()))
-            .collect();
         let missing = matched
             .iter()
-            .find(|m| !logged.contains(&m.decoded))
+            .find(|m| !found.contains(&m.decoded))
             .map_or("", |m| m.decoded.as_str());
         return Err(Error::Other(format!(
             "{} files hold matching rows but {} of them are in the table's log (not in it: \

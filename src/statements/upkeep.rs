@@ -455,9 +455,9 @@ mod tests {
     #[test]
     fn checkpoints_of_bigger_tables_come_less_often() {
         // Small tables every 10 commits; then the shortest interval over which a checkpoint
-        // rewrites at most 64 actions per commit on a local disk, among intervals that divide 1,000 (the
-        // log's clean-up runs with a checkpoint at each multiple of 1,000), up to Delta's
-        // default of 100.
+        // rewrites at most 64 actions per commit on a local disk, among intervals that divide
+        // 1,000 (the log's clean-up runs with a checkpoint at each multiple of 1,000), up to
+        // Delta's default of 100.
         let local = |size| checkpoint_interval(size, true);
         assert_eq!(local(0), 10);
         assert_eq!(local(640), 10);

@@ -476,6 +476,22 @@ fn keep(memory: &Memory, budget: usize, key: String, meta: ObjectMeta, bytes: By
 }
 
 /// What `memory` keeps of `key`, whatever object it was.
+/// Whether this machine keeps the data file `relative` of the table at `table` (on an object
+/// store) because it wrote it: reading it then makes no request (see
+/// [`super::log_disk::save_data`]). False for a table on the local disk (nothing is kept for it)
+/// and for a file another machine wrote.
+pub fn written_here(table: &url::Url, relative: &Path) -> bool {
+    if table.scheme() == "file" || !data_file(relative) {
+        return false;
+    }
+    let Ok(prefix) = Path::from_url_path(table.path()) else {
+        return false;
+    };
+    let location: Path = prefix.parts().chain(relative.parts()).collect();
+    let key = format!("{}/{location}", super::external::store_name(table));
+    kept(&WRITTEN, &key).is_some() || super::log_disk::keeps_data(&key)
+}
+
 fn kept(memory: &Memory, key: &str) -> Option<(ObjectMeta, Bytes)> {
     memory.lock().ok()?.as_ref()?.0.get(key).cloned()
 }

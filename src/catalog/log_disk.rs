@@ -281,6 +281,13 @@ pub async fn load_data(key: &str, location: &deltalake::Path) -> Option<(ObjectM
     kept_in(data_root()?, key, location).await
 }
 
+/// Whether the small data file `key` is kept here (this machine wrote it): one `stat`, no read.
+pub fn keeps_data(key: &str) -> bool {
+    data_root()
+        .and_then(|root| place(root, key))
+        .is_some_and(|file| file.is_file())
+}
+
 /// Let the data file `key` go (deleted from its table's store).
 pub async fn forget_data(key: &str) {
     if let Some(file) = data_root().and_then(|root| place(root, key)) {

@@ -3,7 +3,7 @@
 
 pub mod log;
 mod log_cache;
-pub use log_cache::forget_listings;
+pub use log_cache::{forget_listings, written_here};
 mod log_disk;
 pub mod place;
 pub use place::Place;

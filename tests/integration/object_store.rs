@@ -613,6 +613,76 @@ fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
     assert_eq!(read.trim(), "True 1 41", "{counts:?}");
 }
 
+/// Two machines (two caches) taking turns at the job of one warehouse on a store: every run
+/// stays within 10 requests, and the ones that checkpoint or compact the copy history within
+/// 11 (they load the whole history: one read of the other machine's newest commit; each
+/// machine merges the history files it wrote, not one read per file of the other's).
+#[test]
+fn no_op_runs_of_two_machines_taking_turns_make_at_most_10_requests() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let moto = Moto::start(&python, &["lake"]);
+    let end = moto.endpoint();
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("requests.log");
+    let proxy = Careless::counting(&python, moto.port, &log);
+    let through = format!("http://127.0.0.1:{}", proxy.port);
+    write_source_again(&python, &end, 1);
+    let caches = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let wh = Path::new("s3://lake/shared");
+    let run = |machine: usize, stmts: &[&str]| {
+        let mut cmd = store_command(wh, &through);
+        cmd.env("TIDEMARK_CACHE_DIR", caches[machine].path());
+        for s in stmts {
+            cmd.args(["-c", s]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{stmts:?}: {out:?}");
+    };
+    let copy = "COPY INCREMENTAL src INTO dst WATERMARK id";
+    run(0, &["CREATE TABLE src LOCATION 's3://lake/src'", copy]);
+    // The second machine's first run reads the logs it has not seen.
+    run(1, &[copy]);
+    let mut counts = vec![];
+    // Past the history's compaction (32 small files, looked at on version 35), half of them
+    // the other machine's.
+    for i in 0..40 {
+        let made = counted(&log, &|| run(i % 2, &[copy]));
+        // A checkpoint or a compaction loads the whole history: the other machine's newest
+        // commit is one more read.
+        let checkpoints = made
+            .iter()
+            .any(|(_, _, _, p)| p.ends_with(".checkpoint.parquet"));
+        let compacts = made
+            .iter()
+            .filter(|(_, _, _, p)| p.contains("/part-"))
+            .count()
+            > 1;
+        let most = if checkpoints || compacts { 11 } else { 10 };
+        assert!(
+            made.len() <= most,
+            "run {i}: {} requests: {made:?}",
+            made.len()
+        );
+        counts.push(made.len());
+    }
+    let rows = sql_on(
+        wh,
+        &end,
+        &["SELECT count(*) AS n, count(DISTINCT run_id) AS runs FROM system.tidemark.copy_runs"],
+    );
+    assert_eq!(rows, "n,runs\n42,42\n", "{counts:?}");
+    let opts = py_opts(&end);
+    let read = py(
+        &python,
+        &format!(
+            "import deltalake\nt = deltalake.DeltaTable('s3://lake/shared/system/tidemark/copy_runs', storage_options={opts})\nops = [h['operation'] for h in t.history()]\nprint(ops.count('OPTIMIZE'), len(t.file_uris()) < 30, t.to_pyarrow_table().num_rows)"
+        ),
+    );
+    assert_eq!(read.trim(), "1 True 42", "{counts:?}");
+}
+
 #[test]
 fn external_tables_on_seaweedfs_copy_exactly_once_and_python_reads_them() {
     let Some(python) = python_or_skip() else {

@@ -382,7 +382,8 @@ async fn upkeep(
 /// changed what it read (the next compaction tries again). Each file is read whole, and not
 /// at all when this machine wrote it (kept on the local disk, see
 /// `catalog::log_disk::save_data`): compacting a history a cron job on one machine wrote
-/// makes two requests, the new file and the commit. A file older than a column of the table
+/// makes two requests, the new file and the commit, and so does one on a history several
+/// machines write (each merges its own files, see [`merges_own_only`]). A file older than a column of the table
 /// gets it as NULL. A table with partitions or deletion vectors (not one tidemark writes) is
 /// left alone.
 ///
@@ -404,16 +405,31 @@ async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
     {
         return Ok(None);
     }
+    // A name that may have been percent-encoded in the log is left alone: its remove must
+    // name the file exactly as its add did, and delta-rs gives the decoded name.
+    let candidates: Vec<_> = snapshot
+        .log_data()
+        .iter()
+        .filter(|file| {
+            compactable(file.size())
+                && file
+                    .path()
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        })
+        .collect();
+    // On an object store, reading a file another machine wrote is a request: while there are
+    // few of them, each machine merges only the files it wrote (see `merges_own_only`).
+    let url = table.log_store().root_url().clone();
+    let here: Vec<bool> = candidates
+        .iter()
+        .map(|f| crate::catalog::written_here(&url, &f.object_store_path()))
+        .collect();
+    let own_only = merges_own_only(&here);
     let mut small = vec![];
     let mut bytes_in = 0;
-    for file in snapshot.log_data().iter() {
-        // A name that may have been percent-encoded in the log is left alone: its remove
-        // must name the file exactly as its add did, and delta-rs gives the decoded name.
-        let plain = file
-            .path()
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
-        if plain && compactable(file.size()) && bytes_in < COMPACTED_FILE_BYTES {
+    for (file, here) in candidates.into_iter().zip(here) {
+        if (here || !own_only) && bytes_in < COMPACTED_FILE_BYTES {
             bytes_in += file.size() as u64;
             small.push(file);
         }
@@ -482,6 +498,21 @@ async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
     }
     committed
 }
+
+/// Whether a compaction merges only the small files this machine wrote (kept here, read with
+/// no request), given which of them it did (`here`): when other machines' files are among them
+/// (several workers append to one history on a store) and fewer than [`FOREIGN_AT`]. Every
+/// worker merges its own, and a run that compacts stays within a few requests. Past
+/// [`FOREIGN_AT`] (a worker that stopped for good left its files) all are merged, one read each
+/// of the others'; and all when none is kept here (no cache, or a local table).
+fn merges_own_only(here: &[bool]) -> bool {
+    let own = here.iter().filter(|h| **h).count();
+    let foreign = here.len() - own;
+    own > 0 && foreign > 0 && foreign < FOREIGN_AT
+}
+
+/// Other machines' small files of the history past which a compaction merges them too.
+const FOREIGN_AT: usize = 4 * crate::statements::upkeep::COMPACT_AT_FILES;
 
 /// Whether a compaction's plain commit (new file added, old ones removed, nothing else) keeps
 /// the table's protocol: every writer feature is one that asks nothing more of such a commit.
@@ -581,7 +612,9 @@ async fn create(session: &Session) -> Result<DeltaTable> {
 
 #[cfg(test)]
 mod tests {
-    use super::{changes_table, compact, compaction_keeps_protocol, removes};
+    use super::{
+        FOREIGN_AT, changes_table, compact, compaction_keeps_protocol, merges_own_only, removes,
+    };
     use datafusion::arrow::array::{Int64Array, RecordBatch};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use deltalake::DeltaTable;
@@ -706,6 +739,22 @@ mod tests {
         assert!(compaction_keeps_protocol(
             &serde_json::from_str(legacy).unwrap()
         ));
+    }
+
+    #[test]
+    fn each_machine_merges_its_own_history_files_until_others_pile_up() {
+        let files = |own: usize, foreign: usize| {
+            let mut here = vec![true; own];
+            here.extend(vec![false; foreign]);
+            here
+        };
+        // One machine, or none of them kept here (no cache, a local table): all.
+        assert!(!merges_own_only(&files(40, 0)));
+        assert!(!merges_own_only(&files(0, 40)));
+        // Several machines: its own only, until the others' are FOREIGN_AT.
+        assert!(merges_own_only(&files(9, 30)));
+        assert!(merges_own_only(&files(1, FOREIGN_AT - 1)));
+        assert!(!merges_own_only(&files(9, FOREIGN_AT)));
     }
 
     #[test]

@@ -475,7 +475,6 @@ fn keep(memory: &Memory, budget: usize, key: String, meta: ObjectMeta, bytes: By
     }
 }
 
-/// What `memory` keeps of `key`, whatever object it was.
 /// Whether this machine keeps the data file `relative` of the table at `table` (on an object
 /// store) because it wrote it: reading it then makes no request (see
 /// [`super::log_disk::save_data`]). False for a table on the local disk (nothing is kept for it)
@@ -492,6 +491,7 @@ pub fn written_here(table: &url::Url, relative: &Path) -> bool {
     kept(&WRITTEN, &key).is_some() || super::log_disk::keeps_data(&key)
 }
 
+/// What `memory` keeps of `key`, whatever object it was.
 fn kept(memory: &Memory, key: &str) -> Option<(ObjectMeta, Bytes)> {
     memory.lock().ok()?.as_ref()?.0.get(key).cloned()
 }

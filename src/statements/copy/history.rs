@@ -382,10 +382,10 @@ async fn upkeep(
 /// changed what it read (the next compaction tries again). Each file is read whole, and not
 /// at all when this machine wrote it (kept on the local disk, see
 /// `catalog::log_disk::save_data`): compacting a history a cron job on one machine wrote
-/// makes two requests, the new file and the commit, and so does one on a history several
-/// machines write (each merges its own files, see [`merges_own_only`]). A file older than a column of the table
-/// gets it as NULL. A table with partitions or deletion vectors (not one tidemark writes) is
-/// left alone.
+/// makes two requests, the new file and the commit, and so does one on a history a few
+/// machines write (each merges its own files, see [`merges_own_only`]). A file older than a
+/// column of the table gets it as NULL. A table with partitions or deletion vectors (not one
+/// tidemark writes) is left alone.
 ///
 /// [`upkeep::COMPACTED_FILE_BYTES`]: crate::statements::upkeep::COMPACTED_FILE_BYTES
 async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
@@ -501,18 +501,19 @@ async fn compact(table: &DeltaTable) -> Result<Option<u64>> {
 
 /// Whether a compaction merges only the small files this machine wrote (kept here, read with
 /// no request), given which of them it did (`here`): when other machines' files are among them
-/// (several workers append to one history on a store) and fewer than [`FOREIGN_AT`]. Every
-/// worker merges its own, and a run that compacts stays within a few requests. Past
-/// [`FOREIGN_AT`] (a worker that stopped for good left its files) all are merged, one read each
-/// of the others'; and all when none is kept here (no cache, or a local table).
+/// (several workers append to one history on a store), this machine wrote two or more, and
+/// merging those brings the small files back under [`COMPACT_AT_FILES`]. Then every worker
+/// merges its own and a run that compacts reads no data file back. Otherwise all are merged,
+/// one read each of the files another machine wrote: on one machine (all its own), with no
+/// cache on this machine's disk (only the file this process just wrote is kept), or with so
+/// many workers that merging its own files would not be enough.
+///
+/// [`COMPACT_AT_FILES`]: crate::statements::upkeep::COMPACT_AT_FILES
 fn merges_own_only(here: &[bool]) -> bool {
     let own = here.iter().filter(|h| **h).count();
     let foreign = here.len() - own;
-    own > 0 && foreign > 0 && foreign < FOREIGN_AT
+    own >= 2 && foreign > 0 && foreign + 1 < crate::statements::upkeep::COMPACT_AT_FILES
 }
-
-/// Other machines' small files of the history past which a compaction merges them too.
-const FOREIGN_AT: usize = 4 * crate::statements::upkeep::COMPACT_AT_FILES;
 
 /// Whether a compaction's plain commit (new file added, old ones removed, nothing else) keeps
 /// the table's protocol: every writer feature is one that asks nothing more of such a commit.
@@ -612,9 +613,8 @@ async fn create(session: &Session) -> Result<DeltaTable> {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        FOREIGN_AT, changes_table, compact, compaction_keeps_protocol, merges_own_only, removes,
-    };
+    use super::{changes_table, compact, compaction_keeps_protocol, merges_own_only, removes};
+    use crate::statements::upkeep::COMPACT_AT_FILES;
     use datafusion::arrow::array::{Int64Array, RecordBatch};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use deltalake::DeltaTable;
@@ -742,19 +742,21 @@ mod tests {
     }
 
     #[test]
-    fn each_machine_merges_its_own_history_files_until_others_pile_up() {
+    fn each_machine_merges_its_own_history_files_when_that_is_enough() {
         let files = |own: usize, foreign: usize| {
             let mut here = vec![true; own];
             here.extend(vec![false; foreign]);
             here
         };
-        // One machine, or none of them kept here (no cache, a local table): all.
+        // One machine, or nothing kept here (a local table): all.
         assert!(!merges_own_only(&files(40, 0)));
         assert!(!merges_own_only(&files(0, 40)));
-        // Several machines: its own only, until the others' are FOREIGN_AT.
-        assert!(merges_own_only(&files(9, 30)));
-        assert!(merges_own_only(&files(1, FOREIGN_AT - 1)));
-        assert!(!merges_own_only(&files(9, FOREIGN_AT)));
+        // No cache on disk: only the file this process wrote is kept; all are merged.
+        assert!(!merges_own_only(&files(1, 34)));
+        // Several machines: its own only, when that leaves fewer than COMPACT_AT_FILES.
+        assert!(merges_own_only(&files(17, 18)));
+        assert!(merges_own_only(&files(2, COMPACT_AT_FILES - 2)));
+        assert!(!merges_own_only(&files(3, COMPACT_AT_FILES - 1)));
     }
 
     #[test]

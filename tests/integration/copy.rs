@@ -88,6 +88,37 @@ fn full_load_then_increment_then_nothing_new() {
     );
 }
 
+/// A copy finds its last run whatever commits came after it in its target (another pair's
+/// run, an OPTIMIZE, a plain INSERT) or not (its own run last): nothing copied twice.
+#[test]
+fn a_copy_finds_its_last_run_past_other_commits_of_its_target() {
+    let (_d, wh) = warehouse();
+    let out = sql(
+        &wh,
+        &[
+            "CREATE TABLE a (id BIGINT NOT NULL, ts TIMESTAMP)",
+            "CREATE TABLE b (id BIGINT NOT NULL, ts TIMESTAMP)",
+            "INSERT INTO a VALUES (1, '2024-01-01 00:00:01')",
+            "INSERT INTO b VALUES (101, '2024-01-01 00:00:01')",
+            "COPY INCREMENTAL a INTO dst WATERMARK ts",
+            "COPY INCREMENTAL b INTO dst WATERMARK ts",
+            "INSERT INTO a VALUES (2, '2024-01-01 00:00:02')",
+            "COPY INCREMENTAL a INTO dst WATERMARK ts",
+            "OPTIMIZE dst",
+            "INSERT INTO dst VALUES (1000, '2030-01-01')",
+            "INSERT INTO b VALUES (102, '2024-01-01 00:00:02')",
+            "COPY INCREMENTAL b INTO dst WATERMARK ts",
+            "COPY INCREMENTAL b INTO dst WATERMARK ts",
+        ],
+    );
+    assert!(out.contains("nothing_new"), "{out}");
+    assert_eq!(
+        value(&wh, "SELECT count(*) * 1000 + count(DISTINCT id) FROM dst"),
+        "5005",
+        "{out}"
+    );
+}
+
 #[test]
 fn ties_are_copied_once_whichever_run_they_arrive_in() {
     let (_d, wh) = warehouse();

@@ -227,13 +227,19 @@ pub(super) async fn last_run(
 ) -> Result<(i64, Option<LastRun>)> {
     // Almost always the newest commit is this pair's last run, its `txn` and tidemark's entry
     // in one commit: one read of it instead of replaying the log for the `txn` and reading
-    // the history for the entry. (The newest `txn` of an app is its version.)
+    // the history for the entry (the newest `txn` of an app is its version). Anything else,
+    // a failure to read it included, is left to that path.
     if let Some(version) = t.version()
-        && let Some(bytes) = t.log_store().read_commit_entry(version).await?
-        && let Some(run) = txn_version(&bytes, app)
-        && let Some(meta) = commit_entry(&bytes).filter(|m| m.app_id == app && m.run == run)
+        && let Some(bytes) = t
+            .log_store()
+            .read_commit_entry(version)
+            .await
+            .ok()
+            .flatten()
+        && let Some(meta) = commit_entry(&bytes).filter(|m| m.app_id == app)
+        && txn_version(&bytes, app) == Some(meta.run)
     {
-        return Ok((run, Some(LastRun::of(&meta, wm_type))));
+        return Ok((meta.run, Some(LastRun::of(&meta, wm_type))));
     }
     let state = t.snapshot()?;
     let run = state
@@ -351,13 +357,26 @@ async fn commit_meta(
     }
 }
 
-/// The version of app `app`'s transaction (`txn` action) in a commit file's bytes.
+/// The version of app `app`'s transaction (`txn` action) in a commit file's bytes (delta-rs
+/// writes them after the files, so only `txn` lines are parsed). None for a transaction with
+/// a `lastUpdated` time, which a table's `delta.setTransactionRetentionDuration` may expire:
+/// the Delta kernel decides those (tidemark writes none).
 fn txn_version(bytes: &[u8], app: &str) -> Option<i64> {
-    bytes.split(|b| *b == b'\n').find_map(|line| {
-        let action: serde_json::Value = serde_json::from_slice(line).ok()?;
-        let txn = action.get("txn")?;
-        (txn.get("appId")?.as_str()? == app).then(|| txn.get("version")?.as_i64())?
-    })
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| line.starts_with(br#"{"txn""#))
+        .find_map(|line| {
+            let action: serde_json::Value = serde_json::from_slice(line).ok()?;
+            let txn = action.get("txn")?;
+            if txn.get("appId")?.as_str()? != app {
+                return None;
+            }
+            if txn.get("lastUpdated").is_some_and(|t| !t.is_null()) {
+                return Some(None);
+            }
+            Some(txn.get("version")?.as_i64())
+        })
+        .flatten()
 }
 
 /// tidemark's entry in the commitInfo of a commit file's bytes.
@@ -374,13 +393,17 @@ mod tests {
 
     #[test]
     fn a_commit_names_the_version_of_each_app_transaction_in_it() {
+        // As delta-rs writes a commit: commitInfo, files, then transactions.
         let commit = br#"{"commitInfo":{"operation":"WRITE","tidemark":{"app_id":"b","run":4}}}
+{"add":{"path":"x.parquet","size":1,"stats":"{\"txn\":1}"}}
 {"txn":{"appId":"a","version":7,"lastUpdated":1}}
 {"txn":{"appId":"b","version":4}}
-{"add":{"path":"x.parquet","size":1}}"#;
-        assert_eq!(txn_version(commit, "a"), Some(7));
+{"txn":{"appId":"d","version":2,"lastUpdated":null}}"#;
         assert_eq!(txn_version(commit, "b"), Some(4));
+        assert_eq!(txn_version(commit, "d"), Some(2));
         assert_eq!(txn_version(commit, "c"), None);
+        // One that a retention may expire is left to the kernel.
+        assert_eq!(txn_version(commit, "a"), None);
         assert_eq!(
             commit_entry(commit).map(|m| (m.app_id, m.run)),
             Some(("b".into(), 4))

@@ -486,9 +486,16 @@ pub fn written_here(table: &url::Url, relative: &Path) -> bool {
     let Ok(prefix) = Path::from_url_path(table.path()) else {
         return false;
     };
+    // The table's store is the bucket's, prefixed with the table's path (as delta-rs does).
     let location: Path = prefix.parts().chain(relative.parts()).collect();
-    let key = format!("{}/{location}", super::external::store_name(table));
+    let key = key_in(&super::external::store_name(table), &location);
     kept(&WRITTEN, &key).is_some() || super::log_disk::keeps_data(&key)
+}
+
+/// The key under which memory and disk keep the object at `location` of the store named
+/// `store` (see [`super::external::store_name`]).
+fn key_in(store: &str, location: &Path) -> String {
+    format!("{store}/{location}")
 }
 
 /// What `memory` keeps of `key`, whatever object it was.
@@ -525,7 +532,7 @@ impl CachedLog {
     }
 
     fn key(&self, location: &Path) -> String {
-        format!("{}/{location}", self.name)
+        key_in(&self.name, location)
     }
 
     /// The whole of the log file at `location`, if it is one this process has listed and not

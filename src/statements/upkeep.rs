@@ -108,6 +108,36 @@ pub(crate) async fn commit_actions(
     Ok(committed)
 }
 
+/// [`commit_actions`] for a writer that needs only the new version (a copy's append):
+/// delta-rs reads the log again after every commit to build the table's new state (a listing
+/// and a replay of the commits since the checkpoint); that is done only when the commit is due
+/// a checkpoint (tidemark's or Delta's), which needs it.
+pub(crate) async fn append_actions(
+    table: &DeltaTable,
+    actions: Vec<Action>,
+    operation: DeltaOperation,
+    props: CommitProperties,
+) -> DeltaResult<u64> {
+    let snapshot = table.snapshot()?;
+    let delta_interval = snapshot.table_config().checkpoint_interval().get();
+    let committed = CommitBuilder::from(tidemarks(props))
+        .with_actions(actions)
+        .build(Some(snapshot), table.log_store(), operation)
+        .into_prepared_commit_future()
+        .await?
+        .await?;
+    let version = committed.version;
+    if (version + 1).is_multiple_of(delta_interval)
+        || checkpoint_due(&table.log_store(), version).await
+    {
+        let finalized = committed.await?;
+        let mut table = table.clone();
+        table.state = Some(finalized.snapshot());
+        maintain(&table).await;
+    }
+    Ok(version)
+}
+
 /// Commit properties of the writes that read the table's state (UPDATE, DELETE, MERGE, file
 /// rewrites, schema and metadata changes, RESTORE): never committed over another writer's
 /// commit (delta-rs' conflict check lets some through); a conflict reruns the whole statement

@@ -254,3 +254,49 @@ fn a_copy_holding_an_old_control_row_copies_nothing_twice() {
         "last_watermark\n4\n"
     );
 }
+
+/// A copy held after writing its files (its check of the target's `txn` passed) while another
+/// run of the same pair commits: its commit is refused (the winning commit carries the pair's
+/// `txn`), it starts over on fresh state, finds nothing new, and copies nothing twice.
+#[test]
+fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twice() {
+    const COPY: &str = "COPY INCREMENTAL s INTO t WATERMARK id";
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE s (id BIGINT)");
+    ok(&wh, "INSERT INTO s VALUES (1), (2)");
+    ok(&wh, COPY);
+    ok(&wh, "INSERT INTO s VALUES (3)");
+    let target = wh.join("main/default/t");
+    let files = |dir: &std::path::Path| -> usize {
+        std::fs::read_dir(dir)
+            .map(|d| d.flatten().filter(|e| e.path().is_file()).count())
+            .unwrap_or(0)
+    };
+    let before = files(&target);
+    let held = spawn_held(&wh, COPY, "copy::before_commit=1*return(6000)");
+    let waited = std::time::Instant::now();
+    while files(&target) == before && waited.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(files(&target) > before, "the held copy wrote its file");
+    assert!(ok(&wh, COPY).ends_with(",succeeded\n"));
+    let out = held.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shown.ends_with(",nothing_new\n"), "{shown}");
+    assert_eq!(
+        ok(&wh, "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t"),
+        "n,d\n3,3\n"
+    );
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT status, rows_copied FROM system.tidemark.copy_runs ORDER BY started_at"
+        ),
+        "status,rows_copied\nsucceeded,2\nnothing_new,0\nsucceeded,1\n"
+    );
+}

@@ -59,10 +59,19 @@ pub(super) fn properties(
 }
 
 /// Exactly once: nobody may have committed this pair's run since the run read the target.
+/// Almost always the target has no version past the one read: one look-up of its name
+/// answers (a commit landing after it is checked by delta-rs when this run commits: one that
+/// carries this pair's `txn` refuses ours as a conflict, and the run starts over). Otherwise
+/// (or when the look-up fails) the target's log is read again for this pair's `txn`.
 pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
     let Some(t) = &r.target else {
         return Ok(());
     };
+    if let Some(read) = t.version()
+        && next_commit(t, read).await == Some(false)
+    {
+        return Ok(());
+    }
     let mut fresh = t.clone();
     fresh.update_state().await?;
     let now = fresh
@@ -76,6 +85,18 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether `t` has a commit after version `read`, by the name of the next one (None when
+/// the look-up fails).
+async fn next_commit(t: &DeltaTable, read: deltalake::kernel::Version) -> Option<bool> {
+    use deltalake::logstore::object_store::{Error as StoreError, ObjectStoreExt, path::Path};
+    let next = Path::from(crate::catalog::log::commit_in_table(read + 1));
+    match t.log_store().object_store(None).head(&next).await {
+        Ok(_) => Some(true),
+        Err(StoreError::NotFound { .. }) => Some(false),
+        Err(_) => None,
+    }
 }
 
 /// The target to write into: the resolved one, else a new empty one with the columns the
@@ -168,27 +189,23 @@ fn without_column_mapping(field: StructField) -> Result<StructField> {
     serde_json::from_value(json).map_err(|e| Error::Other(format!("column {}: {e}", field.name)))
 }
 
-/// Commit what the writer left (files, or nothing: it committed itself). Returns the target
-/// at its new version.
+/// Commit what the writer left (files, or nothing: it committed itself). Returns the
+/// target's new version.
 pub(super) async fn commit(
     target: &DeltaTable,
     written: Written,
     props: CommitProperties,
-) -> Result<DeltaTable> {
-    let committed = match written {
-        Written::Files(adds) => commit_adds(target, adds, props).await?,
-        Written::Committed(t) => t,
+) -> Result<Option<i64>> {
+    let version = match written {
+        Written::Files(adds) => Some(commit_adds(target, adds, props).await?),
+        Written::Committed(t) => t.version().map(|v| v as i64),
     };
     fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
-    Ok(committed)
+    Ok(version)
 }
 
-/// Commit new files to `target` as one append.
-async fn commit_adds(
-    target: &DeltaTable,
-    adds: Vec<Add>,
-    props: CommitProperties,
-) -> Result<DeltaTable> {
+/// Commit new files to `target` as one append; returns its version.
+async fn commit_adds(target: &DeltaTable, adds: Vec<Add>, props: CommitProperties) -> Result<i64> {
     // Tests hold a copy here, its files written and not committed (`return(ms)`: an
     // asynchronous wait, during which Ctrl-C and SIGTERM are seen).
     let hold = (|| -> Option<u64> {
@@ -199,5 +216,6 @@ async fn commit_adds(
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     let (actions, operation) = crate::statements::append_commit(adds);
-    Ok(upkeep::commit_actions(target, actions, operation, props).await?)
+    let version = upkeep::append_actions(target, actions, operation, props).await?;
+    Ok(version as i64)
 }

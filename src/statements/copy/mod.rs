@@ -230,9 +230,9 @@ async fn attempt(
                     Some(_) => commit::properties(&r, &start, &plan, &record.run_id, source_commit),
                     None => props.clone(),
                 };
-                let committed = commit::commit(&to.table, written, props).await?;
+                let version = commit::commit(&to.table, written, props).await?;
                 progress.inc((plan.rows as u64).saturating_sub(progress.position()));
-                committed.version().map(|v| v as i64)
+                version
             }
         }
     };

@@ -1,5 +1,6 @@
 //! Every commit tidemark makes to a Delta table goes through [`commit`] (one of delta-rs'
-//! operations) or [`commit_actions`] (actions tidemark wrote itself), and with it the table's
+//! operations), [`commit_actions`] (actions tidemark wrote itself) or [`append_actions`] (the
+//! same, for a writer that needs only the new version), and with it the table's
 //! upkeep. Small tables gain a commit per run (control tables, the run history, a target fed
 //! small increments), and a Delta table's cost to open grows with the commits since its last
 //! checkpoint and with its number of files: tidemark checkpoints small tables often, cleans
@@ -127,13 +128,16 @@ pub(crate) async fn append_actions(
         .await?
         .await?;
     let version = committed.version;
-    if (version + 1).is_multiple_of(delta_interval)
-        || checkpoint_due(&table.log_store(), version).await
-    {
-        let finalized = committed.await?;
-        let mut table = table.clone();
-        table.state = Some(finalized.snapshot());
-        maintain(&table).await;
+    let ours = checkpoint_due(&table.log_store(), version).await;
+    if ours || (version + 1).is_multiple_of(delta_interval) {
+        // Best effort, as the upkeep is: the commit stands whatever happens after it.
+        if let Ok(finalized) = committed.await
+            && ours
+        {
+            let mut table = table.clone();
+            table.state = Some(finalized.snapshot());
+            maintain(&table).await;
+        }
     }
     Ok(version)
 }

@@ -273,13 +273,18 @@ fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twi
             .unwrap_or(0)
     };
     let before = files(&target);
-    let held = spawn_held(&wh, COPY, "copy::before_commit=1*return(6000)");
+    let mut held = spawn_held(&wh, COPY, "copy::before_commit=1*return(10000)");
     let waited = std::time::Instant::now();
     while files(&target) == before && waited.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(files(&target) > before, "the held copy wrote its file");
-    assert!(ok(&wh, COPY).ends_with(",succeeded\n"));
+    let racing = ok(&wh, COPY);
+    assert!(
+        held.try_wait().unwrap().is_none(),
+        "the held copy's hold ran out before the racing copy finished: {racing}"
+    );
+    assert!(racing.ends_with(",succeeded\n"), "{racing}");
     let out = held.wait_with_output().unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -1,7 +1,9 @@
 //! Step 4 of a copy: one Delta commit carrying the rows, the `txn` action of this pair's run
-//! and the run's [`RunMetadata`]. Exactly once: before writing, the target's `txn` version
-//! must still be the one the run read. A new target is created (empty) in a commit of its own
-//! first, so that the data commit always meets an existing table and its `txn` check. Every
+//! and the run's [`RunMetadata`]. Exactly once: before writing, nobody may have committed
+//! this pair's run since the run read the target ([`check_txn`]), and delta-rs refuses the
+//! commit when one that landed meanwhile carries the pair's `txn`. A new target is created
+//! (empty) in a commit of its own first, so that the data commit always meets an existing
+//! table and its `txn` check. Every
 //! strategy commits through [`upkeep`], which runs the table's upkeep (checkpoints, log
 //! clean-up) after.
 

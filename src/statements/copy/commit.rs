@@ -70,7 +70,8 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
         return Ok(());
     };
     if let Some(read) = t.version()
-        && next_commit(t, read).await == Some(false)
+        && let Ok(None) =
+            super::metadata::commit_file(t.log_store().object_store(None).as_ref(), read + 1).await
     {
         return Ok(());
     }
@@ -87,18 +88,6 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Whether `t` has a commit after version `read`, by the name of the next one (None when
-/// the look-up fails).
-async fn next_commit(t: &DeltaTable, read: deltalake::kernel::Version) -> Option<bool> {
-    use deltalake::logstore::object_store::{Error as StoreError, ObjectStoreExt, path::Path};
-    let next = Path::from(crate::catalog::log::commit_in_table(read + 1));
-    match t.log_store().object_store(None).head(&next).await {
-        Ok(_) => Some(true),
-        Err(StoreError::NotFound { .. }) => Some(false),
-        Err(_) => None,
-    }
 }
 
 /// The target to write into: the resolved one, else a new empty one with the columns the

@@ -305,3 +305,62 @@ fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twi
         "status,rows_copied\nsucceeded,2\nnothing_new,0\nsucceeded,1\n"
     );
 }
+
+/// A copy held after writing its files while another process drops its target and creates a
+/// new table of that name with as many versions: its commit would land in the new table's log
+/// as if it followed the old one (naming a file the drop removed). The held copy sees that
+/// the commit it read is another file now, starts over on the new table, and copies every
+/// source row into it once.
+#[test]
+fn a_copy_whose_target_was_dropped_and_created_again_starts_over_on_the_new_table() {
+    const COPY: &str = "COPY INCREMENTAL s INTO t WATERMARK id";
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE s (id BIGINT)");
+    ok(&wh, "INSERT INTO s VALUES (1), (2)");
+    ok(&wh, COPY);
+    ok(&wh, "INSERT INTO s VALUES (3)");
+    let target = wh.join("main/default/t");
+    let parquet = |dir: &std::path::Path| -> usize {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let before = parquet(&target);
+    let mut held = spawn_held(&wh, COPY, "copy::before_commit=1*return(10000)");
+    let waited = std::time::Instant::now();
+    while parquet(&target) == before && waited.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(parquet(&target) > before, "the held copy wrote its file");
+    // The old table had versions 0 (created) and 1 (the first copy); so has the new one.
+    ok(&wh, "DROP TABLE t");
+    ok(&wh, "CREATE TABLE t (id BIGINT, note STRING)");
+    ok(&wh, "INSERT INTO t VALUES (100, 'new')");
+    assert!(
+        held.try_wait().unwrap().is_none(),
+        "the held copy's hold ran out before the target was made again"
+    );
+    let out = held.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shown.ends_with(",succeeded\n"), "{shown}");
+    assert_eq!(
+        ok(&wh, "SELECT id, note FROM t ORDER BY id"),
+        "id,note\n1,\n2,\n3,\n100,new\n"
+    );
+    // The new table's create, its insert and the copy: no commit of the old table's run.
+    let commits = std::fs::read_dir(target.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count();
+    assert_eq!(commits, 3);
+}

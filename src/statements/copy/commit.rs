@@ -60,23 +60,43 @@ pub(super) fn properties(
         .with_metadata(vec![(META_KEY.to_string(), meta.to_json())])
 }
 
-/// Exactly once: nobody may have committed this pair's run since the run read the target.
-/// Almost always the target has no version past the one read: one look-up of its name
-/// answers (a commit landing after it is checked by delta-rs when this run commits: one that
-/// carries this pair's `txn` refuses ours as a conflict, and the run starts over). Otherwise
-/// (or when the look-up fails) the target's log is read again for this pair's `txn`.
+/// Exactly once: nobody may have committed this pair's run since the run read the target,
+/// and the target is still the table it read ([`same_target`]). Almost always the target
+/// has no version past the one read: one look-up of its name answers (a commit landing after
+/// it is checked by delta-rs when this run commits: one that carries this pair's `txn`
+/// refuses ours as a conflict, and the run starts over). Otherwise the target's log is read
+/// again for this pair's `txn`: from the version read on, or whole when the table could not
+/// be told the same.
 pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
     let Some(t) = &r.target else {
         return Ok(());
     };
-    if let Some(read) = t.version()
-        && let Ok(None) =
-            super::metadata::commit_file(t.log_store().object_store(None).as_ref(), read + 1).await
-    {
-        return Ok(());
-    }
-    let mut fresh = t.clone();
-    fresh.update_state().await?;
+    let store = t.log_store().object_store(None);
+    let read = t.version().unwrap_or(0);
+    let (next, same) = tokio::join!(
+        super::metadata::commit_file(store.as_ref(), read + 1),
+        same_target(r)
+    );
+    let fresh = match same {
+        Some(false) => return Err(replaced(r)),
+        Some(true) if matches!(next, Ok(None)) => return Ok(()),
+        Some(true) => {
+            // The log from the version read on is that table's own: brought up to date.
+            let mut fresh = t.clone();
+            fresh.update_state().await?;
+            fresh
+        }
+        None => {
+            // Read afresh, not brought up to date from the state read (which would take
+            // another table's commits for its own), and compared by table id.
+            let mut fresh = DeltaTable::new(t.log_store().clone());
+            fresh.load().await?;
+            if fresh.snapshot()?.metadata().id() != t.snapshot()?.metadata().id() {
+                return Err(replaced(r));
+            }
+            fresh
+        }
+    };
     let now = fresh
         .snapshot()?
         .transaction_version(fresh.log_store().as_ref(), &r.app)
@@ -88,6 +108,32 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether the target is still the table the run read: the commit file of the version read
+/// is there, unchanged. A target dropped and made again at its place since (by another
+/// process) has another file of that name, or none yet; a commit on top of the version read
+/// would land in the new table's log as if it followed the old one. None when it cannot be
+/// told (the commit of a checkpoint's version could not be read, or the look-up failed).
+async fn same_target(r: &Resolved) -> Option<bool> {
+    let (t, read) = (r.target.as_ref()?, r.target_commit.as_ref()?);
+    let store = t.log_store().object_store(None);
+    match super::metadata::commit_file(store.as_ref(), t.version()?).await {
+        Ok(Some(now)) => Some(now.same(read)),
+        Ok(None) => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// The run's error when its target was replaced: a conflict, so the run starts over on the
+/// new table.
+fn replaced(r: &Resolved) -> Error {
+    Error::Conflict(format!(
+        "{} was dropped and created again since this run read it (its commit {} is another \
+         file now, or gone)",
+        r.names.target,
+        r.target_version().unwrap_or(0)
+    ))
 }
 
 /// The target to write into: the resolved one, else a new empty one with the columns the
@@ -183,12 +229,13 @@ fn without_column_mapping(field: StructField) -> Result<StructField> {
 /// Commit what the writer left (files, or nothing: it committed itself). Returns the
 /// target's new version.
 pub(super) async fn commit(
+    r: &Resolved,
     target: &DeltaTable,
     written: Written,
     props: CommitProperties,
 ) -> Result<Option<i64>> {
     let version = match written {
-        Written::Files(adds) => Some(commit_adds(target, adds, props).await?),
+        Written::Files(adds) => Some(commit_adds(r, target, adds, props).await?),
         Written::Committed(t) => t.version().map(|v| v as i64),
     };
     fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
@@ -196,7 +243,12 @@ pub(super) async fn commit(
 }
 
 /// Commit new files to `target` as one append; returns its version.
-async fn commit_adds(target: &DeltaTable, adds: Vec<Add>, props: CommitProperties) -> Result<i64> {
+async fn commit_adds(
+    r: &Resolved,
+    target: &DeltaTable,
+    adds: Vec<Add>,
+    props: CommitProperties,
+) -> Result<i64> {
     // Tests hold a copy here, its files written and not committed (`return(ms)`: an
     // asynchronous wait, during which Ctrl-C and SIGTERM are seen).
     let hold = (|| -> Option<u64> {
@@ -205,6 +257,10 @@ async fn commit_adds(target: &DeltaTable, adds: Vec<Add>, props: CommitPropertie
     })();
     if let Some(ms) = hold {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+    // Checked again just before the commit: the rows took a while to write.
+    if same_target(r).await == Some(false) {
+        return Err(replaced(r));
     }
     let (actions, operation) = crate::statements::append_commit(adds);
     let version = upkeep::append_actions(target, actions, operation, props).await?;

@@ -220,8 +220,21 @@ impl LastRun {
 }
 
 /// This pair's last run number in `t` (its `txn` version, 0 for none) and that run's commit.
+/// The commit of `t`'s version as read: its bytes, and the file as the store described it.
+/// None when it cannot be read (the version is a checkpoint's whose commit is gone).
+pub(super) async fn newest_commit_of(t: &DeltaTable) -> Option<(bytes::Bytes, CommitFile)> {
+    let version = t.version()?;
+    let path = StorePath::from(crate::catalog::log::commit_in_table(version));
+    let got = t.log_store().object_store(None).get(&path).await.ok()?;
+    let file = CommitFile::of(&got.meta);
+    Some((got.bytes().await.ok()?, file))
+}
+
+/// This pair's last run number in target `t` (0: none) and what that run committed;
+/// `newest` is the commit of `t`'s version, when it was read ([`newest_commit_of`]).
 pub(super) async fn last_run(
     t: &DeltaTable,
+    newest: Option<&[u8]>,
     app: &str,
     wm_type: &DataType,
 ) -> Result<(i64, Option<LastRun>)> {
@@ -229,15 +242,9 @@ pub(super) async fn last_run(
     // in one commit: one read of it instead of replaying the log for the `txn` and reading
     // the history for the entry (the newest `txn` of an app is its version). Anything else,
     // a failure to read it included, is left to that path.
-    if let Some(version) = t.version()
-        && let Some(bytes) = t
-            .log_store()
-            .read_commit_entry(version)
-            .await
-            .ok()
-            .flatten()
-        && let Some(meta) = commit_entry(&bytes).filter(|m| m.app_id == app)
-        && txn_version(&bytes, app) == Some(meta.run)
+    if let Some(bytes) = newest
+        && let Some(meta) = commit_entry(bytes).filter(|m| m.app_id == app)
+        && txn_version(bytes, app) == Some(meta.run)
     {
         return Ok((meta.run, Some(LastRun::of(&meta, wm_type))));
     }

@@ -230,7 +230,7 @@ async fn attempt(
                     Some(_) => commit::properties(&r, &start, &plan, &record.run_id, source_commit),
                     None => props.clone(),
                 };
-                let version = commit::commit(&to.table, written, props).await?;
+                let version = commit::commit(&r, &to.table, written, props).await?;
                 progress.inc((plan.rows as u64).saturating_sub(progress.position()));
                 version
             }

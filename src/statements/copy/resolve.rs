@@ -8,7 +8,7 @@ use datafusion::common::ScalarValue;
 use deltalake::DeltaTable;
 
 use super::control::{self, ControlRow};
-use super::metadata::{self, LastRun, app_id};
+use super::metadata::{self, CommitFile, LastRun, app_id};
 use super::source::Source;
 use crate::catalog::{TableName, suggest};
 use crate::engine::types::{storage_type, type_name};
@@ -78,6 +78,10 @@ pub(super) struct Resolved {
     /// This pair's last run number in the target (0: none) and what that run committed.
     pub last_run: i64,
     pub last: Option<LastRun>,
+    /// The commit file of the target's version as the run read it: the copy commits only
+    /// while that file is still there unchanged (checked before the write and again before
+    /// the commit).
+    pub target_commit: Option<CommitFile>,
 }
 
 impl Resolved {
@@ -103,7 +107,9 @@ pub(super) async fn resolve(
         let name = names.target.clone();
         tokio::spawn(async move {
             if warehouse.table_exists(&name) {
-                warehouse.open(&name).await.map(Some)
+                let t = warehouse.open(&name).await?;
+                let newest = metadata::newest_commit_of(&t).await;
+                Ok::<_, Error>(Some((t, newest)))
             } else {
                 Ok(None)
             }
@@ -120,9 +126,13 @@ pub(super) async fn resolve(
     };
     let (wm, wm_type) = watermark(c, control_row.as_ref(), &source.schema, &names.source)?;
     let merge_keys = merge_keys(c, &source.schema, &names.source)?;
-    let target = target_task
+    let (target, newest) = match target_task
         .await
-        .map_err(|e| Error::Other(format!("opening {}: {e}", names.target)))??;
+        .map_err(|e| Error::Other(format!("opening {}: {e}", names.target)))??
+    {
+        Some((t, newest)) => (Some(t), newest),
+        None => (None, None),
+    };
     let new_columns = match &target {
         Some(t) => new_columns(&source.schema, t, &names)?,
         None => false,
@@ -135,7 +145,7 @@ pub(super) async fn resolve(
     }
     let app = names.app();
     let (last_run, last) = match &target {
-        Some(t) => metadata::last_run(t, &app, &wm_type).await?,
+        Some(t) => metadata::last_run(t, newest.as_ref().map(|n| &n.0[..]), &app, &wm_type).await?,
         None => (0, None),
     };
     // Under SINCE the control row plays no part in where the run starts.
@@ -189,6 +199,7 @@ pub(super) async fn resolve(
         new_columns,
         last_run,
         last,
+        target_commit: newest.map(|n| n.1),
     })
 }
 

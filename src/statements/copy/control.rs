@@ -312,8 +312,8 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
                     col("last_watermark").eq(DfExpr::Literal(old.clone(), None))
                 }
             })
-            .reduce(|x, y| x.or(y))
-            .unwrap_or_else(|| lit(false));
+            .collect::<Vec<_>>();
+        let holds = any_of(holds).unwrap_or_else(|| lit(false));
         c = c.and(holds);
         conds.push((c, DfExpr::Literal(a.new.clone(), None)));
     }
@@ -322,10 +322,7 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         cases = cases.when(c.clone(), v.clone());
     }
     let value = cases.otherwise(col("last_watermark"))?;
-    let pred = conds
-        .iter()
-        .map(|(c, _)| c.clone())
-        .reduce(|a, b| a.or(b))
+    let pred = any_of(conds.iter().map(|(c, _)| c.clone()).collect())
         .expect("a batch has one advance or more");
     // Rows sorted by name in files of a few hundred: the next batch of advances (rows near
     // these in the job's order) rewrites one or two such files, not the whole control table.
@@ -376,6 +373,21 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         Ok(())
     })
     .await
+}
+
+/// `a OR b OR ...` as a balanced tree (None for no terms). Planning walks an expression
+/// recursively at every level (types, coercion, simplification), so a chain of the batch's
+/// 50-odd advances cost the square of its length, a tree of it about its length: the batches
+/// grow a little with the control table, and the chain made the job's cost per table grow.
+fn any_of(mut terms: Vec<DfExpr>) -> Option<DfExpr> {
+    match terms.len() {
+        0 => None,
+        1 => terms.pop(),
+        n => {
+            let right = terms.split_off(n / 2);
+            Some(any_of(terms)?.or(any_of(right)?))
+        }
+    }
 }
 
 /// Each control table's state after this process's last advance of it, and what the store
@@ -435,4 +447,40 @@ async fn commit_meta(
     let version = table.version()?;
     let path = deltalake::Path::from(crate::catalog::log::commit_in_table(version));
     table.object_store().head(&path).await.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Depth of an OR tree (a term that is not an OR counts 1).
+    fn depth(e: &DfExpr) -> usize {
+        match e {
+            DfExpr::BinaryExpr(b) if b.op == datafusion::logical_expr::Operator::Or => {
+                1 + depth(&b.left).max(depth(&b.right))
+            }
+            _ => 1,
+        }
+    }
+
+    #[test]
+    fn any_of_is_a_balanced_or_of_every_term() {
+        assert!(any_of(vec![]).is_none());
+        let terms: Vec<DfExpr> = (0..50).map(|i| col("x").eq(lit(i))).collect();
+        let tree = any_of(terms.clone()).unwrap();
+        assert_eq!(depth(&tree), 7, "50 terms: 6 levels of OR over the terms");
+        let mut kept = vec![];
+        let mut stack = vec![&tree];
+        while let Some(e) = stack.pop() {
+            match e {
+                DfExpr::BinaryExpr(b) if b.op == datafusion::logical_expr::Operator::Or => {
+                    stack.push(&b.right);
+                    stack.push(&b.left);
+                }
+                term => kept.push(term.clone()),
+            }
+        }
+        assert_eq!(kept, terms, "every term once, in order");
+        assert_eq!(any_of(vec![lit(true)]), Some(lit(true)));
+    }
 }

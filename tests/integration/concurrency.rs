@@ -255,31 +255,50 @@ fn a_copy_holding_an_old_control_row_copies_nothing_twice() {
     );
 }
 
+/// The copy the two tests below hold: `s` into `t` by `id`.
+const HELD_COPY: &str = "COPY INCREMENTAL s INTO t WATERMARK id";
+
+/// Table `s` of ids 1 and 2 copied into `t`, then id 3 added to `s`; a copy of it started and
+/// held for 10 s after writing its file, before its commit (`copy::before_commit`). Returns
+/// the held process once its file is in the target's directory.
+fn hold_a_copy_of_a_new_row(wh: &std::path::Path) -> std::process::Child {
+    hold_a_copy_at(wh, HELD_COPY, "copy::before_commit=1*return(10000)")
+}
+
+/// The same with another copy of `s` into `t` held at another fail point.
+fn hold_a_copy_at(wh: &std::path::Path, copy: &str, failpoint: &str) -> std::process::Child {
+    ok(wh, "CREATE TABLE s (id BIGINT)");
+    ok(wh, "INSERT INTO s VALUES (1), (2)");
+    ok(wh, copy);
+    ok(wh, "INSERT INTO s VALUES (3)");
+    let target = wh.join("main/default/t");
+    let parquet = || -> usize {
+        std::fs::read_dir(&target)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let before = parquet();
+    let held = spawn_held(wh, copy, failpoint);
+    let waited = std::time::Instant::now();
+    while parquet() == before && waited.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(parquet() > before, "the held copy wrote its file");
+    held
+}
+
 /// A copy held after writing its files (its check of the target's `txn` passed) while another
 /// run of the same pair commits: its commit is refused (the winning commit carries the pair's
 /// `txn`), it starts over on fresh state, finds nothing new, and copies nothing twice.
 #[test]
 fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twice() {
-    const COPY: &str = "COPY INCREMENTAL s INTO t WATERMARK id";
     let (_d, wh) = warehouse();
-    ok(&wh, "CREATE TABLE s (id BIGINT)");
-    ok(&wh, "INSERT INTO s VALUES (1), (2)");
-    ok(&wh, COPY);
-    ok(&wh, "INSERT INTO s VALUES (3)");
-    let target = wh.join("main/default/t");
-    let files = |dir: &std::path::Path| -> usize {
-        std::fs::read_dir(dir)
-            .map(|d| d.flatten().filter(|e| e.path().is_file()).count())
-            .unwrap_or(0)
-    };
-    let before = files(&target);
-    let mut held = spawn_held(&wh, COPY, "copy::before_commit=1*return(10000)");
-    let waited = std::time::Instant::now();
-    while files(&target) == before && waited.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(files(&target) > before, "the held copy wrote its file");
-    let racing = ok(&wh, COPY);
+    let mut held = hold_a_copy_of_a_new_row(&wh);
+    let racing = ok(&wh, HELD_COPY);
     assert!(
         held.try_wait().unwrap().is_none(),
         "the held copy's hold ran out before the racing copy finished: {racing}"
@@ -313,29 +332,8 @@ fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twi
 /// source row into it once.
 #[test]
 fn a_copy_whose_target_was_dropped_and_created_again_starts_over_on_the_new_table() {
-    const COPY: &str = "COPY INCREMENTAL s INTO t WATERMARK id";
     let (_d, wh) = warehouse();
-    ok(&wh, "CREATE TABLE s (id BIGINT)");
-    ok(&wh, "INSERT INTO s VALUES (1), (2)");
-    ok(&wh, COPY);
-    ok(&wh, "INSERT INTO s VALUES (3)");
-    let target = wh.join("main/default/t");
-    let parquet = |dir: &std::path::Path| -> usize {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
-                    .count()
-            })
-            .unwrap_or(0)
-    };
-    let before = parquet(&target);
-    let mut held = spawn_held(&wh, COPY, "copy::before_commit=1*return(10000)");
-    let waited = std::time::Instant::now();
-    while parquet(&target) == before && waited.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(parquet(&target) > before, "the held copy wrote its file");
+    let mut held = hold_a_copy_of_a_new_row(&wh);
     // The old table had versions 0 (created) and 1 (the first copy); so has the new one.
     ok(&wh, "DROP TABLE t");
     ok(&wh, "CREATE TABLE t (id BIGINT, note STRING)");
@@ -357,10 +355,46 @@ fn a_copy_whose_target_was_dropped_and_created_again_starts_over_on_the_new_tabl
         "id,note\n1,\n2,\n3,\n100,new\n"
     );
     // The new table's create, its insert and the copy: no commit of the old table's run.
-    let commits = std::fs::read_dir(target.join("_delta_log"))
+    let commits = std::fs::read_dir(wh.join("main/default/t/_delta_log"))
         .unwrap()
         .flatten()
         .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
         .count();
     assert_eq!(commits, 3);
+}
+
+/// A MERGE ON copy commits through delta-rs' MERGE, which puts its commit itself: held just
+/// before that put while another process drops the target and creates a new table of that
+/// name with as many versions, it fails naming the target and commits nothing, and the new
+/// table keeps only its own row.
+#[test]
+fn a_merge_copy_whose_target_was_made_again_commits_nothing_into_the_new_table() {
+    let (_d, wh) = warehouse();
+    let mut held = hold_a_copy_at(
+        &wh,
+        "COPY INCREMENTAL s INTO t WATERMARK id MERGE ON (id)",
+        "copy::before_log_put=1*return(10000)",
+    );
+    ok(&wh, "DROP TABLE t");
+    ok(&wh, "CREATE TABLE t (id BIGINT, note STRING)");
+    ok(&wh, "INSERT INTO t VALUES (100, 'new')");
+    assert!(
+        held.try_wait().unwrap().is_none(),
+        "the held copy's hold ran out before the target was made again"
+    );
+    let out = held.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        err.contains("is gone or is another file now") && err.contains("main.default.t"),
+        "{err}"
+    );
+    assert_eq!(
+        ok(&wh, "SELECT id, note FROM t ORDER BY id"),
+        "id,note\n100,new\n"
+    );
 }

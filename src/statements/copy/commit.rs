@@ -3,7 +3,9 @@
 //! this pair's run since the run read the target ([`check_txn`]), and delta-rs refuses the
 //! commit when one that landed meanwhile carries the pair's `txn`. A new target is created
 //! (empty) in a commit of its own first, so that the data commit always meets an existing
-//! table and its `txn` check. Every
+//! table and its `txn` check. The target must also still be the table the run read: the
+//! commit file of the version read unchanged ([`same_target`]), before the write and, for
+//! appended files, again just before the commit. Every
 //! strategy commits through [`upkeep`], which runs the table's upkeep (checkpoints, log
 //! clean-up) after.
 
@@ -62,7 +64,8 @@ pub(super) fn properties(
 
 /// Exactly once: nobody may have committed this pair's run since the run read the target,
 /// and the target is still the table it read ([`same_target`]). Almost always the target
-/// has no version past the one read: one look-up of its name answers (a commit landing after
+/// has no version past the one read: two look-ups at once (that version's commit and the
+/// next one's) answer (a commit landing after
 /// it is checked by delta-rs when this run commits: one that carries this pair's `txn`
 /// refuses ours as a conflict, and the run starts over). Otherwise the target's log is read
 /// again for this pair's `txn`: from the version read on, or whole when the table could not
@@ -77,7 +80,7 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
         super::metadata::commit_file(store.as_ref(), read + 1),
         same_target(r)
     );
-    let fresh = match same {
+    let fresh = match same.unwrap_or(None) {
         Some(false) => return Err(replaced(r)),
         Some(true) if matches!(next, Ok(None)) => return Ok(()),
         Some(true) => {
@@ -88,7 +91,9 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
         }
         None => {
             // Read afresh, not brought up to date from the state read (which would take
-            // another table's commits for its own), and compared by table id.
+            // another table's commits for its own), and compared by table id; on a store,
+            // not from the log's listing this statement kept.
+            crate::catalog::forget_listings();
             let mut fresh = DeltaTable::new(t.log_store().clone());
             fresh.load().await?;
             if fresh.snapshot()?.metadata().id() != t.snapshot()?.metadata().id() {
@@ -113,26 +118,38 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
 /// Whether the target is still the table the run read: the commit file of the version read
 /// is there, unchanged. A target dropped and made again at its place since (by another
 /// process) has another file of that name, or none yet; a commit on top of the version read
-/// would land in the new table's log as if it followed the old one. None when it cannot be
-/// told (the commit of a checkpoint's version could not be read, or the look-up failed).
-async fn same_target(r: &Resolved) -> Option<bool> {
-    let (t, read) = (r.target.as_ref()?, r.target_commit.as_ref()?);
+/// would land in the new table's log as if it followed the old one. A file described
+/// differently (an entity tag made from an inode that a network file system changes) is read
+/// again and compared byte for byte, so that only another commit counts as another table.
+/// Ok(None) when it cannot be told (the commit of the version read could not be read when the
+/// run opened the target); Err when the store could not be asked.
+async fn same_target(r: &Resolved) -> Result<Option<bool>> {
+    let (Some(t), Some((bytes, read))) = (&r.target, &r.target_commit) else {
+        return Ok(None);
+    };
+    let Some(version) = t.version() else {
+        return Ok(None);
+    };
     let store = t.log_store().object_store(None);
-    match super::metadata::commit_file(store.as_ref(), t.version()?).await {
-        Ok(Some(now)) => Some(now.same(read)),
-        Ok(None) => Some(false),
-        Err(_) => None,
-    }
+    super::metadata::still_the_commit(store.as_ref(), version, bytes, read)
+        .await
+        .map(Some)
+        .map_err(|e| {
+            Error::Conflict(format!(
+                "cannot check that {} is still the table this run read (its commit {version}): {e}",
+                r.names.target
+            ))
+        })
 }
 
-/// The run's error when its target was replaced: a conflict, so the run starts over on the
-/// new table.
+/// The run's error when its target's commit is gone or another file: a conflict, so the run
+/// starts over on what is there now.
 fn replaced(r: &Resolved) -> Error {
     Error::Conflict(format!(
-        "{} was dropped and created again since this run read it (its commit {} is another \
-         file now, or gone)",
-        r.names.target,
-        r.target_version().unwrap_or(0)
+        "the commit {} of {} that this run read is gone or is another file now (the table was \
+         dropped, and perhaps created again, by another process); the run starts over",
+        r.target_version().unwrap_or(0),
+        r.names.target
     ))
 }
 
@@ -259,7 +276,7 @@ async fn commit_adds(
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     // Checked again just before the commit: the rows took a while to write.
-    if same_target(r).await == Some(false) {
+    if same_target(r).await? == Some(false) {
         return Err(replaced(r));
     }
     let (actions, operation) = crate::statements::append_commit(adds);

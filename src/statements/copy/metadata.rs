@@ -219,7 +219,6 @@ impl LastRun {
     }
 }
 
-/// This pair's last run number in `t` (its `txn` version, 0 for none) and that run's commit.
 /// The commit of `t`'s version as read: its bytes, and the file as the store described it.
 /// None when it cannot be read (the version is a checkpoint's whose commit is gone).
 pub(super) async fn newest_commit_of(t: &DeltaTable) -> Option<(bytes::Bytes, CommitFile)> {
@@ -327,6 +326,36 @@ pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, Ru
         .await
         .ok()?;
     Some((version, commit_entry(&bytes)?))
+}
+
+/// Whether commit `version` in `store` (rooted at the table) is still the one read as `bytes`
+/// from the file described as `read`: the file is there and described the same, or (an entity
+/// tag made from an inode that a network file system changes) read again with the same bytes.
+/// The read again is conditional, so that it goes to the store, never to a kept copy.
+pub(super) async fn still_the_commit(
+    store: &dyn ObjectStore,
+    version: u64,
+    bytes: &bytes::Bytes,
+    read: &CommitFile,
+) -> deltalake::logstore::object_store::Result<bool> {
+    use deltalake::logstore::object_store::{Error as StoreError, GetOptions};
+    let now = match commit_file(store, version).await? {
+        Some(now) => now,
+        None => return Ok(false),
+    };
+    if now.same(read) {
+        return Ok(true);
+    }
+    let path = StorePath::from(crate::catalog::log::commit_in_table(version));
+    let options = GetOptions {
+        if_match: now.e_tag.clone(),
+        ..Default::default()
+    };
+    match store.get_opts(&path, options).await {
+        Ok(got) => Ok(got.bytes().await? == *bytes),
+        Err(StoreError::NotFound { .. } | StoreError::Precondition { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// The file of commit `version` in `store` (rooted at the table), as the store describes it

@@ -207,7 +207,8 @@ async fn attempt(
             let uncommitted = uncommitted::Uncommitted::new(
                 r.names.target_dir.clone(),
                 record.commit_started.clone(),
-            );
+            )
+            .expecting(r.read_commit());
             let to = write::Destination {
                 table: uncommitted.table(&target),
                 uncommitted: &uncommitted,

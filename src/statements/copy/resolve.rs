@@ -78,13 +78,24 @@ pub(super) struct Resolved {
     /// This pair's last run number in the target (0: none) and what that run committed.
     pub last_run: i64,
     pub last: Option<LastRun>,
-    /// The commit file of the target's version as the run read it: the copy commits only
-    /// while that file is still there unchanged (checked before the write and again before
-    /// the commit).
-    pub target_commit: Option<CommitFile>,
+    /// The commit of the target's version as the run read it (its bytes and file): the copy
+    /// commits only while that file is still there unchanged (checked before the write and,
+    /// for appended files, again just before the commit).
+    pub target_commit: Option<(bytes::Bytes, CommitFile)>,
 }
 
 impl Resolved {
+    /// The target's commit as the run read it, for the guard of its write.
+    pub(super) fn read_commit(&self) -> Option<super::uncommitted::ReadCommit> {
+        let (bytes, file) = self.target_commit.clone()?;
+        Some(super::uncommitted::ReadCommit {
+            version: self.target.as_ref()?.version()?,
+            bytes,
+            file,
+            target: self.names.target.to_string(),
+        })
+    }
+
     pub(super) fn target_version(&self) -> Option<i64> {
         self.target
             .as_ref()
@@ -199,7 +210,7 @@ pub(super) async fn resolve(
         new_columns,
         last_run,
         last,
-        target_commit: newest.map(|n| n.1),
+        target_commit: newest,
     })
 }
 

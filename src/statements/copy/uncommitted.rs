@@ -25,6 +25,19 @@ use futures::stream::BoxStream;
 /// The guard: create it before a write, write through [`Uncommitted::table`], drop it after.
 pub(crate) struct Uncommitted {
     state: Arc<Noted>,
+    /// The commit of the target version the run read: a commit of the write is put only
+    /// while it is still there unchanged ([`Uncommitted::expecting`]).
+    read: Option<Arc<ReadCommit>>,
+}
+
+/// A commit of the target as a run read it: its version, bytes and file.
+#[derive(Debug)]
+pub(super) struct ReadCommit {
+    pub version: u64,
+    pub bytes: Bytes,
+    pub file: super::metadata::CommitFile,
+    /// The target's name, for the error.
+    pub target: String,
 }
 
 struct Noted {
@@ -59,7 +72,16 @@ impl Uncommitted {
                 log_landed: AtomicBool::new(false),
                 commit_started,
             }),
+            read: None,
         }
+    }
+
+    /// Put a commit of the write only while `read` is still there unchanged (a target dropped
+    /// and created again by another process meanwhile makes the commit fail, naming it):
+    /// every strategy's commit passes here just before it is put, delta-rs' own included.
+    pub(super) fn expecting(mut self, read: Option<ReadCommit>) -> Self {
+        self.read = read.map(Arc::new);
+        self
     }
 
     /// Note a file (relative to the table) written outside the object store (a hard link).
@@ -77,11 +99,13 @@ impl Uncommitted {
             inner: log_store.object_store(None),
             state: self.state.clone(),
             relative: true,
+            read: self.read.clone(),
         });
         let root: Arc<dyn ObjectStore> = Arc::new(Noting {
             inner: log_store.root_object_store(None),
             state: self.state.clone(),
             relative: false,
+            read: None,
         });
         let noting = deltalake::logstore::default_logstore(
             prefixed,
@@ -138,6 +162,8 @@ struct Noting {
     state: Arc<Noted>,
     /// Paths are relative to the table (the table's store), not to the store's root.
     relative: bool,
+    /// The target's commit that a commit put through this store must still find unchanged.
+    read: Option<Arc<ReadCommit>>,
 }
 
 impl std::fmt::Debug for Noted {
@@ -154,6 +180,15 @@ impl std::fmt::Display for Noting {
 
 fn in_log(location: &Path) -> bool {
     crate::catalog::log::in_log(location.as_ref())
+}
+
+/// Whether `location` is a Delta commit (`_delta_log/<20 digits>.json`).
+fn is_commit(location: &Path) -> bool {
+    in_log(location)
+        && location.filename().is_some_and(|name| {
+            name.strip_suffix(".json")
+                .is_some_and(|d| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 impl Noting {
@@ -181,6 +216,50 @@ impl ObjectStore for Noting {
         if !in_log(location) {
             self.put_at(location, false);
             return self.inner.put_opts(location, payload, opts).await;
+        }
+        if is_commit(location) {
+            // Tests hold a write's commit here, whatever wrote it (`return(ms)`).
+            let hold = (|| -> Option<u64> {
+                fail::fail_point!("copy::before_log_put", |ms| ms.and_then(|m| m.parse().ok()));
+                None
+            })();
+            if let Some(ms) = hold {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
+        }
+        if let Some(read) = &self.read
+            && is_commit(location)
+        {
+            let store = read.target.as_str();
+            let fail = |what: String| object_store::Error::Generic {
+                store: "tidemark",
+                source: what.into(),
+            };
+            match super::metadata::still_the_commit(
+                self.inner.as_ref(),
+                read.version,
+                &read.bytes,
+                &read.file,
+            )
+            .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(fail(format!(
+                        "the commit {} of {store} that this copy read is gone or is another \
+                         file now (the table was dropped, and perhaps created again, by another \
+                         process): nothing was committed; run the copy again",
+                        read.version
+                    )));
+                }
+                Err(e) => {
+                    return Err(fail(format!(
+                        "cannot check that {store} is still the table this copy read (its \
+                         commit {}): {e}; nothing was committed",
+                        read.version
+                    )));
+                }
+            }
         }
         // A commit (delta-rs puts `N.json` only if absent): counted while it runs; a put
         // refused because another commit holds the name did not land.

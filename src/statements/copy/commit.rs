@@ -246,13 +246,12 @@ fn without_column_mapping(field: StructField) -> Result<StructField> {
 /// Commit what the writer left (files, or nothing: it committed itself). Returns the
 /// target's new version.
 pub(super) async fn commit(
-    r: &Resolved,
     target: &DeltaTable,
     written: Written,
     props: CommitProperties,
 ) -> Result<Option<i64>> {
     let version = match written {
-        Written::Files(adds) => Some(commit_adds(r, target, adds, props).await?),
+        Written::Files(adds) => Some(commit_adds(target, adds, props).await?),
         Written::Committed(t) => t.version().map(|v| v as i64),
     };
     fail::fail_point!("copy::after_target_commit", |_| std::process::abort());
@@ -260,12 +259,7 @@ pub(super) async fn commit(
 }
 
 /// Commit new files to `target` as one append; returns its version.
-async fn commit_adds(
-    r: &Resolved,
-    target: &DeltaTable,
-    adds: Vec<Add>,
-    props: CommitProperties,
-) -> Result<i64> {
+async fn commit_adds(target: &DeltaTable, adds: Vec<Add>, props: CommitProperties) -> Result<i64> {
     // Tests hold a copy here, its files written and not committed (`return(ms)`: an
     // asynchronous wait, during which Ctrl-C and SIGTERM are seen).
     let hold = (|| -> Option<u64> {
@@ -274,10 +268,6 @@ async fn commit_adds(
     })();
     if let Some(ms) = hold {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-    }
-    // Checked again just before the commit: the rows took a while to write.
-    if same_target(r).await? == Some(false) {
-        return Err(replaced(r));
     }
     let (actions, operation) = crate::statements::append_commit(adds);
     let version = upkeep::append_actions(target, actions, operation, props).await?;

@@ -215,7 +215,9 @@ async fn attempt(
                 props: &props,
                 progress: &progress,
             };
-            let written = write::write(session, &r, &plan, &to).await?;
+            let written = write::write(session, &r, &plan, &to)
+                .await
+                .map_err(|e| uncommitted.conflict_if_replaced(e))?;
             record.source_snapshot = r.source.finish_reads();
             if plan.seen.is_some() {
                 // A source read once: its rows and mark are known now that they are written.
@@ -231,7 +233,9 @@ async fn attempt(
                     Some(_) => commit::properties(&r, &start, &plan, &record.run_id, source_commit),
                     None => props.clone(),
                 };
-                let version = commit::commit(&r, &to.table, written, props).await?;
+                let version = commit::commit(&to.table, written, props)
+                    .await
+                    .map_err(|e| uncommitted.conflict_if_replaced(e))?;
                 progress.inc((plan.rows as u64).saturating_sub(progress.position()));
                 version
             }

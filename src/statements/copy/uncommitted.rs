@@ -52,6 +52,8 @@ struct Noted {
     log_landed: AtomicBool,
     /// The run's own flag, for the history's wording: set when a commit begins.
     commit_started: Arc<AtomicBool>,
+    /// A commit was refused because the target commit the run read is gone or changed.
+    replaced: AtomicBool,
 }
 
 impl Noted {
@@ -70,6 +72,7 @@ impl Uncommitted {
                 files: Mutex::new(vec![]),
                 log_in_flight: AtomicUsize::new(0),
                 log_landed: AtomicBool::new(false),
+                replaced: AtomicBool::new(false),
                 commit_started,
             }),
             read: None,
@@ -82,6 +85,22 @@ impl Uncommitted {
     pub(super) fn expecting(mut self, read: Option<ReadCommit>) -> Self {
         self.read = read.map(Arc::new);
         self
+    }
+
+    /// `e`, or a conflict (the run starts over on what is there now) when the write failed
+    /// because its commit was refused: the target commit the run read is gone or changed.
+    pub(super) fn conflict_if_replaced(&self, e: crate::error::Error) -> crate::error::Error {
+        match &self.read {
+            Some(read) if self.state.replaced.load(Ordering::SeqCst) => {
+                crate::error::Error::Conflict(format!(
+                    "the commit {} of {} that this run read is gone or is another file now \
+                     (the table was dropped, and perhaps created again, by another process); \
+                     nothing was committed, the run starts over",
+                    read.version, read.target
+                ))
+            }
+            _ => e,
+        }
     }
 
     /// Note a file (relative to the table) written outside the object store (a hard link).
@@ -245,6 +264,7 @@ impl ObjectStore for Noting {
             {
                 Ok(true) => {}
                 Ok(false) => {
+                    self.state.replaced.store(true, Ordering::SeqCst);
                     return Err(fail(format!(
                         "the commit {} of {store} that this copy read is gone or is another \
                          file now (the table was dropped, and perhaps created again, by another \

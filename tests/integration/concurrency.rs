@@ -396,3 +396,26 @@ fn a_merge_copy_whose_target_was_made_again_starts_over_on_the_new_table() {
         "id,note\n1,\n2,\n3,\n100,new\n"
     );
 }
+
+/// A copy held after writing its files while another process drops its target (and makes
+/// nothing in its place): its commit fails on a log that no longer has the version it read,
+/// the run starts over, creates the target again and copies every source row into it once.
+#[test]
+fn a_copy_whose_target_was_dropped_while_it_wrote_creates_it_again() {
+    let (_d, wh) = warehouse();
+    let mut held = hold_a_copy_of_a_new_row(&wh);
+    ok(&wh, "DROP TABLE t");
+    assert!(
+        held.try_wait().unwrap().is_none(),
+        "the held copy's hold ran out before the target was dropped"
+    );
+    let out = held.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shown.ends_with(",succeeded\n"), "{shown}");
+    assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n1\n2\n3\n");
+}

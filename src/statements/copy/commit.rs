@@ -4,8 +4,9 @@
 //! commit when one that landed meanwhile carries the pair's `txn`. A new target is created
 //! (empty) in a commit of its own first, so that the data commit always meets an existing
 //! table and its `txn` check. The target must also still be the table the run read: the
-//! commit file of the version read unchanged ([`same_target`]), before the write and, for
-//! appended files, again just before the commit. Every
+//! commit file of the version read unchanged ([`same_target`]), before the write and again
+//! just before the commit is put (in the store the write goes through, see
+//! [`super::uncommitted`]). Every
 //! strategy commits through [`upkeep`], which runs the table's upkeep (checkpoints, log
 //! clean-up) after.
 
@@ -122,7 +123,8 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
 /// differently (an entity tag made from an inode that a network file system changes) is read
 /// again and compared byte for byte, so that only another commit counts as another table.
 /// Ok(None) when it cannot be told (the commit of the version read could not be read when the
-/// run opened the target); Err when the store could not be asked.
+/// run opened the target); Err when the store could not be asked (the caller then reads the
+/// table afresh and compares table ids).
 async fn same_target(r: &Resolved) -> Result<Option<bool>> {
     let (Some(t), Some((bytes, read))) = (&r.target, &r.target_commit) else {
         return Ok(None);

@@ -215,9 +215,10 @@ async fn attempt(
                 props: &props,
                 progress: &progress,
             };
-            let written = write::write(session, &r, &plan, &to)
-                .await
-                .map_err(|e| uncommitted.conflict_if_replaced(e))?;
+            let written = match write::write(session, &r, &plan, &to).await {
+                Ok(written) => written,
+                Err(e) => return Err(uncommitted.conflict_if_replaced(e).await),
+            };
             record.source_snapshot = r.source.finish_reads();
             if plan.seen.is_some() {
                 // A source read once: its rows and mark are known now that they are written.
@@ -233,9 +234,10 @@ async fn attempt(
                     Some(_) => commit::properties(&r, &start, &plan, &record.run_id, source_commit),
                     None => props.clone(),
                 };
-                let version = commit::commit(&to.table, written, props)
-                    .await
-                    .map_err(|e| uncommitted.conflict_if_replaced(e))?;
+                let version = match commit::commit(&to.table, written, props).await {
+                    Ok(version) => version,
+                    Err(e) => return Err(uncommitted.conflict_if_replaced(e).await),
+                };
                 progress.inc((plan.rows as u64).saturating_sub(progress.position()));
                 version
             }

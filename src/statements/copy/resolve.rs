@@ -79,8 +79,8 @@ pub(super) struct Resolved {
     pub last_run: i64,
     pub last: Option<LastRun>,
     /// The commit of the target's version as the run read it (its bytes and file): the copy
-    /// commits only while that file is still there unchanged (checked before the write and,
-    /// for appended files, again just before the commit).
+    /// commits only while that file is still there unchanged (checked before the write and
+    /// again just before its commit is put, whatever strategy writes it).
     pub target_commit: Option<(bytes::Bytes, CommitFile)>,
 }
 
@@ -93,6 +93,7 @@ impl Resolved {
             bytes,
             file,
             target: self.names.target.to_string(),
+            store: self.target.as_ref()?.log_store().object_store(None),
         })
     }
 

@@ -6,6 +6,10 @@
 //! removing a logged file would lose rows; a conditional put refused because another commit
 //! holds the version did not land. A file left by a write dropped during its commit is only
 //! unreferenced bytes, which VACUUM removes.
+//!
+//! A copy's guard also knows the target commit the run read ([`Uncommitted::expecting`]):
+//! a commit is put only while that commit is still there unchanged, so that a target dropped
+//! and made again by another process never takes the copy's commit.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -38,6 +42,8 @@ pub(super) struct ReadCommit {
     pub file: super::metadata::CommitFile,
     /// The target's name, for the error.
     pub target: String,
+    /// The target's store (rooted at the table), for the look-up after a failed write.
+    pub store: Arc<dyn ObjectStore>,
 }
 
 struct Noted {
@@ -88,19 +94,34 @@ impl Uncommitted {
     }
 
     /// `e`, or a conflict (the run starts over on what is there now) when the write failed
-    /// because its commit was refused: the target commit the run read is gone or changed.
-    pub(super) fn conflict_if_replaced(&self, e: crate::error::Error) -> crate::error::Error {
-        match &self.read {
-            Some(read) if self.state.replaced.load(Ordering::SeqCst) => {
-                crate::error::Error::Conflict(format!(
-                    "the commit {} of {} that this run read is gone or is another file now \
-                     (the table was dropped, and perhaps created again, by another process); \
-                     nothing was committed, the run starts over",
-                    read.version, read.target
-                ))
-            }
-            _ => e,
+    /// because the target commit the run read is gone or changed: its commit was refused
+    /// here, or delta-rs failed before its put on the log of another table (a dropped
+    /// target's log no longer has the version read), which one more look-up tells.
+    pub(super) async fn conflict_if_replaced(&self, e: crate::error::Error) -> crate::error::Error {
+        let Some(read) = &self.read else {
+            return e;
+        };
+        let replaced = self.state.replaced.load(Ordering::SeqCst)
+            || (!matches!(e, crate::error::Error::Conflict(_))
+                && matches!(
+                    super::metadata::still_the_commit(
+                        read.store.as_ref(),
+                        read.version,
+                        &read.bytes,
+                        &read.file
+                    )
+                    .await,
+                    Ok(false)
+                ));
+        if !replaced {
+            return e;
         }
+        crate::error::Error::Conflict(format!(
+            "the commit {} of {} that this run read is gone or is another file now (the log \
+             was cleaned up, or the table dropped and perhaps created again, by another \
+             process); nothing was committed, the run starts over",
+            read.version, read.target
+        ))
     }
 
     /// Note a file (relative to the table) written outside the object store (a hard link).
@@ -173,7 +194,8 @@ impl Drop for Uncommitted {
     }
 }
 
-/// An object store that notes the data files put through it, and disarms the guard at the
+/// An object store that notes the data files put through it, refuses a commit whose target
+/// was replaced (see [`Uncommitted::expecting`]), and disarms the guard at the
 /// first write into the Delta log.
 #[derive(Debug)]
 struct Noting {
@@ -267,8 +289,7 @@ impl ObjectStore for Noting {
                     self.state.replaced.store(true, Ordering::SeqCst);
                     return Err(fail(format!(
                         "the commit {} of {store} that this copy read is gone or is another \
-                         file now (the table was dropped, and perhaps created again, by another \
-                         process): nothing was committed; run the copy again",
+                         file now: nothing was committed",
                         read.version
                     )));
                 }

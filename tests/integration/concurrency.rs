@@ -325,19 +325,13 @@ fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twi
     );
 }
 
-/// A copy held after writing its files while another process drops its target and creates a
-/// new table of that name with as many versions: its commit would land in the new table's log
-/// as if it followed the old one (naming a file the drop removed). The held copy sees that
-/// the commit it read is another file now, starts over on the new table, and copies every
-/// source row into it once.
-#[test]
-fn a_copy_whose_target_was_dropped_and_created_again_starts_over_on_the_new_table() {
-    let (_d, wh) = warehouse();
-    let mut held = hold_a_copy_of_a_new_row(&wh);
-    // The old table had versions 0 (created) and 1 (the first copy); so has the new one.
-    ok(&wh, "DROP TABLE t");
-    ok(&wh, "CREATE TABLE t (id BIGINT, note STRING)");
-    ok(&wh, "INSERT INTO t VALUES (100, 'new')");
+/// While `held` (a copy of ids 1-3 from `s` into `t`) waits, another process drops `t` and
+/// creates a new `t (id, note)` of two versions holding (100, 'new'); the held copy must start
+/// over on the new table and leave it with its own row and the three copied ones.
+fn make_the_target_again_under(wh: &std::path::Path, mut held: std::process::Child) {
+    ok(wh, "DROP TABLE t");
+    ok(wh, "CREATE TABLE t (id BIGINT, note STRING)");
+    ok(wh, "INSERT INTO t VALUES (100, 'new')");
     assert!(
         held.try_wait().unwrap().is_none(),
         "the held copy's hold ran out before the target was made again"
@@ -351,9 +345,22 @@ fn a_copy_whose_target_was_dropped_and_created_again_starts_over_on_the_new_tabl
     );
     assert!(shown.ends_with(",succeeded\n"), "{shown}");
     assert_eq!(
-        ok(&wh, "SELECT id, note FROM t ORDER BY id"),
+        ok(wh, "SELECT id, note FROM t ORDER BY id"),
         "id,note\n1,\n2,\n3,\n100,new\n"
     );
+}
+
+/// A copy held after writing its files while another process drops its target and creates a
+/// new table of that name with as many versions: its commit would land in the new table's log
+/// as if it followed the old one (naming a file the drop removed). The held copy sees that
+/// the commit it read is another file now, starts over on the new table, and copies every
+/// source row into it once.
+#[test]
+fn a_copy_whose_target_was_dropped_and_created_again_starts_over_on_the_new_table() {
+    let (_d, wh) = warehouse();
+    let held = hold_a_copy_of_a_new_row(&wh);
+    // The old table had versions 0 (created) and 1 (the first copy); so has the new one.
+    make_the_target_again_under(&wh, held);
     // The new table's create, its insert and the copy: no commit of the old table's run.
     let commits = std::fs::read_dir(wh.join("main/default/t/_delta_log"))
         .unwrap()
@@ -371,30 +378,12 @@ fn a_copy_whose_target_was_dropped_and_created_again_starts_over_on_the_new_tabl
 #[test]
 fn a_merge_copy_whose_target_was_made_again_starts_over_on_the_new_table() {
     let (_d, wh) = warehouse();
-    let mut held = hold_a_copy_at(
+    let held = hold_a_copy_at(
         &wh,
         "COPY INCREMENTAL s INTO t WATERMARK id MERGE ON (id)",
         "copy::before_log_put=1*return(10000)",
     );
-    ok(&wh, "DROP TABLE t");
-    ok(&wh, "CREATE TABLE t (id BIGINT, note STRING)");
-    ok(&wh, "INSERT INTO t VALUES (100, 'new')");
-    assert!(
-        held.try_wait().unwrap().is_none(),
-        "the held copy's hold ran out before the target was made again"
-    );
-    let out = held.wait_with_output().unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(shown.ends_with(",succeeded\n"), "{shown}");
-    assert_eq!(
-        ok(&wh, "SELECT id, note FROM t ORDER BY id"),
-        "id,note\n1,\n2,\n3,\n100,new\n"
-    );
+    make_the_target_again_under(&wh, held);
 }
 
 /// A copy held after writing its files while another process drops its target (and makes

@@ -126,33 +126,23 @@ pub(super) async fn check_txn(r: &Resolved) -> Result<()> {
 /// run opened the target); Err when the store could not be asked (the caller then reads the
 /// table afresh and compares table ids).
 async fn same_target(r: &Resolved) -> Result<Option<bool>> {
-    let (Some(t), Some((bytes, read))) = (&r.target, &r.target_commit) else {
+    let Some(read) = &r.target_commit else {
         return Ok(None);
     };
-    let Some(version) = t.version() else {
-        return Ok(None);
-    };
-    let store = t.log_store().object_store(None);
-    super::metadata::still_the_commit(store.as_ref(), version, bytes, read)
-        .await
-        .map(Some)
-        .map_err(|e| {
-            Error::Conflict(format!(
-                "cannot check that {} is still the table this run read (its commit {version}): {e}",
-                r.names.target
-            ))
-        })
+    read.still_there().await.map(Some).map_err(|e| {
+        Error::Conflict(format!(
+            "cannot check that {} is still the table this run read (its commit {}): {e}",
+            read.target, read.version
+        ))
+    })
 }
 
-/// The run's error when its target's commit is gone or another file: a conflict, so the run
-/// starts over on what is there now.
+/// The run's error when the target it read was replaced.
 fn replaced(r: &Resolved) -> Error {
-    Error::Conflict(format!(
-        "the commit {} of {} that this run read is gone or is another file now (the table was \
-         dropped, and perhaps created again, by another process); the run starts over",
-        r.target_version().unwrap_or(0),
-        r.names.target
-    ))
+    super::metadata::replaced(
+        r.target_version().unwrap_or(0) as u64,
+        &r.names.target.to_string(),
+    )
 }
 
 /// The target to write into: the resolved one, else a new empty one with the columns the

@@ -219,18 +219,88 @@ impl LastRun {
     }
 }
 
-/// The commit of `t`'s version as read: its bytes, and the file as the store described it.
-/// None when it cannot be read (the version is a checkpoint's whose commit is gone).
-pub(super) async fn newest_commit_of(t: &DeltaTable) -> Option<(bytes::Bytes, CommitFile)> {
-    let version = t.version()?;
-    let path = StorePath::from(crate::catalog::log::commit_in_table(version));
-    let got = t.log_store().object_store(None).get(&path).await.ok()?;
-    let file = CommitFile::of(&got.meta);
-    Some((got.bytes().await.ok()?, file))
+/// The commit of a target's version as a run read it: the copy commits only while it is still
+/// there unchanged ([`ReadCommit::still_there`]), so that a target dropped and made again by
+/// another process never takes the copy's commit.
+#[derive(Clone, Debug)]
+pub(super) struct ReadCommit {
+    pub version: u64,
+    pub bytes: bytes::Bytes,
+    /// The file as the store described it when it was read.
+    pub file: CommitFile,
+    /// The target's name, for the error.
+    pub target: String,
+    /// The target's store (rooted at the table).
+    pub store: std::sync::Arc<dyn ObjectStore>,
+}
+
+impl ReadCommit {
+    /// The commit of `t`'s version, read now. None when it cannot be read (the version is a
+    /// checkpoint's whose commit is gone).
+    pub(super) async fn of(t: &DeltaTable, target: &TableName) -> Option<ReadCommit> {
+        let version = t.version()?;
+        let store = t.log_store().object_store(None);
+        let path = StorePath::from(crate::catalog::log::commit_in_table(version));
+        let got = store.get(&path).await.ok()?;
+        let file = CommitFile::of(&got.meta);
+        Some(ReadCommit {
+            version,
+            bytes: got.bytes().await.ok()?,
+            file,
+            target: target.to_string(),
+            store,
+        })
+    }
+
+    /// Whether the commit is still the one read: the file is there and described the same,
+    /// or (an entity tag made from an inode that a network file system changes) read again
+    /// with the same bytes. The read again is conditional, so that it goes to the store, never
+    /// to a kept copy.
+    pub(super) async fn still_there(&self) -> deltalake::logstore::object_store::Result<bool> {
+        use deltalake::logstore::object_store::{Error as StoreError, GetOptions};
+        let store = self.store.as_ref();
+        let now = match commit_file(store, self.version).await? {
+            Some(now) => now,
+            None => return Ok(false),
+        };
+        if now.same(&self.file) {
+            return Ok(true);
+        }
+        // Without an entity tag a read again could be answered from a kept copy: another file.
+        if now.e_tag.is_none() {
+            return Ok(false);
+        }
+        let path = StorePath::from(crate::catalog::log::commit_in_table(self.version));
+        let options = GetOptions {
+            if_match: now.e_tag.clone(),
+            ..Default::default()
+        };
+        match store.get_opts(&path, options).await {
+            Ok(got) => Ok(got.bytes().await? == self.bytes),
+            Err(StoreError::NotFound { .. } | StoreError::Precondition { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The run's error when the commit is gone or another file: a conflict, so the run starts
+    /// over on what is there now.
+    pub(super) fn replaced(&self) -> crate::error::Error {
+        replaced(self.version, &self.target)
+    }
+}
+
+/// The run's error when commit `version` of `target` that it read is gone or another file (or
+/// the table there now has another id): a conflict, so the run starts over.
+pub(super) fn replaced(version: u64, target: &str) -> crate::error::Error {
+    crate::error::Error::Conflict(format!(
+        "the commit {version} of {target} that this run read is gone or is another file now (the \
+         log was cleaned up, or the table dropped and perhaps created again, by another \
+         process); nothing was committed, the run starts over"
+    ))
 }
 
 /// This pair's last run number in target `t` (0: none) and what that run committed;
-/// `newest` is the commit of `t`'s version, when it was read ([`newest_commit_of`]).
+/// `newest` is the commit of `t`'s version, when it was read ([`ReadCommit::of`]).
 pub(super) async fn last_run(
     t: &DeltaTable,
     newest: Option<&[u8]>,
@@ -326,40 +396,6 @@ pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, Ru
         .await
         .ok()?;
     Some((version, commit_entry(&bytes)?))
-}
-
-/// Whether commit `version` in `store` (rooted at the table) is still the one read as `bytes`
-/// from the file described as `read`: the file is there and described the same, or (an entity
-/// tag made from an inode that a network file system changes) read again with the same bytes.
-/// The read again is conditional, so that it goes to the store, never to a kept copy.
-pub(super) async fn still_the_commit(
-    store: &dyn ObjectStore,
-    version: u64,
-    bytes: &bytes::Bytes,
-    read: &CommitFile,
-) -> deltalake::logstore::object_store::Result<bool> {
-    use deltalake::logstore::object_store::{Error as StoreError, GetOptions};
-    let now = match commit_file(store, version).await? {
-        Some(now) => now,
-        None => return Ok(false),
-    };
-    if now.same(read) {
-        return Ok(true);
-    }
-    // Without an entity tag a read again could be answered from a kept copy: another file.
-    if now.e_tag.is_none() {
-        return Ok(false);
-    }
-    let path = StorePath::from(crate::catalog::log::commit_in_table(version));
-    let options = GetOptions {
-        if_match: now.e_tag.clone(),
-        ..Default::default()
-    };
-    match store.get_opts(&path, options).await {
-        Ok(got) => Ok(got.bytes().await? == *bytes),
-        Err(StoreError::NotFound { .. } | StoreError::Precondition { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// The file of commit `version` in `store` (rooted at the table), as the store describes it

@@ -208,7 +208,7 @@ async fn attempt(
                 r.names.target_dir.clone(),
                 record.commit_started.clone(),
             )
-            .expecting(r.read_commit());
+            .expecting(r.target_commit.clone());
             let to = write::Destination {
                 table: uncommitted.table(&target),
                 uncommitted: &uncommitted,

@@ -8,7 +8,7 @@ use datafusion::common::ScalarValue;
 use deltalake::DeltaTable;
 
 use super::control::{self, ControlRow};
-use super::metadata::{self, CommitFile, LastRun, app_id};
+use super::metadata::{self, LastRun, ReadCommit, app_id};
 use super::source::Source;
 use crate::catalog::{TableName, suggest};
 use crate::engine::types::{storage_type, type_name};
@@ -78,25 +78,13 @@ pub(super) struct Resolved {
     /// This pair's last run number in the target (0: none) and what that run committed.
     pub last_run: i64,
     pub last: Option<LastRun>,
-    /// The commit of the target's version as the run read it (its bytes and file): the copy
-    /// commits only while that file is still there unchanged (checked before the write and
-    /// again just before its commit is put, whatever strategy writes it).
-    pub target_commit: Option<(bytes::Bytes, CommitFile)>,
+    /// The commit of the target's version as the run read it: the copy commits only while it
+    /// is still there unchanged (checked before the write and again just before its commit is
+    /// put, whatever strategy writes it).
+    pub target_commit: Option<ReadCommit>,
 }
 
 impl Resolved {
-    /// The target's commit as the run read it, for the guard of its write.
-    pub(super) fn read_commit(&self) -> Option<super::uncommitted::ReadCommit> {
-        let (bytes, file) = self.target_commit.clone()?;
-        Some(super::uncommitted::ReadCommit {
-            version: self.target.as_ref()?.version()?,
-            bytes,
-            file,
-            target: self.names.target.to_string(),
-            store: self.target.as_ref()?.log_store().object_store(None),
-        })
-    }
-
     pub(super) fn target_version(&self) -> Option<i64> {
         self.target
             .as_ref()
@@ -120,7 +108,7 @@ pub(super) async fn resolve(
         tokio::spawn(async move {
             if warehouse.table_exists(&name) {
                 let t = warehouse.open(&name).await?;
-                let newest = metadata::newest_commit_of(&t).await;
+                let newest = ReadCommit::of(&t, &name).await;
                 Ok::<_, Error>(Some((t, newest)))
             } else {
                 Ok(None)
@@ -157,7 +145,9 @@ pub(super) async fn resolve(
     }
     let app = names.app();
     let (last_run, last) = match &target {
-        Some(t) => metadata::last_run(t, newest.as_ref().map(|n| &n.0[..]), &app, &wm_type).await?,
+        Some(t) => {
+            metadata::last_run(t, newest.as_ref().map(|n| &n.bytes[..]), &app, &wm_type).await?
+        }
         None => (0, None),
     };
     // Under SINCE the control row plays no part in where the run starts.

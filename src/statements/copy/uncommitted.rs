@@ -26,24 +26,14 @@ use deltalake::logstore::object_store::{
 };
 use futures::stream::BoxStream;
 
+use super::metadata::ReadCommit;
+
 /// The guard: create it before a write, write through [`Uncommitted::table`], drop it after.
 pub(crate) struct Uncommitted {
     state: Arc<Noted>,
     /// The commit of the target version the run read: a commit of the write is put only
     /// while it is still there unchanged ([`Uncommitted::expecting`]).
     read: Option<Arc<ReadCommit>>,
-}
-
-/// A commit of the target as a run read it: its version, bytes and file.
-#[derive(Debug)]
-pub(super) struct ReadCommit {
-    pub version: u64,
-    pub bytes: Bytes,
-    pub file: super::metadata::CommitFile,
-    /// The target's name, for the error.
-    pub target: String,
-    /// The target's store (rooted at the table), for the look-up after a failed write.
-    pub store: Arc<dyn ObjectStore>,
 }
 
 struct Noted {
@@ -103,25 +93,8 @@ impl Uncommitted {
         };
         let replaced = self.state.replaced.load(Ordering::SeqCst)
             || (!matches!(e, crate::error::Error::Conflict(_))
-                && matches!(
-                    super::metadata::still_the_commit(
-                        read.store.as_ref(),
-                        read.version,
-                        &read.bytes,
-                        &read.file
-                    )
-                    .await,
-                    Ok(false)
-                ));
-        if !replaced {
-            return e;
-        }
-        crate::error::Error::Conflict(format!(
-            "the commit {} of {} that this run read is gone or is another file now (the log \
-             was cleaned up, or the table dropped and perhaps created again, by another \
-             process); nothing was committed, the run starts over",
-            read.version, read.target
-        ))
+                && matches!(read.still_there().await, Ok(false)));
+        if replaced { read.replaced() } else { e }
     }
 
     /// Note a file (relative to the table) written outside the object store (a hard link).
@@ -267,38 +240,28 @@ impl ObjectStore for Noting {
             if let Some(ms) = hold {
                 tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
             }
-        }
-        if let Some(read) = &self.read
-            && is_commit(location)
-        {
-            let store = read.target.as_str();
-            let fail = |what: String| object_store::Error::Generic {
-                store: "tidemark",
-                source: what.into(),
-            };
-            match super::metadata::still_the_commit(
-                self.inner.as_ref(),
-                read.version,
-                &read.bytes,
-                &read.file,
-            )
-            .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.state.replaced.store(true, Ordering::SeqCst);
-                    return Err(fail(format!(
-                        "the commit {} of {store} that this copy read is gone or is another \
-                         file now: nothing was committed",
-                        read.version
-                    )));
-                }
-                Err(e) => {
-                    return Err(fail(format!(
-                        "cannot check that {store} is still the table this copy read (its \
-                         commit {}): {e}; nothing was committed",
-                        read.version
-                    )));
+            if let Some(read) = &self.read {
+                let fail = |what: String| object_store::Error::Generic {
+                    store: "tidemark",
+                    source: what.into(),
+                };
+                match read.still_there().await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.state.replaced.store(true, Ordering::SeqCst);
+                        return Err(fail(format!(
+                            "the commit {} of {} that this copy read is gone or is another \
+                             file now: nothing was committed",
+                            read.version, read.target
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(fail(format!(
+                            "cannot check that {} is still the table this copy read (its \
+                             commit {}): {e}; nothing was committed",
+                            read.target, read.version
+                        )));
+                    }
                 }
             }
         }

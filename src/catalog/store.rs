@@ -5,7 +5,17 @@
 //! object path before comparing it with the offset, which costs more than replaying the few
 //! commits after the checkpoint. This one compares the names first and reads metadata only for
 //! the ones it returns. A new object that must not exist yet (a commit) is written without a
-//! staged file (see [`create_unnamed`]). Everything else is the plain local store's.
+//! staged file (see [`create_unnamed`]).
+//!
+//! The plain store hands every call to tokio's blocking pool: a thread woken to open a file, a
+//! second to read it, the task woken again when each is done. A job copying a table makes a
+//! few dozen such calls (its source's log and file, its target's log, its commit), each one
+//! a trip through the pool's one lock, contended by every thread of the process: 140 futex
+//! calls and 30 `sched_yield`s a table, a third of the job's time in the kernel. Here the
+//! small ones (a file's metadata, a read of at most [`INLINE_BYTES`], a put of as much, a
+//! directory of a few hundred names) are done where they are asked for, as the file system's
+//! cache answers them in microseconds; larger reads and writes, and everything else, are the
+//! plain store's.
 
 use std::fmt;
 use std::ops::Range;
@@ -16,14 +26,18 @@ use bytes::Bytes;
 use deltalake::logstore::object_store::local::LocalFileSystem;
 use deltalake::logstore::object_store::path::Path;
 use deltalake::logstore::object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
     Result,
 };
 use futures::stream::{self, BoxStream, StreamExt};
 
 /// Above this many names after the offset, the plain listing is as cheap: hand it over.
 const FEW: usize = 256;
+
+/// The most bytes read or written in the asking task rather than on the blocking pool: a
+/// commit, a checkpoint of a few thousand files, a small table's data file.
+const INLINE_BYTES: u64 = 1 << 20;
 
 /// The local file system rooted at `/`, with [`ObjectStore::list_with_offset`] made cheap for
 /// directories of plainly named files.
@@ -101,6 +115,104 @@ fn plain_path(location: &Path) -> Option<std::path::PathBuf> {
     (path.as_os_str().len() > 1).then_some(path)
 }
 
+/// What the plain store says of a file: its entity tag (inode, modification time in
+/// microseconds, size, as it makes them) and modification time.
+fn object_meta(md: &std::fs::Metadata, location: Path) -> ObjectMeta {
+    use std::os::unix::fs::MetadataExt;
+    let modified = md.modified().unwrap_or(std::time::UNIX_EPOCH);
+    let mtime = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    ObjectMeta {
+        location,
+        last_modified: modified.into(),
+        size: md.len(),
+        e_tag: Some(format!("{:x}-{:x}-{:x}", md.ino(), mtime, md.len())),
+        version: None,
+    }
+}
+
+/// The plain store's error for a file that is not there.
+fn not_found(
+    path: &std::path::Path,
+    source: std::io::Error,
+) -> deltalake::logstore::object_store::Error {
+    deltalake::logstore::object_store::Error::NotFound {
+        path: path.to_string_lossy().into_owned(),
+        source: Box::new(source),
+    }
+}
+
+/// `buf.len()` bytes of `file` from `offset`; None when the file ends first or a read fails.
+fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> Option<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, offset).ok()
+}
+
+/// [`ObjectStore::get_opts`] of a plainly named file done here and now, the way the plain
+/// store does it, when the file is missing or what is asked is at most [`INLINE_BYTES`]; None
+/// for anything else (a directory, a failed precondition, a bad range, an I/O error), which
+/// the plain store then answers with its own result.
+fn get_here(location: &Path, options: &GetOptions) -> Option<Result<GetResult>> {
+    let path = plain_path(location)?;
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(Err(not_found(&path, e)));
+        }
+        Err(_) => return None,
+    };
+    let md = file.metadata().ok()?;
+    if md.is_dir() {
+        return None;
+    }
+    let meta = object_meta(&md, location.clone());
+    options.check_preconditions(&meta).ok()?;
+    let range = match &options.range {
+        Some(r) => r.as_range(meta.size).ok()?,
+        None => 0..meta.size,
+    };
+    let bytes = if options.head {
+        Bytes::new()
+    } else {
+        if range.end - range.start > INLINE_BYTES {
+            return None;
+        }
+        let mut buf = vec![0; (range.end - range.start) as usize];
+        read_exact_at(&file, &mut buf, range.start)?;
+        Bytes::from(buf)
+    };
+    Some(Ok(GetResult {
+        payload: GetResultPayload::Stream(stream::once(async move { Ok(bytes) }).boxed()),
+        meta,
+        range,
+        attributes: Default::default(),
+    }))
+}
+
+/// [`ObjectStore::get_ranges`] of a plainly named file done here, when the ranges are at most
+/// [`INLINE_BYTES`] in all and lie within the file; None otherwise (the plain store's way).
+fn get_ranges_here(location: &Path, ranges: &[Range<u64>]) -> Option<Vec<Bytes>> {
+    let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+    if total > INLINE_BYTES || ranges.iter().any(|r| r.start > r.end) {
+        return None;
+    }
+    let file = std::fs::File::open(plain_path(location)?).ok()?;
+    let size = file.metadata().ok()?.len();
+    if ranges.iter().any(|r| r.end > size) {
+        return None;
+    }
+    ranges
+        .iter()
+        .map(|r| {
+            let mut buf = vec![0; (r.end - r.start) as usize];
+            read_exact_at(&file, &mut buf, r.start)?;
+            Some(Bytes::from(buf))
+        })
+        .collect()
+}
+
 /// Create the file `path`, which must not exist, holding `payload`, the way the plain store's
 /// [`PutMode::Create`] does but without its staged file: the bytes go to an unnamed file in
 /// the directory (`O_TMPFILE`), which is given its name only when whole (`linkat`, refused
@@ -118,7 +230,7 @@ fn plain_path(location: &Path) -> Option<std::path::PathBuf> {
 fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result<PutResult>> {
     use std::io::Write;
     use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::io::AsRawFd;
     use std::sync::atomic::{AtomicBool, Ordering};
     static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
@@ -181,16 +293,9 @@ fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result
             },
         ));
     }
-    // The plain store's entity tag (inode, modification time in microseconds, size), which
-    // its `head` of the file reports.
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .unwrap_or_default()
-        .as_micros();
+    // The plain store's entity tag, which its `head` of the file reports.
     Some(Ok(PutResult {
-        e_tag: Some(format!("{:x}-{:x}-{:x}", meta.ino(), mtime, meta.size())),
+        e_tag: object_meta(&meta, Path::default()).e_tag,
         version: None,
     }))
 }
@@ -209,14 +314,26 @@ impl ObjectStore for WarehouseStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        if matches!(opts.mode, PutMode::Create)
+        let overwrite = matches!(opts.mode, PutMode::Overwrite);
+        if (overwrite || matches!(opts.mode, PutMode::Create))
             && opts.attributes.is_empty()
             && let Some(path) = plain_path(location)
         {
-            let data = payload.clone();
-            let created = tokio::task::spawn_blocking(move || create_unnamed(&path, &data)).await;
-            if let Ok(Some(created)) = created {
-                return created;
+            let created = if payload.content_length() as u64 <= INLINE_BYTES {
+                create_unnamed(&path, &payload)
+            } else {
+                let data = payload.clone();
+                tokio::task::spawn_blocking(move || create_unnamed(&path, &data))
+                    .await
+                    .ok()
+                    .flatten()
+            };
+            match created {
+                // A file that is there already is the plain store's to replace.
+                Some(Err(deltalake::logstore::object_store::Error::AlreadyExists { .. }))
+                    if overwrite => {}
+                Some(created) => return created,
+                None => {}
             }
         }
         self.inner.put_opts(location, payload, opts).await
@@ -231,10 +348,16 @@ impl ObjectStore for WarehouseStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if let Some(got) = get_here(location, &options) {
+            return got;
+        }
         self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        if let Some(got) = get_ranges_here(location, ranges) {
+            return Ok(got);
+        }
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -262,33 +385,26 @@ impl ObjectStore for WarehouseStore {
         let inner = self.inner.clone();
         let prefix = prefix.clone();
         let offset = offset.clone();
+        // Read when the stream is first polled, as the plain listing is.
         stream::once(async move {
             let dir = std::path::Path::new("/").join(prefix.as_ref());
             let (p, o) = (prefix.to_string(), offset.to_string());
-            let names = tokio::task::spawn_blocking(move || {
-                crate::catalog::log::probe_log(&dir, &p, &o).or_else(|| names_after(&dir, &p, &o))
-            })
-            .await
-            .ok()
-            .flatten();
+            let names =
+                crate::catalog::log::probe_log(&dir, &p, &o).or_else(|| names_after(&dir, &p, &o));
             let Some(names) = names else {
                 return inner.list_with_offset(Some(&prefix), &offset);
             };
-            stream::iter(names)
-                .map(move |name| {
-                    let (inner, location) = (inner.clone(), prefix.clone().join(name));
-                    let offset = offset.clone();
-                    async move {
-                        match inner.head(&location).await {
-                            Ok(meta) => stream::iter(vec![Ok(meta)]).boxed(),
-                            // A directory (or a file gone meanwhile): the plain listing of it.
-                            Err(_) => inner.list_with_offset(Some(&location), &offset),
-                        }
+            let listed = names.into_iter().map(move |name| {
+                let location = prefix.clone().join(name.as_str());
+                match std::fs::metadata(dir.join(&name)) {
+                    Ok(md) if md.is_file() => {
+                        stream::iter([Ok(object_meta(&md, location))]).boxed()
                     }
-                })
-                .buffered(8)
-                .flatten()
-                .boxed()
+                    // A directory (or a file gone meanwhile): the plain listing of it.
+                    _ => inner.list_with_offset(Some(&location), &offset),
+                }
+            });
+            stream::iter(listed.collect::<Vec<_>>()).flatten().boxed()
         })
         .flatten()
         .boxed()
@@ -309,6 +425,7 @@ impl ObjectStore for WarehouseStore {
 
 #[cfg(test)]
 mod tests {
+    use deltalake::logstore::object_store::ObjectStoreExt;
     use futures::TryStreamExt;
 
     use super::*;
@@ -318,7 +435,12 @@ mod tests {
         let offset = prefix.clone().join(offset);
         let mut out: Vec<String> = store
             .list_with_offset(Some(&prefix), &offset)
-            .map_ok(|m| format!("{} {}", m.location, m.size))
+            .map_ok(|m| {
+                format!(
+                    "{} {} {:?} {}",
+                    m.location, m.size, m.e_tag, m.last_modified
+                )
+            })
             .try_collect()
             .await
             .unwrap();
@@ -397,6 +519,130 @@ mod tests {
         }
         assert!(plain_path(&Path::from("a/b.json")).is_some());
         assert!(plain_path(&Path::from("a/b#1.json")).is_none());
+    }
+
+    /// What a store answers to a read, as comparable text: the object's metadata (entity tag
+    /// and time included), the range and the bytes, or the kind of error.
+    /// (A read of the metadata only is answered by its metadata: its payload is not read.)
+    async fn answer(store: &dyn ObjectStore, at: &Path, options: GetOptions) -> String {
+        let head = options.head;
+        match store.get_opts(at, options).await {
+            Ok(got) => {
+                let (meta, range) = (got.meta.clone(), got.range.clone());
+                let bytes = if head {
+                    Bytes::new()
+                } else {
+                    got.bytes().await.unwrap()
+                };
+                let sum = crc32fast::hash(&bytes);
+                format!("{meta:?} {range:?} {} bytes, crc {sum:x}", bytes.len())
+            }
+            Err(deltalake::logstore::object_store::Error::NotFound { path, .. }) => {
+                format!("not found: {path}")
+            }
+            Err(deltalake::logstore::object_store::Error::Precondition { .. }) => {
+                "precondition".to_string()
+            }
+            Err(deltalake::logstore::object_store::Error::NotModified { .. }) => {
+                "not modified".to_string()
+            }
+            Err(e) => format!("error {}", e.to_string().split(':').next().unwrap_or("")),
+        }
+    }
+
+    /// Reads answered here, without the blocking pool, are the plain store's answers: every
+    /// kind of range, a read of the metadata only, preconditions, a missing file, a directory
+    /// and a file larger than is read here.
+    #[tokio::test]
+    #[allow(clippy::single_range_in_vec_init)] // lists of one range each, as asked
+    async fn reads_answered_here_are_the_plain_stores() {
+        let d = tempfile::tempdir().unwrap();
+        let small: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let large: Vec<u8> = (0..(INLINE_BYTES as u32 + 10))
+            .map(|i| (i % 13) as u8)
+            .collect();
+        std::fs::write(d.path().join("small.json"), &small).unwrap();
+        std::fs::write(d.path().join("empty.json"), b"").unwrap();
+        std::fs::write(d.path().join("large.parquet"), &large).unwrap();
+        std::fs::create_dir(d.path().join("dir")).unwrap();
+        let at = |name: &str| Path::from(d.path().join(name).to_str().unwrap());
+        let (plain, ours) = (LocalFileSystem::new(), WarehouseStore::new());
+        let tag = plain.head(&at("small.json")).await.unwrap().e_tag.unwrap();
+        let options = |i: usize| -> GetOptions {
+            use deltalake::logstore::object_store::GetRange;
+            let mut o = GetOptions::default();
+            match i {
+                0 => {}
+                1 => o.head = true,
+                2 => o.range = Some(GetRange::Bounded(10..20)),
+                3 => o.range = Some(GetRange::Offset(4990)),
+                4 => o.range = Some(GetRange::Suffix(7)),
+                5 => o.range = Some(GetRange::Bounded(4990..6000)),
+                6 => o.range = Some(GetRange::Offset(9000)),
+                7 => o.if_match = Some(tag.clone()),
+                8 => o.if_match = Some("another".into()),
+                9 => o.if_none_match = Some(tag.clone()),
+                _ => unreachable!(),
+            }
+            o
+        };
+        for name in [
+            "small.json",
+            "empty.json",
+            "large.parquet",
+            "missing.json",
+            "dir",
+        ] {
+            for i in 0..10 {
+                let want = answer(&plain, &at(name), options(i)).await;
+                assert_eq!(
+                    answer(&ours, &at(name), options(i)).await,
+                    want,
+                    "{name}, options {i}"
+                );
+            }
+        }
+        assert!(
+            answer(&ours, &at("small.json"), options(0))
+                .await
+                .contains("e_tag: Some")
+        );
+        for ranges in [
+            vec![0..10, 100..4000, 4999..5000],
+            vec![],
+            vec![4990..5001],
+            vec![0..0],
+        ] {
+            let want = plain
+                .get_ranges(&at("small.json"), &ranges)
+                .await
+                .map_err(|e| e.to_string());
+            let got = ours
+                .get_ranges(&at("small.json"), &ranges)
+                .await
+                .map_err(|e| e.to_string());
+            assert_eq!(got, want, "{ranges:?}");
+        }
+        let whole = [0..INLINE_BYTES + 10];
+        assert_eq!(
+            ours.get_ranges(&at("large.parquet"), &whole).await.unwrap(),
+            vec![Bytes::from(large.clone())]
+        );
+        assert!(ours.get_ranges(&at("missing.json"), &[0..1]).await.is_err());
+        // A put here (of a name that is free, then one that is taken) is what the plain store
+        // would have made: the bytes, and the entity tag its head reports.
+        for (name, bytes) in [("new.json", &small), ("small.json", &large)] {
+            let put = ours
+                .put(&at(name), PutPayload::from(bytes.clone()))
+                .await
+                .unwrap();
+            assert_eq!(std::fs::read(d.path().join(name)).unwrap(), *bytes);
+            assert_eq!(
+                put.e_tag,
+                plain.head(&at(name)).await.unwrap().e_tag,
+                "{name}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -23,6 +23,7 @@ pub use providers::*;
 mod definitions;
 pub mod external;
 pub mod foreign;
+pub mod kernel;
 pub use definitions::{Function, Param, Returns, View};
 
 use deltalake::DeltaTable;
@@ -175,6 +176,7 @@ pub struct Warehouse {
 impl Warehouse {
     /// A warehouse rooted at `root` (created lazily on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        kernel::install();
         let root = root.into();
         let root = std::path::absolute(&root).unwrap_or(root);
         Warehouse {
@@ -186,6 +188,7 @@ impl Warehouse {
     /// A warehouse on the object store at `url` (`s3://bucket/prefix`); must be called
     /// inside the runtime.
     pub fn on_store(url: &Url) -> Result<Self> {
+        kernel::install();
         Ok(Warehouse {
             root: Place::on_store(url)?,
             store: Default::default(),

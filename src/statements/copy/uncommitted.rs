@@ -120,12 +120,13 @@ impl Uncommitted {
             relative: false,
             read: None,
         });
-        let noting = deltalake::logstore::default_logstore(
-            prefixed,
-            root,
-            config.location(),
-            config.options(),
-        );
+        let noting =
+            crate::catalog::kernel::with_engine_here(deltalake::logstore::default_logstore(
+                prefixed,
+                root,
+                config.location(),
+                config.options(),
+            ));
         let mut copy = DeltaTable::new(noting);
         copy.state = table.state.clone();
         copy

@@ -1,0 +1,292 @@
+//! The Delta kernel's engine for every table tidemark opens: the stock one, with its reads run
+//! on the thread that waits for them.
+//!
+//! delta-rs replays a table's log with the kernel, whose interface is synchronous: it runs on
+//! tokio's blocking pool, and each read it makes (a listing, a commit, a checkpoint) goes
+//! through its engine's executor, which for a multi-threaded runtime hands the read to a
+//! worker thread and sleeps on a channel until the worker sends the answer back. Two thread
+//! switches a read, a dozen reads a table opened: a job over 10,000 tables spent more of its
+//! time switching than reading. The executor here runs the read on the waiting thread itself,
+//! in the runtime's context (its I/O and timers are driven by the workers as before; a worker
+//! thread that has to wait hands its other tasks over first, as the stock executor does).
+//! Everything else about the engine, and every other operation of the log store, is
+//! delta-rs' own.
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Wake};
+
+use delta_kernel::{DeltaResult, Engine};
+use delta_kernel_default_engine::DefaultEngineBuilder;
+use delta_kernel_default_engine::executor::TaskExecutor;
+use deltalake::DeltaResult as DeltaRsResult;
+use deltalake::kernel::transaction::TransactionError;
+use deltalake::logstore::object_store::ObjectStore;
+use deltalake::logstore::object_store::path::Path;
+use deltalake::logstore::{
+    CommitOrBytes, LogStore, LogStoreConfig, LogStoreFactory, LogStoreRef, StorageConfig,
+    logstore_factories,
+};
+use futures::TryFutureExt;
+use futures::future::BoxFuture;
+use tokio::runtime::{EnterGuard, Handle, RuntimeFlavor};
+use url::Url;
+use uuid::Uuid;
+
+/// Every log store delta-rs makes from now on (for any scheme) uses [`Here`]'s engine.
+/// Idempotent; called before the first table is opened.
+pub fn install() {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let registry = logstore_factories();
+        let schemes: Vec<Url> = registry.iter().map(|e| e.key().clone()).collect();
+        for scheme in schemes {
+            if let Some(inner) = registry.get(&scheme).map(|f| f.value().clone()) {
+                registry.insert(scheme, Arc::new(Factory { inner }));
+            }
+        }
+    });
+}
+
+/// A factory's log stores, with [`Here`]'s engine.
+struct Factory {
+    inner: Arc<dyn LogStoreFactory>,
+}
+
+impl LogStoreFactory for Factory {
+    fn with_options(
+        &self,
+        prefixed_store: Arc<dyn ObjectStore>,
+        root_store: Arc<dyn ObjectStore>,
+        location: &Url,
+        options: &StorageConfig,
+    ) -> DeltaRsResult<Arc<dyn LogStore>> {
+        let inner = self
+            .inner
+            .with_options(prefixed_store, root_store, location, options)?;
+        Ok(with_engine_here(inner))
+    }
+}
+
+/// `inner` with [`Here`]'s engine (kept for the store's life).
+pub fn with_engine_here(inner: LogStoreRef) -> LogStoreRef {
+    Arc::new(Store {
+        inner,
+        engine: OnceLock::new(),
+    })
+}
+
+/// A log store whose kernel engine runs reads on the waiting thread.
+struct Store {
+    inner: LogStoreRef,
+    /// The engine of the store's own object store (made on first use).
+    engine: OnceLock<Arc<dyn Engine>>,
+}
+
+#[async_trait::async_trait]
+impl LogStore for Store {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    async fn refresh(&self) -> DeltaRsResult<()> {
+        self.inner.refresh().await
+    }
+
+    async fn read_commit_entry(
+        &self,
+        version: deltalake::kernel::Version,
+    ) -> DeltaRsResult<Option<bytes::Bytes>> {
+        self.inner.read_commit_entry(version).await
+    }
+
+    async fn write_commit_entry(
+        &self,
+        version: deltalake::kernel::Version,
+        commit_or_bytes: CommitOrBytes,
+        operation_id: Uuid,
+    ) -> Result<(), TransactionError> {
+        self.inner
+            .write_commit_entry(version, commit_or_bytes, operation_id)
+            .await
+    }
+
+    async fn abort_commit_entry(
+        &self,
+        version: deltalake::kernel::Version,
+        commit_or_bytes: CommitOrBytes,
+        operation_id: Uuid,
+    ) -> Result<(), TransactionError> {
+        self.inner
+            .abort_commit_entry(version, commit_or_bytes, operation_id)
+            .await
+    }
+
+    async fn get_latest_version(
+        &self,
+        start_version: deltalake::kernel::Version,
+    ) -> DeltaRsResult<deltalake::kernel::Version> {
+        self.inner.get_latest_version(start_version).await
+    }
+
+    fn object_store(&self, operation_id: Option<Uuid>) -> Arc<dyn ObjectStore> {
+        self.inner.object_store(operation_id)
+    }
+
+    fn root_object_store(&self, operation_id: Option<Uuid>) -> Arc<dyn ObjectStore> {
+        self.inner.root_object_store(operation_id)
+    }
+
+    fn engine(&self, operation_id: Option<Uuid>) -> Arc<dyn Engine> {
+        // Only a multi-threaded runtime has threads to wait on (a unit test's single-threaded
+        // runtime keeps the stock engine, which runs its own).
+        let handle = match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
+            _ => return self.inner.engine(operation_id),
+        };
+        let make = || -> Arc<dyn Engine> {
+            let store = self.inner.root_object_store(operation_id);
+            Arc::new(
+                DefaultEngineBuilder::new(store)
+                    .with_task_executor(Arc::new(Here { handle }))
+                    .build(),
+            )
+        };
+        match operation_id {
+            None => self.engine.get_or_init(make).clone(),
+            Some(_) => make(),
+        }
+    }
+
+    fn to_uri(&self, location: &Path) -> String {
+        self.inner.to_uri(location)
+    }
+
+    fn root_url(&self) -> &Url {
+        self.inner.root_url()
+    }
+
+    fn log_path(&self) -> &Path {
+        self.inner.log_path()
+    }
+
+    fn transaction_url(&self, operation_id: Option<Uuid>) -> DeltaRsResult<Url> {
+        self.inner.transaction_url(operation_id)
+    }
+
+    async fn is_delta_table_location(&self) -> DeltaRsResult<bool> {
+        self.inner.is_delta_table_location().await
+    }
+
+    fn config(&self) -> &LogStoreConfig {
+        self.inner.config()
+    }
+
+    fn object_store_url(&self) -> datafusion::execution::object_store::ObjectStoreUrl {
+        self.inner.object_store_url()
+    }
+}
+
+/// The kernel's executor that runs what it waits for on the waiting thread.
+#[derive(Debug)]
+struct Here {
+    handle: Handle,
+}
+
+/// Wakes the thread that waits in [`run_here`].
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Poll `task` on this thread until it is done, sleeping while it waits.
+fn run_here<F: Future>(task: F) -> F::Output {
+    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = Context::from_waker(&waker);
+    let mut task = std::pin::pin!(task);
+    loop {
+        if let Poll::Ready(out) = task.as_mut().poll(&mut cx) {
+            return out;
+        }
+        // A wake before this park makes it return at once; a spurious return polls again.
+        std::thread::park();
+    }
+}
+
+impl TaskExecutor for Here {
+    type Guard<'a> = EnterGuard<'a>;
+
+    fn block_on<T>(&self, task: T) -> T::Output
+    where
+        T: Future + Send + 'static,
+        T::Output: Send + 'static,
+    {
+        let _runtime = self.handle.enter();
+        // On a worker thread its other tasks are handed over first; elsewhere (the blocking
+        // pool, where delta-rs runs the kernel) this only runs the closure.
+        tokio::task::block_in_place(|| run_here(task))
+    }
+
+    fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.handle.spawn(task);
+    }
+
+    fn spawn_blocking<T, R>(&self, task: T) -> BoxFuture<'_, DeltaResult<R>>
+    where
+        T: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        Box::pin(
+            self.handle
+                .spawn_blocking(task)
+                .map_err(delta_kernel::Error::join_failure),
+        )
+    }
+
+    fn enter(&self) -> EnterGuard<'_> {
+        self.handle.enter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the executor waits for runs on the waiting thread, with the runtime's timers and
+    /// tasks at hand, from the blocking pool and from a worker alike.
+    #[test]
+    fn runs_what_it_waits_for_on_the_waiting_thread() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let here = Arc::new(Here {
+            handle: rt.handle().clone(),
+        });
+        let task = |here: Arc<Here>| {
+            let waiting = std::thread::current().id();
+            here.block_on(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                let spawned = tokio::spawn(async { 2 + 2 }).await.unwrap();
+                (std::thread::current().id() == waiting, spawned)
+            })
+        };
+        let h = here.clone();
+        let from_pool = rt.block_on(rt.spawn_blocking(move || task(h))).unwrap();
+        assert_eq!(from_pool, (true, 4));
+        let h = here.clone();
+        let from_worker = rt.block_on(rt.spawn(async move { task(h) })).unwrap();
+        assert_eq!(from_worker, (true, 4));
+    }
+}

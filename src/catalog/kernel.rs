@@ -10,9 +10,11 @@
 //! in the runtime's context (its I/O and timers are driven by the workers as before; a worker
 //! thread that has to wait hands its other tasks over first, as the stock executor does).
 //! Everything else about the engine, and every other operation of the log store, is
-//! delta-rs' own.
+//! delta-rs' own (and so are the few kernel reads delta-rs makes with the inner store's own
+//! engine: finding a log's latest version, as after a commit conflict).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake};
 
@@ -76,7 +78,9 @@ pub fn with_engine_here(inner: LogStoreRef) -> LogStoreRef {
     })
 }
 
-/// A log store whose kernel engine runs reads on the waiting thread.
+/// A log store whose kernel engine runs reads on the waiting thread. Every other method is
+/// the inner store's own, called on it directly (`as_ref`: delta-rs' `LogStore` for `Arc`
+/// forwards all but `transaction_url`).
 struct Store {
     inner: LogStoreRef,
     /// The engine of the store's own object store (made on first use).
@@ -86,18 +90,18 @@ struct Store {
 #[async_trait::async_trait]
 impl LogStore for Store {
     fn name(&self) -> String {
-        self.inner.name()
+        self.inner.as_ref().name()
     }
 
     async fn refresh(&self) -> DeltaRsResult<()> {
-        self.inner.refresh().await
+        self.inner.as_ref().refresh().await
     }
 
     async fn read_commit_entry(
         &self,
         version: deltalake::kernel::Version,
     ) -> DeltaRsResult<Option<bytes::Bytes>> {
-        self.inner.read_commit_entry(version).await
+        self.inner.as_ref().read_commit_entry(version).await
     }
 
     async fn write_commit_entry(
@@ -107,6 +111,7 @@ impl LogStore for Store {
         operation_id: Uuid,
     ) -> Result<(), TransactionError> {
         self.inner
+            .as_ref()
             .write_commit_entry(version, commit_or_bytes, operation_id)
             .await
     }
@@ -118,6 +123,7 @@ impl LogStore for Store {
         operation_id: Uuid,
     ) -> Result<(), TransactionError> {
         self.inner
+            .as_ref()
             .abort_commit_entry(version, commit_or_bytes, operation_id)
             .await
     }
@@ -126,15 +132,15 @@ impl LogStore for Store {
         &self,
         start_version: deltalake::kernel::Version,
     ) -> DeltaRsResult<deltalake::kernel::Version> {
-        self.inner.get_latest_version(start_version).await
+        self.inner.as_ref().get_latest_version(start_version).await
     }
 
     fn object_store(&self, operation_id: Option<Uuid>) -> Arc<dyn ObjectStore> {
-        self.inner.object_store(operation_id)
+        self.inner.as_ref().object_store(operation_id)
     }
 
     fn root_object_store(&self, operation_id: Option<Uuid>) -> Arc<dyn ObjectStore> {
-        self.inner.root_object_store(operation_id)
+        self.inner.as_ref().root_object_store(operation_id)
     }
 
     fn engine(&self, operation_id: Option<Uuid>) -> Arc<dyn Engine> {
@@ -142,10 +148,10 @@ impl LogStore for Store {
         // runtime keeps the stock engine, which runs its own).
         let handle = match Handle::try_current() {
             Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
-            _ => return self.inner.engine(operation_id),
+            _ => return self.inner.as_ref().engine(operation_id),
         };
         let make = || -> Arc<dyn Engine> {
-            let store = self.inner.root_object_store(operation_id);
+            let store = self.inner.as_ref().root_object_store(operation_id);
             Arc::new(
                 DefaultEngineBuilder::new(store)
                     .with_task_executor(Arc::new(Here { handle }))
@@ -159,64 +165,87 @@ impl LogStore for Store {
     }
 
     fn to_uri(&self, location: &Path) -> String {
-        self.inner.to_uri(location)
+        self.inner.as_ref().to_uri(location)
     }
 
     fn root_url(&self) -> &Url {
-        self.inner.root_url()
+        self.inner.as_ref().root_url()
     }
 
     fn log_path(&self) -> &Path {
-        self.inner.log_path()
+        self.inner.as_ref().log_path()
     }
 
     fn transaction_url(&self, operation_id: Option<Uuid>) -> DeltaRsResult<Url> {
-        self.inner.transaction_url(operation_id)
+        self.inner.as_ref().transaction_url(operation_id)
     }
 
     async fn is_delta_table_location(&self) -> DeltaRsResult<bool> {
-        self.inner.is_delta_table_location().await
+        self.inner.as_ref().is_delta_table_location().await
     }
 
     fn config(&self) -> &LogStoreConfig {
-        self.inner.config()
+        self.inner.as_ref().config()
     }
 
     fn object_store_url(&self) -> datafusion::execution::object_store::ObjectStoreUrl {
-        self.inner.object_store_url()
+        self.inner.as_ref().object_store_url()
     }
 }
 
 /// The kernel's executor that runs what it waits for on the waiting thread.
 #[derive(Debug)]
 struct Here {
+    /// The runtime the engine was made in, for a thread outside any (a store's engine is kept
+    /// for the store's life; the runtime of the asking thread comes first).
     handle: Handle,
 }
 
-/// Wakes the thread that waits in [`run_here`].
-struct Unpark(std::thread::Thread);
+impl Here {
+    /// The asking thread's multi-threaded runtime, else the one the engine was made in.
+    fn handle(&self) -> Handle {
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
+            _ => self.handle.clone(),
+        }
+    }
+}
+
+/// Wakes the thread that waits in [`run_here`]: a flag of its own, so that a wake is never
+/// lost to something else on that thread that parks it too (the thread's one park token).
+struct Unpark {
+    thread: std::thread::Thread,
+    woken: AtomicBool,
+}
 
 impl Wake for Unpark {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
 /// Poll `task` on this thread until it is done, sleeping while it waits.
 fn run_here<F: Future>(task: F) -> F::Output {
-    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let unpark = Arc::new(Unpark {
+        thread: std::thread::current(),
+        woken: AtomicBool::new(false),
+    });
+    let waker = unpark.clone().into();
     let mut cx = Context::from_waker(&waker);
     let mut task = std::pin::pin!(task);
     loop {
         if let Poll::Ready(out) = task.as_mut().poll(&mut cx) {
             return out;
         }
-        // A wake before this park makes it return at once; a spurious return polls again.
-        std::thread::park();
+        // Until woken: a spurious return of `park` parks again, a wake before it returns at once.
+        while !unpark.woken.swap(false, Ordering::Acquire) {
+            std::thread::park();
+        }
     }
 }
 
@@ -228,7 +257,8 @@ impl TaskExecutor for Here {
         T: Future + Send + 'static,
         T::Output: Send + 'static,
     {
-        let _runtime = self.handle.enter();
+        let handle = self.handle();
+        let _runtime = handle.enter();
         // On a worker thread its other tasks are handed over first; elsewhere (the blocking
         // pool, where delta-rs runs the kernel) this only runs the closure.
         tokio::task::block_in_place(|| run_here(task))
@@ -238,7 +268,7 @@ impl TaskExecutor for Here {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.handle.spawn(task);
+        self.handle().spawn(task);
     }
 
     fn spawn_blocking<T, R>(&self, task: T) -> BoxFuture<'_, DeltaResult<R>>
@@ -247,7 +277,7 @@ impl TaskExecutor for Here {
         R: Send + 'static,
     {
         Box::pin(
-            self.handle
+            self.handle()
                 .spawn_blocking(task)
                 .map_err(delta_kernel::Error::join_failure),
         )

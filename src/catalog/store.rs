@@ -4,8 +4,8 @@
 //! to every few minutes holds thousands of them. The plain local store turns every name into an
 //! object path before comparing it with the offset, which costs more than replaying the few
 //! commits after the checkpoint. This one compares the names first and reads metadata only for
-//! the ones it returns. A new object that must not exist yet (a commit) is written without a
-//! staged file (see [`create_unnamed`]).
+//! the ones it returns. A new object (a commit, a data file) is written without a staged file
+//! (see [`create_unnamed`]).
 //!
 //! The plain store hands every call to tokio's blocking pool: a thread woken to open a file, a
 //! second to read it, the task woken again when each is done. A job copying a table makes a
@@ -14,8 +14,8 @@
 //! calls and 30 `sched_yield`s a table, a third of the job's time in the kernel. Here the
 //! small ones (a file's metadata, a read of at most [`INLINE_BYTES`], a put of as much, a
 //! directory of a few hundred names) are done where they are asked for, as the file system's
-//! cache answers them in microseconds; larger reads and writes, and everything else, are the
-//! plain store's.
+//! cache answers them in microseconds. A larger read is only opened here (to learn its size)
+//! and is then the plain store's, as are larger writes and every other call.
 
 use std::fmt;
 use std::ops::Range;
@@ -214,7 +214,8 @@ fn get_ranges_here(location: &Path, ranges: &[Range<u64>]) -> Option<Vec<Bytes>>
 }
 
 /// Create the file `path`, which must not exist, holding `payload`, the way the plain store's
-/// [`PutMode::Create`] does but without its staged file: the bytes go to an unnamed file in
+/// [`PutMode::Create`] (or its overwrite of a name that is free) does but without its staged
+/// file: the bytes go to an unnamed file in
 /// the directory (`O_TMPFILE`), which is given its name only when whole (`linkat`, refused
 /// if the name exists). Readers never see a part of it, and a process killed on the way
 /// leaves nothing. The staged file's removal was a deleted inode per commit, and ext4 skips
@@ -278,10 +279,16 @@ fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result
         if source.kind() != std::io::ErrorKind::AlreadyExists {
             // No `/proc`, or a sandbox that refuses the link: the staged way from now on (a
             // full disk, where the plain store fails too, would only cost this way).
-            if matches!(
-                source.raw_os_error(),
-                Some(libc::ENOENT | libc::EPERM | libc::EACCES | libc::EXDEV | libc::EOPNOTSUPP)
-            ) {
+            // (A directory removed meanwhile, a table dropped while a copy wrote, is ENOENT
+            // too: then `/proc` is there, and the way stays open.)
+            let no_proc = source.raw_os_error() == Some(libc::ENOENT)
+                && !std::path::Path::new("/proc/self/fd").is_dir();
+            if no_proc
+                || matches!(
+                    source.raw_os_error(),
+                    Some(libc::EPERM | libc::EACCES | libc::EXDEV | libc::EOPNOTSUPP)
+                )
+            {
                 UNAVAILABLE.store(true, Ordering::Relaxed);
             }
             return None;
@@ -318,6 +325,8 @@ impl ObjectStore for WarehouseStore {
         if (overwrite || matches!(opts.mode, PutMode::Create))
             && opts.attributes.is_empty()
             && let Some(path) = plain_path(location)
+            // A file to replace (`_last_checkpoint`) is the plain store's to replace.
+            && !(overwrite && std::fs::symlink_metadata(&path).is_ok())
         {
             let created = if payload.content_length() as u64 <= INLINE_BYTES {
                 create_unnamed(&path, &payload)
@@ -607,6 +616,21 @@ mod tests {
                 .await
                 .contains("e_tag: Some")
         );
+        // ... and the small file's reads were answered here, not handed over.
+        for i in [0, 1, 2, 3, 4, 5, 7] {
+            assert!(
+                get_here(&at("small.json"), &options(i)).is_some(),
+                "options {i}"
+            );
+        }
+        assert!(matches!(
+            get_here(&at("missing.json"), &options(0)),
+            Some(Err(
+                deltalake::logstore::object_store::Error::NotFound { .. }
+            ))
+        ));
+        assert!(get_here(&at("large.parquet"), &options(0)).is_none());
+        assert!(get_ranges_here(&at("small.json"), &[0..10, 4990..5000]).is_some());
         for ranges in [
             vec![0..10, 100..4000, 4999..5000],
             vec![],
@@ -631,7 +655,12 @@ mod tests {
         assert!(ours.get_ranges(&at("missing.json"), &[0..1]).await.is_err());
         // A put here (of a name that is free, then one that is taken) is what the plain store
         // would have made: the bytes, and the entity tag its head reports.
-        for (name, bytes) in [("new.json", &small), ("small.json", &large)] {
+        let short = b"{}".to_vec();
+        for (name, bytes) in [
+            ("new.json", &small),
+            ("small.json", &large),
+            ("new.json", &short),
+        ] {
             let put = ours
                 .put(&at(name), PutPayload::from(bytes.clone()))
                 .await

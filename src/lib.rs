@@ -19,6 +19,23 @@ pub use engine::{Output, Session, Settings};
 pub use error::{Error, Result};
 pub use statements::run;
 
+/// Tests hold a statement at fail point `name` when it is set to `return(ms)`: an asynchronous
+/// wait, during which Ctrl-C and SIGTERM are seen.
+#[cfg(feature = "failpoints")]
+pub(crate) async fn hold_at(name: &str) {
+    let hold = (|| -> Option<u64> {
+        fail::fail_point!(name, |ms: Option<String>| ms.and_then(|m| m.parse().ok()));
+        None
+    })();
+    if let Some(ms) = hold {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+/// Without fail points, nothing.
+#[cfg(not(feature = "failpoints"))]
+pub(crate) async fn hold_at(_: &str) {}
+
 /// Statement splitting and parsing with no session (what the shell's prompt uses to know
 /// whether a statement is complete).
 pub mod sql {

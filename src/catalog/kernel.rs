@@ -41,11 +41,12 @@ pub fn install() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         let registry = logstore_factories();
-        let schemes: Vec<Url> = registry.iter().map(|e| e.key().clone()).collect();
-        for scheme in schemes {
-            if let Some(inner) = registry.get(&scheme).map(|f| f.value().clone()) {
-                registry.insert(scheme, Arc::new(Factory { inner }));
-            }
+        let factories: Vec<_> = registry
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        for (scheme, inner) in factories {
+            registry.insert(scheme, Arc::new(Factory { inner }));
         }
     });
 }
@@ -146,9 +147,8 @@ impl LogStore for Store {
     fn engine(&self, operation_id: Option<Uuid>) -> Arc<dyn Engine> {
         // Only a multi-threaded runtime has threads to wait on (a unit test's single-threaded
         // runtime keeps the stock engine, which runs its own).
-        let handle = match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
-            _ => return self.inner.as_ref().engine(operation_id),
+        let Some(handle) = multi_threaded() else {
+            return self.inner.as_ref().engine(operation_id);
         };
         let make = || -> Arc<dyn Engine> {
             let store = self.inner.as_ref().root_object_store(operation_id);
@@ -204,11 +204,15 @@ struct Here {
 impl Here {
     /// The asking thread's multi-threaded runtime, else the one the engine was made in.
     fn handle(&self) -> Handle {
-        match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
-            _ => self.handle.clone(),
-        }
+        multi_threaded().unwrap_or_else(|| self.handle.clone())
     }
+}
+
+/// The asking thread's runtime, when it is a multi-threaded one.
+fn multi_threaded() -> Option<Handle> {
+    Handle::try_current()
+        .ok()
+        .filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
 }
 
 /// Wakes the thread that waits in [`run_here`]: a flag of its own, so that a wake is never

@@ -144,10 +144,12 @@ fn not_found(
     }
 }
 
-/// `buf.len()` bytes of `file` from `offset`; None when the file ends first or a read fails.
-fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> Option<()> {
+/// The bytes of `file` in `range`; None when the file ends first or a read fails.
+fn read_range(file: &std::fs::File, range: Range<u64>) -> Option<Bytes> {
     use std::os::unix::fs::FileExt;
-    file.read_exact_at(buf, offset).ok()
+    let mut buf = vec![0; (range.end - range.start) as usize];
+    file.read_exact_at(&mut buf, range.start).ok()?;
+    Some(Bytes::from(buf))
 }
 
 /// [`ObjectStore::get_opts`] of a plainly named file done here and now, the way the plain
@@ -179,9 +181,7 @@ fn get_here(location: &Path, options: &GetOptions) -> Option<Result<GetResult>> 
         if range.end - range.start > INLINE_BYTES {
             return None;
         }
-        let mut buf = vec![0; (range.end - range.start) as usize];
-        read_exact_at(&file, &mut buf, range.start)?;
-        Bytes::from(buf)
+        read_range(&file, range.clone())?
     };
     Some(Ok(GetResult {
         payload: GetResultPayload::Stream(stream::once(async move { Ok(bytes) }).boxed()),
@@ -205,11 +205,7 @@ fn get_ranges_here(location: &Path, ranges: &[Range<u64>]) -> Option<Vec<Bytes>>
     }
     ranges
         .iter()
-        .map(|r| {
-            let mut buf = vec![0; (r.end - r.start) as usize];
-            read_exact_at(&file, &mut buf, r.start)?;
-            Some(Bytes::from(buf))
-        })
+        .map(|r| read_range(&file, r.clone()))
         .collect()
 }
 

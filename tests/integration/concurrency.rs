@@ -255,6 +255,22 @@ fn a_copy_holding_an_old_control_row_copies_nothing_twice() {
     );
 }
 
+/// The held copy's output once it ends, after checking that it was still held when the other
+/// process had done `meanwhile` (its hold had not run out) and that it succeeded.
+fn held_output(mut held: std::process::Child, meanwhile: &str) -> String {
+    assert!(
+        held.try_wait().unwrap().is_none(),
+        "the held copy's hold ran out before {meanwhile}"
+    );
+    let out = held.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The copy the two tests below hold: `s` into `t` by `id`.
 const HELD_COPY: &str = "COPY INCREMENTAL s INTO t WATERMARK id";
 
@@ -297,20 +313,10 @@ fn hold_a_copy_at(wh: &std::path::Path, copy: &str, failpoint: &str) -> std::pro
 #[test]
 fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twice() {
     let (_d, wh) = warehouse();
-    let mut held = hold_a_copy_of_a_new_row(&wh);
+    let held = hold_a_copy_of_a_new_row(&wh);
     let racing = ok(&wh, HELD_COPY);
-    assert!(
-        held.try_wait().unwrap().is_none(),
-        "the held copy's hold ran out before the racing copy finished: {racing}"
-    );
+    let shown = held_output(held, &format!("the racing copy finished: {racing}"));
     assert!(racing.ends_with(",succeeded\n"), "{racing}");
-    let out = held.wait_with_output().unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(shown.ends_with(",nothing_new\n"), "{shown}");
     assert_eq!(
         ok(&wh, "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t"),
@@ -328,21 +334,11 @@ fn a_copy_whose_pair_committed_while_it_wrote_starts_over_and_copies_nothing_twi
 /// While `held` (a copy of ids 1-3 from `s` into `t`) waits, another process drops `t` and
 /// creates a new `t (id, note)` of two versions holding (100, 'new'); the held copy must start
 /// over on the new table and leave it with its own row and the three copied ones.
-fn make_the_target_again_under(wh: &std::path::Path, mut held: std::process::Child) {
+fn make_the_target_again_under(wh: &std::path::Path, held: std::process::Child) {
     ok(wh, "DROP TABLE t");
     ok(wh, "CREATE TABLE t (id BIGINT, note STRING)");
     ok(wh, "INSERT INTO t VALUES (100, 'new')");
-    assert!(
-        held.try_wait().unwrap().is_none(),
-        "the held copy's hold ran out before the target was made again"
-    );
-    let out = held.wait_with_output().unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let shown = held_output(held, "the target was made again");
     assert!(shown.ends_with(",succeeded\n"), "{shown}");
     assert_eq!(
         ok(wh, "SELECT id, note FROM t ORDER BY id"),
@@ -392,19 +388,9 @@ fn a_merge_copy_whose_target_was_made_again_starts_over_on_the_new_table() {
 #[test]
 fn a_copy_whose_target_was_dropped_while_it_wrote_creates_it_again() {
     let (_d, wh) = warehouse();
-    let mut held = hold_a_copy_of_a_new_row(&wh);
+    let held = hold_a_copy_of_a_new_row(&wh);
     ok(&wh, "DROP TABLE t");
-    assert!(
-        held.try_wait().unwrap().is_none(),
-        "the held copy's hold ran out before the target was dropped"
-    );
-    let out = held.wait_with_output().unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let shown = held_output(held, "the target was dropped");
     assert!(shown.ends_with(",succeeded\n"), "{shown}");
     assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n1\n2\n3\n");
 }

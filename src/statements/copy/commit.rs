@@ -129,12 +129,10 @@ async fn same_target(r: &Resolved) -> Result<Option<bool>> {
     let Some(read) = &r.target_commit else {
         return Ok(None);
     };
-    read.still_there().await.map(Some).map_err(|e| {
-        Error::Conflict(format!(
-            "cannot check that {} is still the table this run read (its commit {}): {e}",
-            read.target, read.version
-        ))
-    })
+    read.still_there()
+        .await
+        .map(Some)
+        .map_err(|e| Error::Conflict(read.unchecked(e)))
 }
 
 /// The run's error when the target it read was replaced.
@@ -252,15 +250,8 @@ pub(super) async fn commit(
 
 /// Commit new files to `target` as one append; returns its version.
 async fn commit_adds(target: &DeltaTable, adds: Vec<Add>, props: CommitProperties) -> Result<i64> {
-    // Tests hold a copy here, its files written and not committed (`return(ms)`: an
-    // asynchronous wait, during which Ctrl-C and SIGTERM are seen).
-    let hold = (|| -> Option<u64> {
-        fail::fail_point!("copy::before_commit", |ms| ms.and_then(|m| m.parse().ok()));
-        None
-    })();
-    if let Some(ms) = hold {
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-    }
+    // Tests hold a copy here, its files written and not committed.
+    crate::hold_at("copy::before_commit").await;
     let (actions, operation) = crate::statements::append_commit(adds);
     let version = upkeep::append_actions(target, actions, operation, props).await?;
     Ok(version as i64)

@@ -282,6 +282,14 @@ impl ReadCommit {
         }
     }
 
+    /// What to say when [`ReadCommit::still_there`] could not ask the store (`e`).
+    pub(super) fn unchecked(&self, e: impl std::fmt::Display) -> String {
+        format!(
+            "cannot check that {} is still the table this run read (its commit {}): {e}",
+            self.target, self.version
+        )
+    }
+
     /// The run's error when the commit is gone or another file: a conflict, so the run starts
     /// over on what is there now.
     pub(super) fn replaced(&self) -> crate::error::Error {

@@ -141,14 +141,8 @@ async fn attempt(
     known_row: Option<ControlRow>,
     record: &mut RunRecord,
 ) -> Result<()> {
-    // Tests hold a job's copy here, its control row read when the job began (`return(ms)`).
-    let hold = (|| -> Option<u64> {
-        fail::fail_point!("copy::before_resolve", |ms| ms.and_then(|m| m.parse().ok()));
-        None
-    })();
-    if let Some(ms) = hold {
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-    }
+    // Tests hold a job's copy here, its control row read when the job began.
+    crate::hold_at("copy::before_resolve").await;
     let names = resolve::Names::of(session, c)?;
     record.source = names.source.to_string();
     record.target = names.target.to_string();

@@ -233,14 +233,8 @@ impl ObjectStore for Noting {
             return self.inner.put_opts(location, payload, opts).await;
         }
         if is_commit(location) {
-            // Tests hold a write's commit here, whatever wrote it (`return(ms)`).
-            let hold = (|| -> Option<u64> {
-                fail::fail_point!("copy::before_log_put", |ms| ms.and_then(|m| m.parse().ok()));
-                None
-            })();
-            if let Some(ms) = hold {
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-            }
+            // Tests hold a write's commit here, whatever wrote it.
+            crate::hold_at("copy::before_log_put").await;
             if let Some(read) = &self.read {
                 let fail = |what: String| object_store::Error::Generic {
                     store: "tidemark",
@@ -249,18 +243,15 @@ impl ObjectStore for Noting {
                 match read.still_there().await {
                     Ok(true) => {}
                     Ok(false) => {
+                        // (The copy reports `read.replaced()` in place of delta-rs' wrapping of
+                        // this: see `conflict_if_replaced`.)
                         self.state.replaced.store(true, Ordering::SeqCst);
-                        return Err(fail(format!(
-                            "the commit {} of {} that this copy read is gone or is another \
-                             file now: nothing was committed",
-                            read.version, read.target
-                        )));
+                        return Err(fail(read.replaced().to_string()));
                     }
                     Err(e) => {
                         return Err(fail(format!(
-                            "cannot check that {} is still the table this copy read (its \
-                             commit {}): {e}; nothing was committed",
-                            read.target, read.version
+                            "{}; nothing was committed",
+                            read.unchecked(e)
                         )));
                     }
                 }

@@ -238,14 +238,7 @@ impl MySqlReads {
                     }
                 };
                 // Tests change the table here, after the snapshot was taken.
-                let hold = (|| -> Option<u64> {
-                    fail::fail_point!("foreign::mysql_snapshot", |ms| ms
-                        .and_then(|m| m.parse().ok()));
-                    None
-                })();
-                if let Some(ms) = hold {
-                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-                }
+                crate::hold_at("foreign::mysql_snapshot").await;
                 Ok(Arc::new(Held {
                     name,
                     holder: Arc::new(tokio::sync::Mutex::new(leased)),
@@ -327,14 +320,7 @@ impl MySqlReads {
                 let failed = |e: mysql_async::Error| self.failed("snapshot", e);
                 let first = open(holder.conn()?).await.map_err(failed)?;
                 // Tests write to the table here: the write waits for the lock's release.
-                let hold = (|| -> Option<u64> {
-                    fail::fail_point!("foreign::mysql_spares", |ms| ms
-                        .and_then(|m| m.parse().ok()));
-                    None
-                })();
-                if let Some(ms) = hold {
-                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-                }
+                crate::hold_at("foreign::mysql_spares").await;
                 for spare in &spares {
                     if !open(spare.conn()?).await.map_err(failed)?.consistent {
                         return Ok(None);

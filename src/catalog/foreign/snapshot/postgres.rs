@@ -351,14 +351,7 @@ impl PostgresReads {
             .await
             .map_err(|e| self.failed("snapshot", e))?;
         // Tests hold a read that joined the snapshot here, to change the table before it reads.
-        let hold = (|| -> Option<u64> {
-            fail::fail_point!("foreign::joined_snapshot", |ms| ms
-                .and_then(|m| m.parse().ok()));
-            None
-        })();
-        if let Some(ms) = hold {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        }
+        crate::hold_at("foreign::joined_snapshot").await;
         Ok(Lease::Own(Box::new(leased)))
     }
 }

@@ -211,18 +211,20 @@ fn get_ranges_here(location: &Path, ranges: &[Range<u64>]) -> Option<Vec<Bytes>>
 
 /// Create the file `path`, which must not exist, holding `payload`, the way the plain store's
 /// [`PutMode::Create`] (or its overwrite of a name that is free) does but without its staged
-/// file: the bytes go to an unnamed file in
-/// the directory (`O_TMPFILE`), which is given its name only when whole (`linkat`, refused
-/// if the name exists). Readers never see a part of it, and a process killed on the way
-/// leaves nothing. The staged file's removal was a deleted inode per commit, and ext4 skips
-/// the inodes deleted in the last 30 seconds each time it makes a file: a job committing
-/// 10,000 tables spent a growing share of its time there.
+/// file: the bytes go to an unnamed file in the directory (`O_TMPFILE`), which is given its
+/// name only when whole (`linkat`, refused if the name exists). Readers never see a part of
+/// it, and a process killed on the way leaves nothing. The staged file's removal was a
+/// deleted inode per commit, and ext4 without a journal skips the inodes deleted in the last
+/// minute (five, while their inode table is not written back) each time it makes a file: a
+/// job committing 10,000 tables spent a growing share of its time there. A missing directory
+/// (a new table's first commit and first data file) is made first, as the plain store makes
+/// it, so a new table deletes nothing either.
 ///
-/// None when this way is not open here (a file system without unnamed files, a missing
-/// directory, no `/proc`, a write or link that failed): the plain store then does the put, and
-/// reports its own errors. Nothing was created in that case. A file system or sandbox that
-/// refuses unnamed files or their link turns this way off for the rest of the process (each
-/// commit would otherwise be written twice).
+/// None when this way is not open here (a file system without unnamed files, a directory that
+/// cannot be made, no `/proc`, a write or link that failed): the plain store then does the put,
+/// and reports its own errors. Nothing but directories was created in that case. A file system
+/// or sandbox that refuses unnamed files or their link turns this way off for the rest of the
+/// process (each commit would otherwise be written twice).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result<PutResult>> {
     use std::io::Write;
@@ -235,12 +237,21 @@ fn create_unnamed(path: &std::path::Path, payload: &PutPayload) -> Option<Result
         return None;
     }
     let dir = path.parent()?;
-    let mut file = match std::fs::OpenOptions::new()
-        .write(true)
-        .mode(0o666)
-        .custom_flags(libc::O_TMPFILE)
-        .open(dir)
-    {
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .mode(0o666)
+            .custom_flags(libc::O_TMPFILE)
+            .open(dir)
+    };
+    let opened = match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).ok()?;
+            open()
+        }
+        opened => opened,
+    };
+    let mut file = match opened {
         Ok(file) => file,
         Err(e) => {
             // Not supported by the file system (EOPNOTSUPP, or EISDIR/EINVAL from kernels or
@@ -668,6 +679,25 @@ mod tests {
                 "{name}"
             );
         }
+        // A new table's first commit: its directories are made, and the file is made here,
+        // without the plain store's staged file (a deleted inode each).
+        let first = "t/_delta_log/00000000000000000000.json";
+        let payload = PutPayload::from(short.clone());
+        assert!(matches!(
+            create_unnamed(&d.path().join(first), &payload),
+            Some(Ok(_))
+        ));
+        assert_eq!(std::fs::read(d.path().join(first)).unwrap(), short);
+        assert!(matches!(
+            create_unnamed(&d.path().join(first), &payload),
+            Some(Err(
+                deltalake::logstore::object_store::Error::AlreadyExists { .. }
+            ))
+        ));
+        let names = std::fs::read_dir(d.path().join("t/_delta_log"))
+            .unwrap()
+            .count();
+        assert_eq!(names, 1, "nothing but the commit in the new log");
     }
 
     #[tokio::test]

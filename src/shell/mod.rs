@@ -110,6 +110,11 @@ impl Shell {
         // A cancelled statement leaves the variables as they were (a script's block-local
         // ones would otherwise stay, hiding the session's).
         let variables = self.session.vars().clone();
+        let mut check = if self.warehouse_checked {
+            Check::No
+        } else {
+            Check::Due
+        };
         let outcome = {
             let run = run_and_print(
                 &mut self.session,
@@ -118,6 +123,7 @@ impl Shell {
                 &print,
                 started,
                 spinner.clone(),
+                &mut check,
             );
             tokio::select! {
                 r = run => r,
@@ -132,12 +138,12 @@ impl Shell {
         }
         self.sync_current();
         // Until the warehouse's store has answered, a statement's outcome may be what it made
-        // of a store that does not answer: that is the cause to name.
+        // of a store that does not answer: that is the cause to name. (A statement that ran
+        // was checked before its result was printed.)
         let outcome = match outcome {
             // A cancelled statement stops the run as it is (no request that could hang).
             Err(Failure::Statement(Error::Cancelled)) => outcome,
-            Ok(()) | Err(Failure::Statement(_)) if !self.warehouse_checked => {
-                self.warehouse_checked = true;
+            Err(Failure::Statement(_)) if check == Check::Due => {
                 match self.session.check_warehouse().await {
                     Ok(()) => outcome,
                     Err(e) => Err(Failure::Statement(e)),
@@ -145,6 +151,9 @@ impl Shell {
             }
             other => other,
         };
+        if check != Check::No && !matches!(outcome, Err(Failure::Statement(Error::Cancelled))) {
+            self.warehouse_checked = true;
+        }
         match outcome {
             Ok(()) => Ok(()),
             Err(Failure::Output(e)) => {

@@ -58,11 +58,22 @@ pub(super) async fn run_and_print(
     print: &PrintOptions,
     started: Instant,
     spinner: Option<indicatif::ProgressBar>,
+    check: &mut Check,
 ) -> Result<(), Failure> {
     use futures::StreamExt;
     let reply = crate::statements::run_streaming(session, sql)
         .await
         .map_err(Failure::Statement)?;
+    // Nothing is printed before the warehouse is known to answer: a statement may have taken
+    // a store that does not answer for an empty warehouse (`DROP SCHEMA IF EXISTS` on a
+    // missing bucket would print `OK`, then the error).
+    if *check == Check::Due {
+        *check = Check::Done;
+        session
+            .check_warehouse()
+            .await
+            .map_err(Failure::Statement)?;
+    }
     let mut sink = Sink::new(output, spinner.clone());
     let printed = match reply {
         Reply::Done(out) => print_batches(
@@ -91,6 +102,18 @@ pub(super) async fn run_and_print(
         }
     };
     reader_gone_is_fine(printed.and_then(|()| sink.flush())).map_err(Failure::Output)
+}
+
+/// Whether the warehouse is to be checked before a statement's result is printed (see
+/// [`Session::check_warehouse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Check {
+    /// Checked already (or not to be).
+    No,
+    /// To be checked once the statement has run, before its result is printed.
+    Due,
+    /// Checked by [`run_and_print`] for this statement.
+    Done,
 }
 
 /// A closed pipe is no failure: `| head` is an ordinary reader.

@@ -123,8 +123,9 @@ impl Session {
     /// Whether the warehouse answers: on a store, its bucket exists and the credentials hold;
     /// a clear error naming it and its settings if not. Known without a request once the
     /// store has answered one of this process's; else one listing. The shell asks at the
-    /// start of an interactive session, and otherwise once the first statement has run and
-    /// before its result is printed (a job's run makes one request fewer): a missing bucket looks like missing
+    /// start of an interactive session, and otherwise once the first statement has run (a
+    /// query: its first rows are in hand) and before its result is printed, again after the
+    /// next while the store has not answered (a job's run makes one request fewer): a missing bucket looks like missing
     /// tables to each request, and would make `DROP SCHEMA IF EXISTS` a silent no-op.
     pub async fn check_warehouse(&self) -> crate::Result<()> {
         let root = self.warehouse.root();

@@ -145,13 +145,18 @@ impl Shell {
             Err(Failure::Statement(Error::Cancelled)) => outcome,
             Err(Failure::Statement(_)) if check == Check::Due => {
                 match self.session.check_warehouse().await {
-                    Ok(()) => outcome,
+                    Ok(()) => {
+                        check = Check::Passed;
+                        outcome
+                    }
                     Err(e) => Err(Failure::Statement(e)),
                 }
             }
             other => other,
         };
-        if check != Check::No && !matches!(outcome, Err(Failure::Statement(Error::Cancelled))) {
+        // Asked again after the next statement while the store has not answered (a run that
+        // goes on after errors); it is not asked twice for one statement.
+        if check == Check::Passed {
             self.warehouse_checked = true;
         }
         match outcome {

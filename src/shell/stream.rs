@@ -61,18 +61,31 @@ pub(super) async fn run_and_print(
     check: &mut Check,
 ) -> Result<(), Failure> {
     use futures::StreamExt;
-    let reply = crate::statements::run_streaming(session, sql)
+    let mut reply = crate::statements::run_streaming(session, sql)
         .await
         .map_err(Failure::Statement)?;
+    // A query's first rows (or its end) are in hand before the check, as a statement's whole
+    // result is: what it asked the store by then spares the check its request.
+    let mut first = None;
+    if *check == Check::Due
+        && let Reply::Rows(rows) = &mut reply
+    {
+        match rows.stream.next().await {
+            Some(Err(e)) => return Err(Failure::Statement(e.into())),
+            item => first = Some(item),
+        }
+    }
     // Nothing is printed before the warehouse is known to answer: a statement may have taken
     // a store that does not answer for an empty warehouse (`DROP SCHEMA IF EXISTS` on a
     // missing bucket would print `OK`, then the error).
     if *check == Check::Due {
-        *check = Check::Done;
-        session
-            .check_warehouse()
-            .await
-            .map_err(Failure::Statement)?;
+        let answers = session.check_warehouse().await;
+        *check = if answers.is_ok() {
+            Check::Passed
+        } else {
+            Check::Failed
+        };
+        answers.map_err(Failure::Statement)?;
     }
     let mut sink = Sink::new(output, spinner.clone());
     let printed = match reply {
@@ -86,7 +99,11 @@ pub(super) async fn run_and_print(
         Reply::Rows(mut rows) => {
             let mut printer = Printer::new(&mut sink, rows.schema.clone(), print);
             loop {
-                match rows.stream.next().await {
+                let next = match first.take() {
+                    Some(item) => item,
+                    None => rows.stream.next().await,
+                };
+                match next {
                     None => break printer.finish(Some(started.elapsed())),
                     Some(Err(e)) => return Err(Failure::Statement(e.into())),
                     Some(Ok(batch)) => {
@@ -108,12 +125,15 @@ pub(super) async fn run_and_print(
 /// [`Session::check_warehouse`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Check {
-    /// Checked already (or not to be).
+    /// Known to answer already.
     No,
-    /// To be checked once the statement has run, before its result is printed.
+    /// To be checked once the statement has run (a query: once its first rows are in hand),
+    /// before its result is printed.
     Due,
-    /// Checked by [`run_and_print`] for this statement.
-    Done,
+    /// Checked for this statement: the store answers.
+    Passed,
+    /// Checked for this statement: it does not (the statement's error says so).
+    Failed,
 }
 
 /// A closed pipe is no failure: `| head` is an ordinary reader.

@@ -1855,6 +1855,31 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
             "{stmt}: {out} {err}"
         );
     }
+    // A run that goes on after errors asks again after each statement while the store has
+    // not answered: each is the error, none prints a result.
+    let missing = on_store(Path::new("s3://no-such-bucket/wh"), &end)
+        .args([
+            "--continue-on-error",
+            "-c",
+            "SELECT 41 + 1 AS answer",
+            "-c",
+            "DROP SCHEMA IF EXISTS s",
+        ])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&missing.stdout),
+        String::from_utf8_lossy(&missing.stderr),
+    );
+    assert!(
+        !missing.status.success()
+            && out.trim().is_empty()
+            && err
+                .matches("cannot reach the warehouse s3://no-such-bucket/wh")
+                .count()
+                == 2,
+        "{out} {err}"
+    );
     let gs = on_store(Path::new("hdfs://bucket/wh"), &end)
         .args(["-c", "SELECT 1"])
         .output()

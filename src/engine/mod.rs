@@ -125,8 +125,9 @@ impl Session {
     /// store has answered one of this process's; else one listing. The shell asks at the
     /// start of an interactive session, and otherwise once the first statement has run (a
     /// query: its first rows are in hand) and before its result is printed, again after the
-    /// next while the store has not answered (a job's run makes one request fewer): a missing bucket looks like missing
-    /// tables to each request, and would make `DROP SCHEMA IF EXISTS` a silent no-op.
+    /// next while the store has not answered (a job's run makes one request fewer): a missing
+    /// bucket looks like missing tables to each request, and would make `DROP SCHEMA IF
+    /// EXISTS` a silent no-op.
     pub async fn check_warehouse(&self) -> crate::Result<()> {
         let root = self.warehouse.root();
         if root.answered() {

@@ -143,15 +143,10 @@ impl Shell {
         let outcome = match outcome {
             // A cancelled statement stops the run as it is (no request that could hang).
             Err(Failure::Statement(Error::Cancelled)) => outcome,
-            Err(Failure::Statement(_)) if check == Check::Due => {
-                match self.session.check_warehouse().await {
-                    Ok(()) => {
-                        check = Check::Passed;
-                        outcome
-                    }
-                    Err(e) => Err(Failure::Statement(e)),
-                }
-            }
+            Err(Failure::Statement(_)) => match check.ask(&self.session).await {
+                Ok(()) => outcome,
+                Err(e) => Err(Failure::Statement(e)),
+            },
             other => other,
         };
         // Asked again after the next statement while the store has not answered (a run that

@@ -78,15 +78,7 @@ pub(super) async fn run_and_print(
     // Nothing is printed before the warehouse is known to answer: a statement may have taken
     // a store that does not answer for an empty warehouse (`DROP SCHEMA IF EXISTS` on a
     // missing bucket would print `OK`, then the error).
-    if *check == Check::Due {
-        let answers = session.check_warehouse().await;
-        *check = if answers.is_ok() {
-            Check::Passed
-        } else {
-            Check::Failed
-        };
-        answers.map_err(Failure::Statement)?;
-    }
+    check.ask(session).await.map_err(Failure::Statement)?;
     let mut sink = Sink::new(output, spinner.clone());
     let printed = match reply {
         Reply::Done(out) => print_batches(
@@ -134,6 +126,23 @@ pub(super) enum Check {
     Passed,
     /// Checked for this statement: it does not (the statement's error says so).
     Failed,
+}
+
+impl Check {
+    /// Ask whether the warehouse answers when that is due, and note the answer: never twice
+    /// for one statement.
+    pub(super) async fn ask(&mut self, session: &Session) -> crate::error::Result<()> {
+        if *self != Check::Due {
+            return Ok(());
+        }
+        let answers = session.check_warehouse().await;
+        *self = if answers.is_ok() {
+            Check::Passed
+        } else {
+            Check::Failed
+        };
+        answers
+    }
 }
 
 /// A closed pipe is no failure: `| head` is an ordinary reader.

@@ -14,15 +14,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::common::Column;
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::Expr as DfExpr;
 use datafusion::prelude::{col, lit, when};
 use deltalake::DeltaTable;
-use deltalake::kernel::Action;
 use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::{Action, LogicalFileView};
 use deltalake::protocol::DeltaOperation;
 
 use super::writer::VIOLATION_COLUMN;
@@ -182,42 +182,250 @@ pub async fn rewrite_laid_out(
             for batch in &batches {
                 super::writer::stop_on_violation(batch)?;
             }
-            let mut adds = vec![];
-            // Files that held no rows are removed and nothing is written in their place.
-            if let Some(first) = batches.first() {
-                let all = datafusion::arrow::compute::concat_batches(&first.schema(), &batches)?;
-                let step = layout.rows_per_file.max(1);
-                for start in (0..all.num_rows()).step_by(step) {
-                    let part = all.slice(start, step.min(all.num_rows() - start));
-                    adds.extend(
-                        super::writer::write_with(writer, None, &[part], None, None, &progress)
-                            .await?,
-                    );
-                }
-            }
-            adds
+            write_in_files(t, &batches, layout.rows_per_file).await?
         }
     };
+    let predicate = match &predicate {
+        Some(p) => Some(deltalake::delta_datafusion::expr::fmt_expr_to_sql(p)?),
+        None => None,
+    };
+    let kind = match change {
+        Change::Delete => Kind::Delete,
+        Change::Update(_) => Kind::Update,
+    };
+    let t = commit_rewrite(t, adds, removes, changed, kind, predicate).await?;
+    Ok((Some(t), changed))
+}
+
+/// What a rewrite's commit records it did.
+#[derive(Clone, Copy)]
+enum Kind {
+    Update,
+    Delete,
+}
+
+/// Write `batches` (sorted as they are to be laid out) into files of at most `rows_per_file`
+/// rows each, uncommitted. No rows, no file.
+async fn write_in_files(
+    t: &DeltaTable,
+    batches: &[RecordBatch],
+    rows_per_file: usize,
+) -> Result<Vec<deltalake::kernel::Add>> {
+    let Some(first) = batches.first() else {
+        return Ok(vec![]);
+    };
+    let progress = CopyProgress::start(None, "", 0);
+    let writer = || Ok(deltalake::writer::RecordBatchWriter::for_table(t)?);
+    let all = datafusion::arrow::compute::concat_batches(&first.schema(), batches)?;
+    let step = rows_per_file.max(1);
+    let mut adds = vec![];
+    for start in (0..all.num_rows()).step_by(step) {
+        let part = all.slice(start, step.min(all.num_rows() - start));
+        adds.extend(super::writer::write_with(writer, None, &[part], None, None, &progress).await?);
+    }
+    Ok(adds)
+}
+
+/// Commit a rewrite: the new files added, the files they replace removed, on the very state
+/// that was read (see [`no_commit_between`]).
+async fn commit_rewrite(
+    t: &DeltaTable,
+    adds: Vec<deltalake::kernel::Add>,
+    removes: Vec<Action>,
+    changed: u64,
+    kind: Kind,
+    predicate: Option<String>,
+) -> Result<DeltaTable> {
     let metrics = serde_json::json!({
-        match change { Change::Delete => "num_deleted_rows", Change::Update(_) => "num_updated_rows" }: changed,
+        match kind { Kind::Delete => "num_deleted_rows", Kind::Update => "num_updated_rows" }: changed,
         "num_added_files": adds.len(),
         "num_removed_files": removes.len(),
     });
     let mut actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
     actions.extend(removes);
-    let predicate = match &predicate {
-        Some(p) => Some(deltalake::delta_datafusion::expr::fmt_expr_to_sql(p)?),
-        None => None,
-    };
-    let operation = match change {
-        Change::Delete => DeltaOperation::Delete { predicate },
-        Change::Update(_) => DeltaOperation::Update { predicate },
+    let operation = match kind {
+        Kind::Delete => DeltaOperation::Delete { predicate },
+        Kind::Update => DeltaOperation::Update { predicate },
     };
     // Tests hold a rewrite here while another writer commits.
     fail::fail_point!("rewrite::before_commit");
     let props = no_commit_between(metrics);
-    let t = super::upkeep::commit_actions(t, actions, operation, props).await?;
+    Ok(super::upkeep::commit_actions(t, actions, operation, props).await?)
+}
+
+/// A change worked out in Rust, row by row, instead of planned as a query: for rewrites too
+/// small and frequent for planning (a job's advances of its control rows, a few dozen a
+/// commit, cost more to plan and evaluate as one CASE than the rest of their copies did).
+pub trait RowChange: Sync {
+    /// Whether a file may hold rows the change touches, by the file's statistics: a file it
+    /// says no to is neither read nor rewritten.
+    fn may_touch(&self, file: &LogicalFileView) -> bool;
+    /// A batch of a file's rows as they are to be written and how many of them changed;
+    /// None when none did.
+    fn apply(&self, rows: &RecordBatch) -> Result<Option<(RecordBatch, u64)>>;
+}
+
+/// Apply `change` to the rows of `t` (an UPDATE), rewriting only the files whose rows
+/// change, laid out as `layout` says, in one commit. Returns the new table state (None when
+/// no row changed and nothing was committed) and the number of rows changed. For a table
+/// [`applies`] to and without CHECK constraints ([`has_checks`]): NOT NULL is checked here.
+/// `predicate` says which rows the change is for, as SQL, for the commit's record.
+pub async fn rewrite_rows(
+    session: &Session,
+    t: &DeltaTable,
+    change: &impl RowChange,
+    predicate: String,
+    layout: &Layout,
+) -> Result<(Option<DeltaTable>, u64)> {
+    let snapshot = t.snapshot()?;
+    let root = scan_root(t);
+    let candidates: Vec<(String, LogicalFileView)> = snapshot
+        .log_data()
+        .iter()
+        .filter(|f| change.may_touch(f))
+        .map(|f| (format!("{}/{}", root.trim_end_matches('/'), f.path()), f))
+        .collect();
+    if candidates.is_empty() {
+        return Ok((None, 0));
+    }
+    let provider = t
+        .table_provider()
+        .with_file_column(FILE_COLUMN)
+        .with_file_paths(
+            candidates
+                .iter()
+                .map(|(_, f)| f.object_store_path().to_string()),
+        )
+        .with_session(crate::catalog::copy_scan_settings())
+        .await?;
+    let provider = crate::catalog::exact_reads(t, provider)?;
+    // Each file's rows, by the file's path as the log has it.
+    let mut per_file: HashMap<String, Vec<RecordBatch>> = HashMap::new();
+    for mut batch in session.ctx().read_table(provider)?.collect().await? {
+        let at = batch.schema().index_of(FILE_COLUMN)?;
+        let files = datafusion::arrow::compute::cast(
+            batch.column(at),
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )?;
+        batch.remove_column(at);
+        let files = files.as_string::<i32>();
+        let mut names: Vec<&str> = vec![];
+        for i in 0..files.len() {
+            if files.is_null(i) {
+                return Err(Error::Other(format!(
+                    "a row of {root} was read without the name of its file"
+                )));
+            }
+            if !names.contains(&files.value(i)) {
+                names.push(files.value(i));
+            }
+        }
+        let one = names.len() == 1;
+        for name in names {
+            let rows = if one {
+                batch.clone()
+            } else {
+                let mask = datafusion::arrow::compute::kernels::cmp::eq(
+                    files,
+                    &datafusion::arrow::array::StringArray::new_scalar(name),
+                )?;
+                datafusion::arrow::compute::filter_record_batch(&batch, &mask)?
+            };
+            let url =
+                url::Url::parse(name).map_err(|e| Error::Other(format!("file {name}: {e}")))?;
+            per_file.entry(decoded(url.path())).or_default().push(rows);
+        }
+    }
+    let mut removes = vec![];
+    let mut written = vec![];
+    let mut changed = 0;
+    for (path, file) in &candidates {
+        let Some(batches) = per_file.remove(path) else {
+            // No row of the file is live (all deleted): nothing of it changes.
+            continue;
+        };
+        let mut rows = Vec::with_capacity(batches.len());
+        let mut in_file = 0;
+        for batch in batches {
+            match change.apply(&batch)? {
+                Some((new, n)) => {
+                    in_file += n;
+                    rows.push(new);
+                }
+                None => rows.push(batch),
+            }
+        }
+        if in_file > 0 {
+            changed += in_file;
+            removes.push(Action::Remove(file.remove_action(true)));
+            written.extend(rows);
+        }
+    }
+    if let Some(path) = per_file.keys().next() {
+        return Err(Error::Other(format!(
+            "the scan read rows of {path}, a file the rewrite did not choose (the table's \
+             root: {root})"
+        )));
+    }
+    if changed == 0 {
+        return Ok((None, 0));
+    }
+    for field in snapshot.schema().fields() {
+        if !field.is_nullable()
+            && written.iter().any(|b| {
+                b.column_by_name(field.name())
+                    .is_some_and(|c| c.null_count() > 0)
+            })
+        {
+            return Err(Error::Invalid(format!(
+                "column '{}' is NOT NULL but an updated row sets it to NULL; nothing was written",
+                field.name()
+            )));
+        }
+    }
+    let sorted = sorted_by(&written, &layout.sort_by)?;
+    let adds = write_in_files(t, &[sorted], layout.rows_per_file).await?;
+    let t = commit_rewrite(t, adds, removes, changed, Kind::Update, Some(predicate)).await?;
     Ok((Some(t), changed))
+}
+
+/// `batches` as one, sorted by `columns` (ascending, NULL first, as the laid-out rewrite
+/// sorts).
+fn sorted_by(batches: &[RecordBatch], columns: &[String]) -> Result<RecordBatch> {
+    use datafusion::arrow::compute::{
+        SortColumn, SortOptions, lexsort_to_indices, take_record_batch,
+    };
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .ok_or_else(|| Error::Other("nothing to sort".into()))?;
+    let all = datafusion::arrow::compute::concat_batches(&schema, batches)?;
+    let keys = columns
+        .iter()
+        .map(|c| {
+            Ok(SortColumn {
+                values: all.column(all.schema().index_of(c)?).clone(),
+                options: Some(SortOptions {
+                    descending: false,
+                    nulls_first: true,
+                }),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if keys.is_empty() {
+        return Ok(all);
+    }
+    let order = lexsort_to_indices(&keys, None)?;
+    Ok(take_record_batch(&all, &order)?)
+}
+
+/// Whether `t` has CHECK constraints (which [`rewrite_rows`] does not evaluate).
+pub fn has_checks(t: &DeltaTable) -> Result<bool> {
+    Ok(t.snapshot()?
+        .metadata()
+        .configuration()
+        .keys()
+        .any(|k| k.starts_with("delta.constraints.")))
 }
 
 /// One file holding matching rows: its URL as the scan names it, decoded, and how many.

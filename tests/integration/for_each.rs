@@ -192,6 +192,54 @@ fn the_one_statement_job_copies_in_parallel_and_skips_inactive_rows() {
     );
 }
 
+/// A control table with a CHECK constraint is advanced by an UPDATE that checks it (the
+/// row-by-row advance evaluates no constraint): the job advances every row all the same, and
+/// a constraint the advance would break stops it with the constraint named.
+#[test]
+fn a_control_table_with_a_check_constraint_is_advanced_and_checked() {
+    let (_d, wh) = warehouse();
+    let mut stmts = vec![
+        "CREATE TABLE ctl (source_table STRING, target_table STRING, watermark_column STRING, last_watermark BIGINT)".to_string(),
+        "ALTER TABLE ctl ADD CONSTRAINT small CHECK (last_watermark < 105)".to_string(),
+    ];
+    for i in 0..6 {
+        stmts.push(format!("CREATE TABLE s{i} (id BIGINT)"));
+        stmts.push(format!("INSERT INTO s{i} VALUES ({i}), ({})", i + 100));
+        stmts.push(format!("INSERT INTO ctl VALUES ('s{i}', 't{i}', 'id', -1)"));
+    }
+    let mut cmd = crate::common::tidemark(&wh);
+    for s in &stmts {
+        cmd.args(["-c", s]);
+    }
+    assert!(cmd.output().unwrap().status.success());
+    let out = run(
+        &wh,
+        "COPY INCREMENTAL USING CONTROL TABLE ctl WHERE source_table < 's5' CONCURRENCY 4",
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT source_table, last_watermark FROM ctl ORDER BY 1"
+        ),
+        "source_table,last_watermark\ns0,100\ns1,101\ns2,102\ns3,103\ns4,104\ns5,-1\n"
+    );
+    let out = run(
+        &wh,
+        "COPY INCREMENTAL USING CONTROL TABLE ctl CONCURRENCY 4",
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("CHECK constraint small"), "{said}");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT last_watermark FROM ctl WHERE source_table = 's5'"
+        ),
+        "last_watermark\n-1\n"
+    );
+}
+
 #[test]
 fn a_hundred_tables_at_concurrency_16_twice_at_once_advance_every_row() {
     let (_d, wh) = warehouse();

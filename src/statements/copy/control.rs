@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Expr as DfExpr, col, lit};
@@ -293,37 +293,15 @@ pub async fn advance(
         .map_err(|e| e.context(format!("cannot advance last_watermark in {}", row.table)))
 }
 
-/// One UPDATE for a batch: `SET last_watermark = CASE WHEN <row i still holds old i> THEN
-/// new i ... END`, retried on conflicts with other processes.
+/// One rewrite for a batch: each row still holding one of an advance's expected values takes
+/// its new value (compare-and-set), retried on conflicts with other processes. Worked out row
+/// by row ([`ByRow`]); a control table with CHECK constraints, or one tidemark's rewrite does
+/// not serve, gets the same change as one UPDATE with a CASE.
 async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance>) -> Result<()> {
-    let mut conds = Vec::with_capacity(batch.len());
-    for a in &batch {
-        let mut c: DfExpr = col("source_table").eq(lit(a.row.source_value.clone()));
-        if let Some(tv) = &a.row.target_value {
-            c = c.and(col("target_table").eq(lit(tv.clone())));
-        }
-        let holds = a
-            .expected
-            .iter()
-            .map(|old| {
-                if old.is_null() {
-                    col("last_watermark").is_null()
-                } else {
-                    col("last_watermark").eq(DfExpr::Literal(old.clone(), None))
-                }
-            })
-            .collect::<Vec<_>>();
-        let holds = any_of(holds).unwrap_or_else(|| lit(false));
-        c = c.and(holds);
-        conds.push((c, DfExpr::Literal(a.new.clone(), None)));
-    }
-    let mut cases = datafusion::logical_expr::when(conds[0].0.clone(), conds[0].1.clone());
-    for (c, v) in &conds[1..] {
-        cases = cases.when(c.clone(), v.clone());
-    }
-    let value = cases.otherwise(col("last_watermark"))?;
-    let pred = any_of(conds.iter().map(|(c, _)| c.clone()).collect())
-        .expect("a batch has one advance or more");
+    let (pred, value) = as_update(&batch)?;
+    // The change as the commit records it (DESCRIBE HISTORY shows it).
+    let predicate = deltalake::delta_datafusion::expr::fmt_expr_to_sql(&pred)?;
+    let by_row = ByRow::of(&batch);
     // Rows sorted by name in files of a few hundred: the next batch of advances (rows near
     // these in the job's order) rewrites one or two such files, not the whole control table.
     let mut sort_by = vec!["source_table".to_string()];
@@ -341,15 +319,20 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
             None => session.warehouse().open_for_write(table).await?,
         };
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
-        // Through tidemark's own rewrite where it applies (plain string types in the new
-        // file), else delta-rs' UPDATE.
-        let after = if crate::statements::rewrite::applies(&t)? {
+        use crate::statements::rewrite;
+        let after = if rewrite::applies(&t)? && !rewrite::has_checks(&t)? {
+            rewrite::rewrite_rows(session, &t, &by_row, predicate.clone(), &layout)
+                .await?
+                .0
+        } else if rewrite::applies(&t)? {
+            // Through tidemark's own rewrite where it applies (plain string types in the new
+            // file), else delta-rs' UPDATE.
             let set = vec![("last_watermark".to_string(), value.clone())];
-            crate::statements::rewrite::rewrite_laid_out(
+            rewrite::rewrite_laid_out(
                 session,
                 &t,
                 Some(pred.clone()),
-                crate::statements::rewrite::Change::Update(set),
+                rewrite::Change::Update(set),
                 Some(&layout),
             )
             .await?
@@ -373,6 +356,170 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         Ok(())
     })
     .await
+}
+
+/// A batch of advances as an UPDATE: the rows it is for (`<row i still holds old i> OR ...`)
+/// and `last_watermark`'s new value (`CASE WHEN <row i still holds old i> THEN new i ... END`).
+fn as_update(batch: &[Advance]) -> Result<(DfExpr, DfExpr)> {
+    let mut conds = Vec::with_capacity(batch.len());
+    for a in batch {
+        let mut c: DfExpr = col("source_table").eq(lit(a.row.source_value.clone()));
+        if let Some(tv) = &a.row.target_value {
+            c = c.and(col("target_table").eq(lit(tv.clone())));
+        }
+        let holds = a
+            .expected
+            .iter()
+            .map(|old| {
+                if old.is_null() {
+                    col("last_watermark").is_null()
+                } else {
+                    col("last_watermark").eq(DfExpr::Literal(old.clone(), None))
+                }
+            })
+            .collect::<Vec<_>>();
+        let holds = any_of(holds).unwrap_or_else(|| lit(false));
+        c = c.and(holds);
+        conds.push((c, DfExpr::Literal(a.new.clone(), None)));
+    }
+    let (first, rest) = conds
+        .split_first()
+        .ok_or_else(|| Error::Other("a batch of advances with none in it".into()))?;
+    let mut cases = datafusion::logical_expr::when(first.0.clone(), first.1.clone());
+    for (c, v) in rest {
+        cases = cases.when(c.clone(), v.clone());
+    }
+    let value = cases.otherwise(col("last_watermark"))?;
+    let pred = any_of(conds.into_iter().map(|(c, _)| c).collect())
+        .expect("a batch has one advance or more");
+    Ok((pred, value))
+}
+
+/// A batch of advances applied row by row: what [`as_update`]'s CASE computes, without
+/// planning it. Planning and evaluating a CASE of a few dozen branches for every commit of
+/// the batch cost more than the rest of the copies did, and choosing the files by the
+/// predicate made the Delta kernel test every file's statistics against every branch.
+struct ByRow<'a> {
+    /// The advances of each stored `source_table`, in the batch's order (the CASE's: the
+    /// first that applies to a row wins).
+    by_source: std::collections::HashMap<&'a str, Vec<&'a Advance>>,
+}
+
+impl<'a> ByRow<'a> {
+    fn of(batch: &'a [Advance]) -> Self {
+        let mut by_source: std::collections::HashMap<&str, Vec<&Advance>> = Default::default();
+        for a in batch {
+            by_source
+                .entry(a.row.source_value.as_str())
+                .or_default()
+                .push(a);
+        }
+        ByRow { by_source }
+    }
+}
+
+impl crate::statements::rewrite::RowChange for ByRow<'_> {
+    /// Whether a file's `source_table` statistics admit one of the batch's names (a file
+    /// without them may hold any).
+    fn may_touch(&self, file: &deltalake::kernel::LogicalFileView) -> bool {
+        let (Some(low), Some(high)) = (
+            source_bound(file.min_values()),
+            source_bound(file.max_values()),
+        ) else {
+            return true;
+        };
+        self.by_source
+            .keys()
+            .any(|name| low.as_str() <= *name && *name <= high.as_str())
+    }
+
+    /// `rows` with the advances applied, and how many rows changed; None when none did.
+    fn apply(&self, rows: &RecordBatch) -> Result<Option<(RecordBatch, u64)>> {
+        use datafusion::arrow::compute::cast;
+        let column = |name: &str| {
+            rows.schema()
+                .index_of(name)
+                .map_err(|_| Error::Invalid(format!("the control table has no '{name}' column")))
+        };
+        let sources = cast(rows.column(column("source_table")?), &DataType::Utf8)?;
+        let sources = sources.as_string::<i32>();
+        let targets = match rows.schema().index_of("target_table") {
+            Ok(i) => Some(cast(rows.column(i), &DataType::Utf8)?),
+            Err(_) => None,
+        };
+        let targets = targets.as_ref().map(|t| t.as_string::<i32>());
+        let at = column("last_watermark")?;
+        let marks = rows.column(at);
+        let mut news: Vec<Option<ScalarValue>> = vec![None; rows.num_rows()];
+        let mut changed = 0;
+        for (i, new) in news.iter_mut().enumerate() {
+            if sources.is_null(i) {
+                continue;
+            }
+            let Some(advances) = self.by_source.get(sources.value(i)) else {
+                continue;
+            };
+            let mark = ScalarValue::try_from_array(marks, i)?;
+            for a in advances {
+                let target_holds = match &a.row.target_value {
+                    None => true,
+                    Some(t) => targets.is_some_and(|ts| ts.is_valid(i) && ts.value(i) == t),
+                };
+                if target_holds && a.holds(&mark, marks.data_type())? {
+                    *new = Some(a.new.cast_to(marks.data_type())?);
+                    changed += 1;
+                    break;
+                }
+            }
+        }
+        if changed == 0 {
+            return Ok(None);
+        }
+        let values = news
+            .into_iter()
+            .enumerate()
+            .map(|(i, new)| match new {
+                Some(v) => Ok(v),
+                None => Ok(ScalarValue::try_from_array(marks, i)?),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut columns = rows.columns().to_vec();
+        columns[at] = cast(&ScalarValue::iter_to_array(values)?, marks.data_type())?;
+        Ok(Some((
+            RecordBatch::try_new(rows.schema(), columns)?,
+            changed,
+        )))
+    }
+}
+
+impl Advance {
+    /// Whether a row whose `last_watermark` is `mark` (of type `ty`) still holds one of the
+    /// values this advance expects (SQL's `=`, and IS NULL for an expected NULL).
+    fn holds(&self, mark: &ScalarValue, ty: &DataType) -> Result<bool> {
+        for old in &self.expected {
+            if old.is_null() {
+                if mark.is_null() {
+                    return Ok(true);
+                }
+            } else if !mark.is_null() && *mark == old.cast_to(ty)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The `source_table` value of a file's min or max statistics, when they have one.
+fn source_bound(stats: Option<delta_kernel::expressions::Scalar>) -> Option<String> {
+    use delta_kernel::expressions::Scalar;
+    use deltalake::kernel::StructDataExt;
+    let Scalar::Struct(values) = stats? else {
+        return None;
+    };
+    match values.value(values.index_of("source_table")?)? {
+        Scalar::String(s) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// `a OR b OR ...` as a balanced tree (None for no terms). Planning walks an expression
@@ -452,6 +599,90 @@ async fn commit_meta(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::statements::rewrite::RowChange;
+
+    fn ts(v: Option<i64>) -> ScalarValue {
+        ScalarValue::TimestampMicrosecond(v, Some("UTC".into()))
+    }
+
+    fn advance(source: &str, target: Option<&str>, expected: &[Option<i64>], new: i64) -> Advance {
+        Advance {
+            row: ControlRow {
+                table: TableName::new("main", "s", "ctl"),
+                source_value: source.into(),
+                target_value: target.map(Into::into),
+                watermark_column: None,
+                mark: ts(None),
+                mark_type: ts(None).data_type(),
+            },
+            expected: expected.iter().map(|v| ts(*v)).collect(),
+            new: ts(Some(new)),
+        }
+    }
+
+    fn control_rows(rows: &[(Option<&str>, &str, Option<i64>)]) -> RecordBatch {
+        use datafusion::arrow::array::{StringArray, TimestampMicrosecondArray};
+        let sources = StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>());
+        let targets = StringArray::from(rows.iter().map(|r| Some(r.1)).collect::<Vec<_>>());
+        let marks = TimestampMicrosecondArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())
+            .with_timezone("UTC");
+        RecordBatch::try_from_iter([
+            ("source_table", Arc::new(sources) as _),
+            ("target_table", Arc::new(targets) as _),
+            ("last_watermark", Arc::new(marks) as _),
+        ])
+        .unwrap()
+    }
+
+    fn marks(batch: &RecordBatch) -> Vec<Option<i64>> {
+        use datafusion::arrow::datatypes::TimestampMicrosecondType;
+        let marks = batch.column_by_name("last_watermark").unwrap();
+        marks
+            .as_primitive::<TimestampMicrosecondType>()
+            .iter()
+            .collect()
+    }
+
+    /// The advances applied row by row do what the UPDATE's CASE does: a row takes the new
+    /// value of the first advance of its source (and target, when the advance names one)
+    /// whose expected values it still holds, NULL included; other rows keep theirs.
+    #[test]
+    fn advances_by_row_set_what_the_case_would() {
+        let batch = [
+            advance("a", Some("x"), &[Some(10)], 20),
+            advance("b", None, &[None, Some(3)], 30),
+            advance("c", Some("x"), &[Some(4)], 40),
+            advance("a", Some("x"), &[Some(10)], 99),
+            advance("d", Some("x"), &[Some(1), Some(2)], 50),
+        ];
+        let rows = control_rows(&[
+            (Some("a"), "x", Some(10)),
+            (Some("a"), "y", Some(10)),
+            (Some("b"), "x", None),
+            (Some("c"), "x", Some(5)),
+            (None, "x", Some(1)),
+            (Some("d"), "x", Some(2)),
+            (Some("A"), "x", Some(10)),
+        ]);
+        let (after, changed) = ByRow::of(&batch).apply(&rows).unwrap().unwrap();
+        assert_eq!(changed, 3);
+        assert_eq!(
+            marks(&after),
+            [
+                Some(20),
+                Some(10),
+                Some(30),
+                Some(5),
+                Some(1),
+                Some(50),
+                Some(10)
+            ]
+        );
+        assert_eq!(after.schema(), rows.schema());
+        // A row a concurrent run already moved on is left alone: nothing changes.
+        let moved = control_rows(&[(Some("a"), "x", Some(15)), (Some("c"), "x", Some(5))]);
+        assert!(ByRow::of(&batch).apply(&moved).unwrap().is_none());
+    }
 
     /// Depth of an OR tree (a term that is not an OR counts 1).
     fn depth(e: &DfExpr) -> usize {

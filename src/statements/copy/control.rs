@@ -298,9 +298,6 @@ pub async fn advance(
 /// by row ([`ByRow`]); a control table with CHECK constraints, or one tidemark's rewrite does
 /// not serve, gets the same change as one UPDATE with a CASE.
 async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance>) -> Result<()> {
-    let (pred, value) = as_update(&batch)?;
-    // The change as the commit records it (DESCRIBE HISTORY shows it).
-    let predicate = deltalake::delta_datafusion::expr::fmt_expr_to_sql(&pred)?;
     let by_row = ByRow::of(&batch);
     // Rows sorted by name in files of a few hundred: the next batch of advances (rows near
     // these in the job's order) rewrites one or two such files, not the whole control table.
@@ -321,27 +318,29 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         fail::fail_point!("copy::during_control_update", |_| std::process::abort());
         use crate::statements::rewrite;
         let after = if rewrite::applies(&t)? && !rewrite::has_checks(&t)? {
-            rewrite::rewrite_rows(session, &t, &by_row, predicate.clone(), &layout)
+            rewrite::rewrite_rows(session, &t, &by_row, by_row.predicate(), &layout)
                 .await?
                 .0
         } else if rewrite::applies(&t)? {
+            let (pred, value) = as_update(&batch)?;
             // Through tidemark's own rewrite where it applies (plain string types in the new
             // file), else delta-rs' UPDATE.
-            let set = vec![("last_watermark".to_string(), value.clone())];
+            let set = vec![("last_watermark".to_string(), value)];
             rewrite::rewrite_laid_out(
                 session,
                 &t,
-                Some(pred.clone()),
+                Some(pred),
                 rewrite::Change::Update(set),
                 Some(&layout),
             )
             .await?
             .0
         } else {
+            let (pred, value) = as_update(&batch)?;
             let update = t
                 .update()
-                .with_predicate(pred.clone())
-                .with_update("last_watermark", value.clone())
+                .with_predicate(pred)
+                .with_update("last_watermark", value)
                 .with_session_state(Arc::new(session.ctx().state()));
             let done = crate::statements::upkeep::commit(
                 update,
@@ -415,6 +414,19 @@ impl<'a> ByRow<'a> {
                 .push(a);
         }
         ByRow { by_source }
+    }
+
+    /// The rows the batch is for, as the commit records them (DESCRIBE HISTORY shows it):
+    /// `source_table IN (...)`, the names sorted. (The full condition, with the values each
+    /// row must still hold, would cost more to write out than the advance itself.)
+    fn predicate(&self) -> String {
+        let mut names: Vec<&str> = self.by_source.keys().copied().collect();
+        names.sort_unstable();
+        let quoted: Vec<String> = names
+            .iter()
+            .map(|n| format!("'{}'", n.replace('\'', "''")))
+            .collect();
+        format!("source_table IN ({})", quoted.join(", "))
     }
 }
 

@@ -236,11 +236,7 @@ async fn commit_rewrite(
     kind: Kind,
     predicate: Option<String>,
 ) -> Result<DeltaTable> {
-    let metrics = serde_json::json!({
-        match kind { Kind::Delete => "num_deleted_rows", Kind::Update => "num_updated_rows" }: changed,
-        "num_added_files": adds.len(),
-        "num_removed_files": removes.len(),
-    });
+    let metrics = metrics(kind, changed, adds.len(), removes.len());
     let mut actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
     actions.extend(removes);
     let operation = match kind {
@@ -251,6 +247,44 @@ async fn commit_rewrite(
     fail::fail_point!("rewrite::before_commit");
     let props = no_commit_between(metrics);
     Ok(super::upkeep::commit_actions(t, actions, operation, props).await?)
+}
+
+/// The operation metrics a rewrite's commit records.
+fn metrics(kind: Kind, changed: u64, added: usize, removed: usize) -> serde_json::Value {
+    serde_json::json!({
+        match kind { Kind::Delete => "num_deleted_rows", Kind::Update => "num_updated_rows" }: changed,
+        "num_added_files": added,
+        "num_removed_files": removed,
+    })
+}
+
+/// The log file of an UPDATE that `done` is, read at `read_version` (its `commitInfo`
+/// records what [`commit_rewrite`]'s does), for a writer that puts it at the next version
+/// itself.
+pub fn update_commit(
+    done: Rewritten,
+    predicate: String,
+    read_version: u64,
+) -> Result<bytes::Bytes> {
+    let metrics = metrics(
+        Kind::Update,
+        done.changed,
+        done.adds.len(),
+        done.removes.len(),
+    );
+    let mut actions: Vec<Action> = done.adds.into_iter().map(Action::Add).collect();
+    actions.extend(done.removes);
+    let operation = DeltaOperation::Update {
+        predicate: Some(predicate),
+    };
+    let info = HashMap::from([
+        ("operationMetrics".to_string(), metrics),
+        ("readVersion".to_string(), serde_json::json!(read_version)),
+        ("isBlindAppend".to_string(), serde_json::json!(false)),
+    ]);
+    deltalake::kernel::transaction::CommitData::new(actions, operation, info, vec![])
+        .get_bytes()
+        .map_err(|e| Error::from(deltalake::DeltaTableError::from(e)))
 }
 
 /// A change worked out in Rust, row by row, instead of planned as a query: for rewrites too
@@ -336,14 +370,57 @@ pub async fn rewrite_rows(
             per_file.entry(decoded(url.path())).or_default().push(rows);
         }
     }
+    let mut files = Vec::with_capacity(candidates.len());
+    for (path, file) in &candidates {
+        // No row of a file that is not here is live (all deleted): nothing of it changes.
+        if let Some(batches) = per_file.remove(path) {
+            files.push((file.remove_action(true), batches));
+        }
+    }
+    if let Some(path) = per_file.keys().next() {
+        return Err(Error::Other(format!(
+            "the scan read rows of {path}, a file the rewrite did not choose (the table's \
+             root: {root})"
+        )));
+    }
+    let Some(done) = rewrite_files(t, change, files, layout).await? else {
+        return Ok((None, 0));
+    };
+    let changed = done.changed;
+    let t = commit_rewrite(
+        t,
+        done.adds,
+        done.removes,
+        changed,
+        Kind::Update,
+        Some(predicate),
+    )
+    .await?;
+    Ok((Some(t), changed))
+}
+
+/// The files a [`RowChange`] writes in place of the files whose rows it changes, not yet
+/// committed.
+pub struct Rewritten {
+    pub adds: Vec<deltalake::kernel::Add>,
+    pub removes: Vec<Action>,
+    /// Rows changed.
+    pub changed: u64,
+}
+
+/// Apply `change` to `files` (each one's remove action and its live rows) and write the rows
+/// of the files where some row changes into new files of `t`, laid out as `layout` says,
+/// checking NOT NULL; None when no row changed. Nothing is committed.
+pub async fn rewrite_files(
+    t: &DeltaTable,
+    change: &impl RowChange,
+    files: Vec<(deltalake::kernel::Remove, Vec<RecordBatch>)>,
+    layout: &Layout,
+) -> Result<Option<Rewritten>> {
     let mut removes = vec![];
     let mut written = vec![];
     let mut changed = 0;
-    for (path, file) in &candidates {
-        let Some(batches) = per_file.remove(path) else {
-            // No row of the file is live (all deleted): nothing of it changes.
-            continue;
-        };
+    for (remove, batches) in files {
         let mut rows = Vec::with_capacity(batches.len());
         let mut in_file = 0;
         for batch in batches {
@@ -357,20 +434,14 @@ pub async fn rewrite_rows(
         }
         if in_file > 0 {
             changed += in_file;
-            removes.push(Action::Remove(file.remove_action(true)));
+            removes.push(Action::Remove(remove));
             written.extend(rows);
         }
     }
-    if let Some(path) = per_file.keys().next() {
-        return Err(Error::Other(format!(
-            "the scan read rows of {path}, a file the rewrite did not choose (the table's \
-             root: {root})"
-        )));
-    }
     if changed == 0 {
-        return Ok((None, 0));
+        return Ok(None);
     }
-    for field in snapshot.schema().fields() {
+    for field in t.snapshot()?.schema().fields() {
         if !field.is_nullable()
             && written.iter().any(|b| {
                 b.column_by_name(field.name())
@@ -385,8 +456,11 @@ pub async fn rewrite_rows(
     }
     let sorted = sorted_by(&written, &layout.sort_by)?;
     let adds = write_in_files(t, &[sorted], layout.rows_per_file).await?;
-    let t = commit_rewrite(t, adds, removes, changed, Kind::Update, Some(predicate)).await?;
-    Ok((Some(t), changed))
+    Ok(Some(Rewritten {
+        adds,
+        removes,
+        changed,
+    }))
 }
 
 /// `batches` as one, sorted by `columns` (ascending, NULL first, as the laid-out rewrite

@@ -240,6 +240,93 @@ fn a_control_table_with_a_check_constraint_is_advanced_and_checked() {
     );
 }
 
+/// After a job's first batch of advances the process keeps the control table's files, and the
+/// next batches rewrite it without delta-rs (files read straight from Parquet, the commit put
+/// at the next version): a process killed before such a commit (its new files written) loses
+/// no advance and doubles no row when the job runs again. A partitioned control table is kept
+/// as delta-rs' state instead and never gets there.
+#[cfg(feature = "failpoints")]
+#[test]
+fn later_batches_advance_without_delta_rs_and_a_kill_before_their_commit_loses_nothing() {
+    for partitioned in [false, true] {
+        let (_d, wh) = warehouse();
+        let mut script = format!(
+            "CREATE TABLE ctl (source_table STRING NOT NULL, target_table STRING NOT NULL, \
+             watermark_column STRING NOT NULL, last_watermark BIGINT NOT NULL){};\n",
+            if partitioned {
+                " PARTITIONED BY (watermark_column)"
+            } else {
+                ""
+            }
+        );
+        let mut rows = vec![];
+        let mut counts = vec![];
+        for i in 0..20 {
+            script.push_str(&format!(
+                "CREATE TABLE s{i} (id BIGINT);\nINSERT INTO s{i} VALUES ({i}), ({});\n",
+                1000 + i
+            ));
+            rows.push(format!("('s{i}', 't{i}', 'id', -1)"));
+            counts.push(format!(
+                "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t{i}"
+            ));
+        }
+        script.push_str(&format!("INSERT INTO ctl VALUES {};\n", rows.join(", ")));
+        let out = crate::common::tidemark(&wh)
+            .write_stdin(script)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        // The first statement's single batch keeps the table; the second's batches use it.
+        let job = |failpoint: Option<&str>| {
+            let mut cmd = crate::common::tidemark(&wh);
+            cmd.args([
+                "-c",
+                "COPY INCREMENTAL USING CONTROL TABLE ctl WHERE source_table = 's0'",
+                "-c",
+                "COPY INCREMENTAL USING CONTROL TABLE ctl CONCURRENCY 4",
+            ]);
+            if let Some(f) = failpoint {
+                cmd.env("FAILPOINTS", f);
+            }
+            cmd.output().unwrap()
+        };
+        let out = job(Some("copy::before_direct_advance=return"));
+        if partitioned {
+            assert!(out.status.success(), "{out:?}");
+        } else {
+            assert!(
+                !out.status.success() && out.status.code().is_none(),
+                "the process must die at its first kept batch: {out:?}"
+            );
+        }
+        let out = job(None);
+        assert!(out.status.success(), "{out:?}");
+        let all = format!(
+            "SELECT sum(n) AS n, sum(d) AS d FROM ({})",
+            counts.join(" UNION ALL ")
+        );
+        assert_eq!(ok(&wh, &all), "n,d\n40,40\n", "partitioned: {partitioned}");
+        let advanced = "SELECT count(*) AS n FROM ctl \
+             WHERE last_watermark = 1000 + CAST(substr(source_table, 2) AS BIGINT)";
+        assert_eq!(ok(&wh, advanced), "n\n20\n", "partitioned: {partitioned}");
+        // New rows in two sources: copied once, their rows advanced again.
+        ok(&wh, "INSERT INTO s3 VALUES (2000)");
+        ok(&wh, "INSERT INTO s17 VALUES (2001)");
+        let out = job(None);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(ok(&wh, &all), "n,d\n42,42\n", "partitioned: {partitioned}");
+        assert_eq!(
+            ok(
+                &wh,
+                "SELECT source_table, last_watermark FROM ctl \
+                 WHERE source_table IN ('s3', 's17', 's4') ORDER BY 1"
+            ),
+            "source_table,last_watermark\ns17,2001\ns3,2000\ns4,1004\n"
+        );
+    }
+}
+
 #[test]
 fn a_hundred_tables_at_concurrency_16_twice_at_once_advance_every_row() {
     let (_d, wh) = warehouse();

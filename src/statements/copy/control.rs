@@ -15,6 +15,8 @@ use crate::engine::types::type_name;
 use crate::error::{Error, Result};
 use crate::statements::group_commit::Registry;
 
+mod kept;
+
 /// The row of the control table that drives one copy.
 #[derive(Debug, Clone)]
 pub struct ControlRow {
@@ -42,7 +44,12 @@ pub fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option
     if arr.is_null(row) {
         return Ok(None);
     }
-    match ScalarValue::try_from_array(arr, row)? {
+    // (A partition column is read as a dictionary of strings.)
+    let value = match ScalarValue::try_from_array(arr, row)? {
+        ScalarValue::Dictionary(_, value) => *value,
+        value => value,
+    };
+    match value {
         ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => Ok(s),
         other => Err(Error::Type(format!(
             "control column '{column}' must be a STRING, found {}",
@@ -295,8 +302,9 @@ pub async fn advance(
 
 /// One rewrite for a batch: each row still holding one of an advance's expected values takes
 /// its new value (compare-and-set), retried on conflicts with other processes. Worked out row
-/// by row ([`ByRow`]); a control table with CHECK constraints, or one tidemark's rewrite does
-/// not serve, gets the same change as one UPDATE with a CASE.
+/// by row ([`ByRow`]), on the table as this process's last batch left it ([`kept`]: after the
+/// first batch, with no replay of its log); a control table with CHECK constraints, or one
+/// tidemark's rewrite does not serve, gets the same change as one UPDATE with a CASE.
 async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance>) -> Result<()> {
     let by_row = ByRow::of(&batch);
     // Rows sorted by name in files of a few hundred: the next batch of advances (rows near
@@ -311,11 +319,25 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
     };
     let url = session.warehouse().table_url(table)?.to_string();
     crate::statements::retry::on_conflict(crate::statements::retry::SMALL_WRITE, || async {
-        let t = match kept_state(&url).await {
-            Some(t) => t,
-            None => session.warehouse().open_for_write(table).await?,
+        let t = match kept::take(&url).await {
+            Some(kept) => {
+                fail::fail_point!("copy::during_control_update", |_| std::process::abort());
+                match kept.advance(session, table, &by_row, &layout).await? {
+                    kept::Advanced::Done(kept) => {
+                        if let Some(kept) = kept {
+                            kept::put(url.clone(), kept);
+                        }
+                        return Ok(());
+                    }
+                    kept::Advanced::Not(t) => t,
+                }
+            }
+            None => {
+                let t = session.warehouse().open_for_write(table).await?;
+                fail::fail_point!("copy::during_control_update", |_| std::process::abort());
+                t
+            }
         };
-        fail::fail_point!("copy::during_control_update", |_| std::process::abort());
         use crate::statements::rewrite;
         let after = if rewrite::applies(&t)? && !rewrite::has_checks(&t)? {
             rewrite::rewrite_rows(session, &t, &by_row, by_row.predicate(), &layout)
@@ -338,6 +360,7 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
         } else {
             let (pred, value) = as_update(&batch)?;
             let update = t
+                .clone()
                 .update()
                 .with_predicate(pred)
                 .with_update("last_watermark", value)
@@ -349,9 +372,7 @@ async fn apply_advances(session: &Session, table: &TableName, batch: Vec<Advance
             .await?;
             Some(done.0)
         };
-        if let Some(after) = after {
-            keep_state(url.clone(), after).await;
-        }
+        kept::keep(url.clone(), after.unwrap_or(t)).await;
         Ok(())
     })
     .await
@@ -428,21 +449,27 @@ impl<'a> ByRow<'a> {
             .collect();
         format!("source_table IN ({})", quoted.join(", "))
     }
+
+    /// Whether a file whose `source_table` statistics are `low` and `high` may hold a row of
+    /// the batch (a file without them may hold any).
+    fn may_hold(&self, low: &Option<String>, high: &Option<String>) -> bool {
+        let (Some(low), Some(high)) = (low, high) else {
+            return true;
+        };
+        self.by_source
+            .keys()
+            .any(|name| low.as_str() <= *name && *name <= high.as_str())
+    }
 }
 
 impl crate::statements::rewrite::RowChange for ByRow<'_> {
     /// Whether a file's `source_table` statistics admit one of the batch's names (a file
     /// without them may hold any).
     fn may_touch(&self, file: &deltalake::kernel::LogicalFileView) -> bool {
-        let (Some(low), Some(high)) = (
-            source_bound(file.min_values()),
-            source_bound(file.max_values()),
-        ) else {
-            return true;
-        };
-        self.by_source
-            .keys()
-            .any(|name| low.as_str() <= *name && *name <= high.as_str())
+        self.may_hold(
+            &source_bound(file.min_values()),
+            &source_bound(file.max_values()),
+        )
     }
 
     /// `rows` with the advances applied, and how many rows changed; None when none did.
@@ -547,65 +574,6 @@ fn any_of(mut terms: Vec<DfExpr>) -> Option<DfExpr> {
             Some(any_of(terms)?.or(any_of(right)?))
         }
     }
-}
-
-/// Each control table's state after this process's last advance of it, and what the store
-/// said of that version's commit file. The next batch brings it up to date from there (the
-/// commits since, by anyone) instead of reading the table whole: a job over 10,000 control
-/// rows commits a few hundred batches, and reading the table whole for each (its checkpoint
-/// and the commits since) made the job's cost per table grow with the number of tables. (The
-/// checks of a first open, that the table may be written, were made by the batch that kept
-/// it; a write the store refuses later is still an error.)
-static STATES: std::sync::Mutex<
-    Option<
-        std::collections::HashMap<
-            String,
-            (
-                deltalake::DeltaTable,
-                deltalake::logstore::object_store::ObjectMeta,
-            ),
-        >,
-    >,
-> = std::sync::Mutex::new(None);
-
-/// Keep `table`'s state (at the version this process just committed) for the next batch.
-async fn keep_state(url: String, table: deltalake::DeltaTable) {
-    let Some(meta) = commit_meta(&table).await else {
-        return;
-    };
-    if let Ok(mut s) = STATES.lock() {
-        let s = s.get_or_insert_with(Default::default);
-        if s.len() >= 1024
-            && let Some(old) = s.keys().next().cloned()
-        {
-            s.remove(&old);
-        }
-        s.insert(url, (table, meta));
-    }
-}
-
-/// The kept state of the control table at `url` brought up to date, when the commit it was
-/// kept at is still the very file it was (a table dropped and made again at its place by
-/// another process is read whole); None otherwise.
-async fn kept_state(url: &str) -> Option<deltalake::DeltaTable> {
-    let (mut table, meta) = STATES.lock().ok()?.as_mut()?.remove(url)?;
-    let now = commit_meta(&table).await?;
-    let same = now.size == meta.size && now.e_tag.is_some() && now.e_tag == meta.e_tag;
-    if !same {
-        return None;
-    }
-    table.update_incremental(None).await.ok()?;
-    Some(table)
-}
-
-/// What the store says now of the commit file of `table`'s version.
-async fn commit_meta(
-    table: &deltalake::DeltaTable,
-) -> Option<deltalake::logstore::object_store::ObjectMeta> {
-    use deltalake::logstore::object_store::ObjectStoreExt;
-    let version = table.version()?;
-    let path = deltalake::Path::from(crate::catalog::log::commit_in_table(version));
-    table.object_store().head(&path).await.ok()
 }
 
 #[cfg(test)]

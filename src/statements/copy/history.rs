@@ -519,7 +519,7 @@ fn merges_own_only(here: &[bool]) -> bool {
 /// the table's protocol: every writer feature is one that asks nothing more of such a commit.
 /// Row tracking, in-commit timestamps, clustering and Iceberg compatibility (turned on by
 /// another tool) ask for more: such a history is not compacted.
-fn compaction_keeps_protocol(protocol: &deltalake::kernel::Protocol) -> bool {
+pub(super) fn compaction_keeps_protocol(protocol: &deltalake::kernel::Protocol) -> bool {
     const PLAIN: &[&str] = &[
         "appendOnly",
         "invariants",
@@ -545,7 +545,7 @@ fn compaction_keeps_protocol(protocol: &deltalake::kernel::Protocol) -> bool {
 /// commits that took those are ones `passes` lets through (other writers' appends): the
 /// version committed, or Err with the version of a commit it does not. Finding its own bytes
 /// at a version (a PUT the client sent again after it landed) is its commit.
-async fn commit_past(
+pub(super) async fn commit_past(
     log_store: &deltalake::logstore::LogStoreRef,
     mut version: u64,
     bytes: &bytes::Bytes,

@@ -310,6 +310,8 @@ fn later_batches_advance_without_delta_rs_and_a_kill_before_their_commit_loses_n
         let advanced = "SELECT count(*) AS n FROM ctl \
              WHERE last_watermark = 1000 + CAST(substr(source_table, 2) AS BIGINT)";
         assert_eq!(ok(&wh, advanced), "n\n20\n", "partitioned: {partitioned}");
+        let rows = "SELECT count(*) AS n FROM ctl";
+        assert_eq!(ok(&wh, rows), "n\n20\n", "partitioned: {partitioned}");
         // New rows in two sources: copied once, their rows advanced again.
         ok(&wh, "INSERT INTO s3 VALUES (2000)");
         ok(&wh, "INSERT INTO s17 VALUES (2001)");
@@ -324,6 +326,7 @@ fn later_batches_advance_without_delta_rs_and_a_kill_before_their_commit_loses_n
             ),
             "source_table,last_watermark\ns17,2001\ns3,2000\ns4,1004\n"
         );
+        assert_eq!(ok(&wh, rows), "n\n20\n", "partitioned: {partitioned}");
     }
 }
 

@@ -68,9 +68,9 @@ fn plain_path(path: &str) -> bool {
 
 /// A control table as this process last left it.
 pub(super) struct Kept {
-    /// delta-rs' state of the table: at `version` when `files` is None, else at the version
-    /// it was opened at (its schema, protocol and store, which no commit since changed: all
-    /// were this process's advances), which delta-rs brings up to date when need be.
+    /// delta-rs' state of the table, at `version` or before: the version it was opened at,
+    /// when this process's own advances followed (they changed no schema, protocol or
+    /// store); brought up to date by delta-rs when `files` is None.
     table: DeltaTable,
     version: u64,
     /// What the store said of version `version`'s commit file when it was kept.
@@ -122,29 +122,43 @@ pub(super) fn put(url: String, kept: Kept) {
 /// in a state that was not the latest would lose its advance.)
 pub(super) async fn take(url: &str) -> Option<Kept> {
     let mut kept = KEPT.lock().ok()?.as_mut()?.remove(url)?;
-    let now = commit_meta(&kept.table, kept.version).await?;
+    let now = commit_meta(&kept.table, kept.version).await.ok()??;
     let same =
         now.size == kept.commit.size && now.e_tag.is_some() && now.e_tag == kept.commit.e_tag;
     if !same {
         return None;
     }
-    if kept.files.is_some() && commit_meta(&kept.table, kept.version + 1).await.is_some() {
+    // (A HEAD that fails otherwise than by finding nothing says nothing: opened anew.)
+    if kept.files.is_some()
+        && commit_meta(&kept.table, kept.version + 1)
+            .await
+            .ok()?
+            .is_some()
+    {
         kept.files = None;
     }
     Some(kept)
 }
 
-/// What the store says now of the commit file of `table`'s version `version`.
-async fn commit_meta(table: &DeltaTable, version: u64) -> Option<ObjectMeta> {
+/// What the store says now of the commit file of `table`'s version `version`: None when
+/// there is none, an error when the store could not say.
+async fn commit_meta(
+    table: &DeltaTable,
+    version: u64,
+) -> std::result::Result<Option<ObjectMeta>, deltalake::ObjectStoreError> {
     let path = deltalake::Path::from(crate::catalog::log::commit_in_table(version));
-    table.object_store().head(&path).await.ok()
+    match table.object_store().head(&path).await {
+        Ok(meta) => Ok(Some(meta)),
+        Err(deltalake::ObjectStoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 impl Kept {
     /// `table` kept: with its files when [`direct_files`] can have them.
     async fn of(table: DeltaTable) -> Option<Kept> {
         let version = table.version()?;
-        let commit = commit_meta(&table, version).await?;
+        let commit = commit_meta(&table, version).await.ok()??;
         let files = direct_files(&table);
         Some(Kept {
             table,
@@ -166,7 +180,10 @@ impl Kept {
     ) -> Result<Advanced> {
         let Some(files) = self.files.take() else {
             let mut table = self.table;
-            table.update_incremental(None).await?;
+            if table.update_incremental(None).await.is_err() {
+                // (Its log cleaned up since, say: opened anew.)
+                table = session.warehouse().open_for_write(name).await?;
+            }
             return Ok(Advanced::Not(table));
         };
         let schema: SchemaRef =
@@ -200,6 +217,13 @@ impl Kept {
         // Tests kill the process here: its new files are written, not committed.
         fail::fail_point!("copy::before_direct_advance", |_| std::process::abort());
         let log_store = self.table.log_store();
+        use deltalake::table::config::TablePropertiesExt;
+        let delta_interval = self
+            .table
+            .snapshot()?
+            .table_config()
+            .checkpoint_interval()
+            .get();
         let version =
             match super::super::history::commit_past(&log_store, self.version + 1, &bytes, |_| {
                 false
@@ -208,6 +232,13 @@ impl Kept {
             {
                 Ok(v) => v,
                 Err(theirs) => {
+                    // The new files are in no commit: deleted (the batch runs again).
+                    let store = self.table.object_store();
+                    for file in &added {
+                        let _ = store
+                            .delete(&deltalake::Path::from(file.path.as_str()))
+                            .await;
+                    }
                     return Err(Error::Conflict(format!(
                         "version {theirs} of {name} was committed by another writer"
                     )));
@@ -217,17 +248,26 @@ impl Kept {
         files.retain(|f| !removed.contains(&f.path));
         let plain = added.iter().all(|f| plain_path(&f.path));
         files.extend(added);
-        // The table's upkeep, which needs delta-rs' state (kept then), and a file named in a
-        // way this reader does not keep: the table as delta-rs opens it from now on.
-        if crate::statements::upkeep::checkpoint_due(&log_store, version).await || !plain {
+        // The table's upkeep, which needs delta-rs' state (kept then): tidemark's checkpoint
+        // or, for a table too big for it, Delta's every `delta.checkpointInterval` commits (as
+        // delta-rs' own commit would), and a file named in a way this reader does not keep:
+        // the table as delta-rs opens it from now on.
+        let ours = crate::statements::upkeep::checkpoint_due(&log_store, version).await;
+        let deltas = (version + 1).is_multiple_of(delta_interval);
+        if ours || deltas || !plain {
             let Ok(table) = session.warehouse().open_for_write(name).await else {
                 return Ok(Advanced::Done(None));
             };
-            crate::statements::upkeep::maintain(&table).await;
+            if ours {
+                crate::statements::upkeep::maintain(&table).await;
+            } else if deltas {
+                // Best effort, as the upkeep is: the commit stands whatever happens after it.
+                let _ = deltalake::checkpoints::create_checkpoint(&table, None).await;
+            }
             return Ok(Advanced::Done(Kept::of(table).await));
         }
-        // (Not found: the next batch opens the table.)
-        let Some(commit) = commit_meta(&self.table, version).await else {
+        // (Not found, or not known: the next batch opens the table.)
+        let Ok(Some(commit)) = commit_meta(&self.table, version).await else {
             return Ok(Advanced::Done(None));
         };
         self.version = version;
@@ -322,6 +362,10 @@ fn direct_files(t: &DeltaTable) -> Option<Vec<File>> {
         return None;
     }
     let snapshot = t.snapshot().ok()?;
+    // What delta-rs checks before each of its commits: the features it writes.
+    deltalake::kernel::transaction::PROTOCOL
+        .can_write_to(snapshot)
+        .ok()?;
     let append_only = snapshot
         .metadata()
         .configuration()

@@ -236,26 +236,33 @@ async fn commit_rewrite(
     kind: Kind,
     predicate: Option<String>,
 ) -> Result<DeltaTable> {
-    let metrics = metrics(kind, changed, adds.len(), removes.len());
-    let mut actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
-    actions.extend(removes);
-    let operation = match kind {
-        Kind::Delete => DeltaOperation::Delete { predicate },
-        Kind::Update => DeltaOperation::Update { predicate },
-    };
+    let (actions, operation, metrics) = described(kind, adds, removes, changed, predicate);
     // Tests hold a rewrite here while another writer commits.
     fail::fail_point!("rewrite::before_commit");
     let props = no_commit_between(metrics);
     Ok(super::upkeep::commit_actions(t, actions, operation, props).await?)
 }
 
-/// The operation metrics a rewrite's commit records.
-fn metrics(kind: Kind, changed: u64, added: usize, removed: usize) -> serde_json::Value {
-    serde_json::json!({
+/// A rewrite's commit: its actions, its operation and the operation metrics it records.
+fn described(
+    kind: Kind,
+    adds: Vec<deltalake::kernel::Add>,
+    removes: Vec<Action>,
+    changed: u64,
+    predicate: Option<String>,
+) -> (Vec<Action>, DeltaOperation, serde_json::Value) {
+    let metrics = serde_json::json!({
         match kind { Kind::Delete => "num_deleted_rows", Kind::Update => "num_updated_rows" }: changed,
-        "num_added_files": added,
-        "num_removed_files": removed,
-    })
+        "num_added_files": adds.len(),
+        "num_removed_files": removes.len(),
+    });
+    let mut actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
+    actions.extend(removes);
+    let operation = match kind {
+        Kind::Delete => DeltaOperation::Delete { predicate },
+        Kind::Update => DeltaOperation::Update { predicate },
+    };
+    (actions, operation, metrics)
 }
 
 /// The log file of an UPDATE that `done` is, read at `read_version` (its `commitInfo`
@@ -266,17 +273,13 @@ pub fn update_commit(
     predicate: String,
     read_version: u64,
 ) -> Result<bytes::Bytes> {
-    let metrics = metrics(
+    let (actions, operation, metrics) = described(
         Kind::Update,
+        done.adds,
+        done.removes,
         done.changed,
-        done.adds.len(),
-        done.removes.len(),
+        Some(predicate),
     );
-    let mut actions: Vec<Action> = done.adds.into_iter().map(Action::Add).collect();
-    actions.extend(done.removes);
-    let operation = DeltaOperation::Update {
-        predicate: Some(predicate),
-    };
     let info = HashMap::from([
         ("operationMetrics".to_string(), metrics),
         ("readVersion".to_string(), serde_json::json!(read_version)),

@@ -4,10 +4,12 @@ CONCURRENCY 8` timed as whole processes: the first run, three runs with nothing 
 run with 10 new rows in every source. Prints a Markdown table (for docs/benchmarks.md) with
 the wall time and the CPU time (user + system) of each run.
 
-usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K]
+usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K] [--large-reps K]
        (ROUNDS 0: the set-up only; --small-reps K: within each round the smallest N runs K
        times on fresh copies and counts as the median of those, since its short runs spread
-       most and dominate the per-round ratios)
+       most and dominate the per-round ratios; --large-reps K: the same for every other N,
+       whose runs spread too: one 10,000-table first run took 17 to 24 s on an idle machine.
+       The repetitions of the sizes take turns, so a slow spell falls on all of them)
 
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
@@ -29,11 +31,16 @@ import deltalake
 import pyarrow as pa
 
 args = sys.argv[1:]
-small_reps = 1
-if "--small-reps" in args:
-    i = args.index("--small-reps")
-    small_reps = int(args[i + 1])
+def option(name):
+    if name not in args:
+        return 1
+    i = args.index(name)
+    value = int(args[i + 1])
     del args[i:i + 2]
+    return value
+
+
+small_reps, large_reps = option("--small-reps"), option("--large-reps")
 tidemark, work = args[0], args[1]
 rounds, sizes = int(args[2]), [int(n) for n in args[3:]]
 JOB = "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8"
@@ -114,10 +121,14 @@ made = {n: set_up(n) for n in sizes}
 if rounds == 0:
     sys.exit(0)
 runs = {n: [] for n in sizes}
-reps = {n: small_reps if len(sizes) > 1 and n == min(sizes) else 1 for n in sizes}
+reps = {n: small_reps if len(sizes) > 1 and n == min(sizes) else large_reps for n in sizes}
 for r in range(1, rounds + 1):
-    for n in sizes:
-        samples = [one_round(n, r, *made[n], rep=k) for k in range(1, reps[n] + 1)]
+    taken = {n: [] for n in sizes}
+    for k in range(1, max(reps.values()) + 1):
+        for n in sizes:
+            if k <= reps[n]:
+                taken[n].append(one_round(n, r, *made[n], rep=k))
+    for n, samples in taken.items():
         # Per measure, the median of the repetitions (wall and CPU of the same run).
         runs[n].append(tuple(
             sorted((s[m] for s in samples), key=lambda x: x[0])[(len(samples) - 1) // 2]
@@ -134,7 +145,8 @@ def cell(samples):
     return f"{wall:.2f} s ({spent:.2f} s)"
 
 
-extra = f"; {min(sizes):,} tables: median of {small_reps} runs per round" if small_reps > 1 else ""
+extra = "".join(
+    f"; {n:,} tables: median of {reps[n]} runs per round" for n in sizes if reps[n] > 1)
 print(f"Median of {rounds} rounds{extra}, wall time (CPU time, user + system):\n")
 print("| tables | first run (100 rows each) | nothing new (fastest of 3) | 10 new rows each |")
 print("| ---: | ---: | ---: | ---: |")

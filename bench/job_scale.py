@@ -5,18 +5,20 @@ run with 10 new rows in every source. Prints a Markdown table (for docs/benchmar
 the wall time and the CPU time (user + system) of each run.
 
 usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K] [--large-reps K]
-       (ROUNDS 0: the set-up only; --small-reps K: within each round the smallest N runs K
-       times on fresh copies and counts as the median of those, since its short runs spread
-       most and dominate the per-round ratios; --large-reps K: the same for every other N,
-       whose runs spread too: one 10,000-table first run took 17 to 24 s on an idle machine.
-       The repetitions of the sizes take turns, so a slow spell falls on all of them)
+       (ROUNDS 0: the set-up only; --small-reps K: within each round the smallest of several
+       N runs K times on fresh copies and counts as the median of those (K odd), since its
+       short runs spread most and dominate the per-round ratios; --large-reps K: the same for
+       every other N (and for a lone N), whose runs spread too: the same 10,000-table first
+       run took 16 to 24 s from one run to the next, cause not found)
 
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
 into a new directory and deletes nothing until every round is done: a warehouse of 10,000
 tables deleted just before a run makes ext4 search past the freed inodes for every file the
-run creates (see docs/benchmarks.md). The sizes are interleaved within a round, so a slow
-spell of the machine falls on both.
+run creates (see docs/benchmarks.md). The sizes are interleaved within a round (the k-th
+repetition of each size, in turn), so a slow spell of the machine falls on all of them. A
+warehouse directory left by an interrupted run stops the script (remove it, then wait a few
+minutes before timing anything).
 """
 import datetime as dt
 import os
@@ -31,6 +33,8 @@ import deltalake
 import pyarrow as pa
 
 args = sys.argv[1:]
+
+
 def option(name):
     if name not in args:
         return 1
@@ -101,6 +105,8 @@ def set_up(n):
 
 def one_round(n, r, src, more, rep=1):
     wh = os.path.join(work, f"wh{n}-{r}-{rep}")
+    if os.path.exists(wh):
+        sys.exit(f"{wh} is left from an earlier run: remove it (cp -a would copy into it)")
     subprocess.run(["cp", "-a", os.path.realpath(src), wh], check=True)
     full, full_cpu, out = tm(wh, JOB)
     assert out.count(",succeeded") == n, out[-2000:]

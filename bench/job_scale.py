@@ -4,12 +4,21 @@ CONCURRENCY 8` timed as whole processes: the first run, three runs with nothing 
 run with 10 new rows in every source. Prints a Markdown table (for docs/benchmarks.md) with
 the wall time and the CPU time (user + system) of each run.
 
-usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K] [--large-reps K]
+usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K] [--large-reps K] [--mean]
        (ROUNDS 0: the set-up only; --small-reps K: within each round the smallest of several
        N runs K times on fresh copies and counts as the median of those (K odd), since its
        short runs spread most and dominate the per-round ratios; --large-reps K: the same for
        every other N (and for a lone N), whose runs spread too: the same 10,000-table first
-       run took 16 to 24 s from one run to the next, cause not found)
+       run took 16 to 24 s from one run to the next, cause not found; --mean: each round's
+       figure per size is the mean of its repetitions, not their median, see below)
+
+With --mean and as many runs of the small size as make one run of the large (--small-reps 10
+for 1,000 against 10,000 tables), both sizes spend the same time on the machine in each round
+and meet its slow spells alike. The median does not: on a machine whose speed changes for
+minutes at a time (a virtual machine sharing its host; the same 10,000-table first run took 13.7 to
+32.7 s within six minutes here), most short runs fall between the slow spells while every
+long run meets some, so the median's ratio can overstate the larger size's cost; the mean's
+does not for that reason.
 
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
@@ -45,6 +54,9 @@ def option(name):
 
 
 small_reps, large_reps = option("--small-reps"), option("--large-reps")
+by_mean = "--mean" in args
+if by_mean:
+    args.remove("--mean")
 tidemark, work = args[0], args[1]
 rounds, sizes = int(args[2]), [int(n) for n in args[3:]]
 JOB = "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8"
@@ -135,10 +147,16 @@ for r in range(1, rounds + 1):
             if k <= reps[n]:
                 taken[n].append(one_round(n, r, *made[n], rep=k))
     for n, samples in taken.items():
-        # Per measure, the median of the repetitions (wall and CPU of the same run).
-        runs[n].append(tuple(
-            sorted((s[m] for s in samples), key=lambda x: x[0])[(len(samples) - 1) // 2]
-            for m in range(3)))
+        if by_mean:
+            # Per measure, the mean of the repetitions' wall and of their CPU times.
+            runs[n].append(tuple(
+                tuple(statistics.mean(s[m][i] for s in samples) for i in range(2))
+                for m in range(3)))
+        else:
+            # Per measure, the median of the repetitions (wall and CPU of the same run).
+            runs[n].append(tuple(
+                sorted((s[m] for s in samples), key=lambda x: x[0])[(len(samples) - 1) // 2]
+                for m in range(3)))
 for n in sizes:
     for r in range(1, rounds + 1):
         for k in range(1, reps[n] + 1):
@@ -151,8 +169,9 @@ def cell(samples):
     return f"{wall:.2f} s ({spent:.2f} s)"
 
 
+per_round = "mean" if by_mean else "median"
 extra = "".join(
-    f"; {n:,} tables: median of {reps[n]} runs per round" for n in sizes if reps[n] > 1)
+    f"; {n:,} tables: {per_round} of {reps[n]} runs per round" for n in sizes if reps[n] > 1)
 print(f"Median of {rounds} rounds{extra}, wall time (CPU time, user + system):\n")
 print("| tables | first run (100 rows each) | nothing new (fastest of 3) | 10 new rows each |")
 print("| ---: | ---: | ---: | ---: |")

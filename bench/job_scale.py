@@ -15,10 +15,10 @@ usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K] [--large
 With --mean and as many runs of the small size as make one run of the large (--small-reps 10
 for 1,000 against 10,000 tables), both sizes spend the same time on the machine in each round
 and meet its slow spells alike. The median does not: on a machine whose speed changes for
-minutes at a time (a virtual machine sharing its host; the same 10,000-table first run took 13.7 to
-32.7 s within six minutes here), most short runs fall between the slow spells while every
-long run meets some, so the median's ratio can overstate the larger size's cost; the mean's
-does not for that reason.
+minutes at a time (a virtual machine sharing its host; the same 10,000-table first run took
+13.7 to 32.7 s within six minutes here), most short runs fall between the slow spells while
+every long run meets some, so the median's ratio can overstate the larger size's cost; the
+mean's does not for that reason.
 
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up

@@ -6,26 +6,29 @@ the wall time and the CPU time (user + system) of each run.
 
 usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K] [--large-reps K] [--mean]
        (ROUNDS 0: the set-up only; --small-reps K: within each round the smallest of several
-       N runs K times on fresh copies and counts as the median of those (K odd), since its
-       short runs spread most and dominate the per-round ratios; --large-reps K: the same for
-       every other N (and for a lone N), whose runs spread too: the same 10,000-table first
-       run took 16 to 24 s from one run to the next, cause not found; --mean: each round's
-       figure per size is the mean of its repetitions, not their median, see below)
+       N runs K times on fresh copies and counts as the median of those (K odd; the mean with
+       --mean), since its short runs spread most and dominate the per-round ratios;
+       --large-reps K: the same for every other N (and for a lone N), whose runs spread too:
+       the same 10,000-table first run took 13.7 to 32.7 s within six minutes here, cause not
+       found; --mean: each round's figure per size is the mean of its repetitions, not their
+       median, see below)
 
-With --mean and as many runs of the small size as make one run of the large (--small-reps 10
-for 1,000 against 10,000 tables), both sizes spend the same time on the machine in each round
-and meet its slow spells alike. The median does not: on a machine whose speed changes for
-minutes at a time (a virtual machine sharing its host; the same 10,000-table first run took
-13.7 to 32.7 s within six minutes here), most short runs fall between the slow spells while
-every long run meets some, so the median's ratio can overstate the larger size's cost; the
-mean's does not for that reason.
+With --mean and as many runs of the small size as take as long as one run of the large
+(--small-reps 10 for 1,000 against 10,000 tables), both sizes spend about the same time on
+the machine in each round, their runs spread over it alike. The reasoning (a hypothesis,
+neither shown nor ruled out so far: docs/benchmarks.md) is that on a machine whose
+speed changes for minutes at a time, most short runs may fall between its slow spells while
+every long run meets some, so that the median's ratio would overstate the larger size's cost
+and the mean's would not.
 
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
 into a new directory and deletes nothing until every round is done: a warehouse of 10,000
 tables deleted just before a run makes ext4 search past the freed inodes for every file the
-run creates (see docs/benchmarks.md). The sizes are interleaved within a round (the k-th
-repetition of each size, in turn), so a slow spell of the machine falls on all of them. A
+run creates (see docs/benchmarks.md). Within a round each size's repetitions are spread
+evenly over it (the k-th of K at (k - 0.5) / K of the round: with 10 and 1, five 1,000-table
+runs, the 10,000-table run, five more; with equal K the sizes take turns), so a slow spell of
+the machine falls on all of them. A
 warehouse directory left by an interrupted run stops the script (remove it, then wait a few
 minutes before timing anything).
 """
@@ -55,8 +58,7 @@ def option(name):
 
 small_reps, large_reps = option("--small-reps"), option("--large-reps")
 by_mean = "--mean" in args
-if by_mean:
-    args.remove("--mean")
+args = [a for a in args if a != "--mean"]
 tidemark, work = args[0], args[1]
 rounds, sizes = int(args[2]), [int(n) for n in args[3:]]
 JOB = "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8"
@@ -142,10 +144,12 @@ runs = {n: [] for n in sizes}
 reps = {n: small_reps if len(sizes) > 1 and n == min(sizes) else large_reps for n in sizes}
 for r in range(1, rounds + 1):
     taken = {n: [] for n in sizes}
-    for k in range(1, max(reps.values()) + 1):
-        for n in sizes:
-            if k <= reps[n]:
-                taken[n].append(one_round(n, r, *made[n], rep=k))
+    # Each size's k-th of K repetitions at (k - 0.5) / K of the round, the smaller size first
+    # at a tie.
+    order = sorted(((k - 0.5) / reps[n], i, n, k)
+                   for i, n in enumerate(sizes) for k in range(1, reps[n] + 1))
+    for _, _, n, k in order:
+        taken[n].append(one_round(n, r, *made[n], rep=k))
     for n, samples in taken.items():
         if by_mean:
             # Per measure, the mean of the repetitions' wall and of their CPU times.

@@ -15,7 +15,9 @@ usage: job_scale.py TIDEMARK WORK_DIR ROUNDS N [N ...] [--small-reps K] [--large
 
 With --mean and as many runs of the small size as take as long as one run of the large
 (--small-reps 10 for 1,000 against 10,000 tables), both sizes spend about the same time on
-the machine in each round, their runs spread over it alike. The reasoning (a hypothesis,
+the machine in each round, each size's runs centred on the round, so that a steady drift of
+the machine's speed over a round affects both sizes alike on average (a slow spell shorter
+than one large run still falls on one size only). The reasoning (a hypothesis,
 neither shown nor ruled out so far: docs/benchmarks.md) is that on a machine whose
 speed changes for minutes at a time, most short runs may fall between its slow spells while
 every long run meets some, so that the median's ratio would overstate the larger size's cost
@@ -26,9 +28,9 @@ them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies 
 into a new directory and deletes nothing until every round is done: a warehouse of 10,000
 tables deleted just before a run makes ext4 search past the freed inodes for every file the
 run creates (see docs/benchmarks.md). Within a round each size's repetitions are spread
-evenly over it (the k-th of K at (k - 0.5) / K of the round: with 10 and 1, five 1,000-table
-runs, the 10,000-table run, five more; with equal K the sizes take turns), so a slow spell of
-the machine falls on all of them. A
+evenly over its order of runs (the k-th of K at (k - 0.5) / K: with 10 and 1, five
+1,000-table runs, the 10,000-table run, five more; with equal K the sizes take turns), so a
+slow spell of the machine tends to fall on all of them. A
 warehouse directory left by an interrupted run stops the script (remove it, then wait a few
 minutes before timing anything).
 """
@@ -144,8 +146,8 @@ runs = {n: [] for n in sizes}
 reps = {n: small_reps if len(sizes) > 1 and n == min(sizes) else large_reps for n in sizes}
 for r in range(1, rounds + 1):
     taken = {n: [] for n in sizes}
-    # Each size's k-th of K repetitions at (k - 0.5) / K of the round, the smaller size first
-    # at a tie.
+    # Each size's k-th of K repetitions at (k - 0.5) / K of the round's order of runs, the
+    # size given first at a tie.
     order = sorted(((k - 0.5) / reps[n], i, n, k)
                    for i, n in enumerate(sizes) for k in range(1, reps[n] + 1))
     for _, _, n, k in order:

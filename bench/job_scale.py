@@ -17,11 +17,11 @@ With --mean and as many runs of the small size as take as long as one run of the
 (--small-reps 10 for 1,000 against 10,000 tables), both sizes spend about the same time on
 the machine in each round, each size's runs centred on the round, so that a steady drift of
 the machine's speed over a round affects both sizes alike on average (a slow spell shorter
-than one large run still falls on one size only). The reasoning (a hypothesis,
-neither shown nor ruled out so far: docs/benchmarks.md) is that on a machine whose
-speed changes for minutes at a time, most short runs may fall between its slow spells while
-every long run meets some, so that the median's ratio would overstate the larger size's cost
-and the mean's would not.
+than one large run still falls on one size only). The reasoning (a hypothesis, neither shown
+nor ruled out so far: docs/benchmarks.md) is that on a machine whose speed changes for
+minutes at a time, most short runs may fall between its slow spells while every long run
+meets some, so that the median's ratio would overstate the larger size's cost and the mean's
+would not.
 
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
@@ -30,9 +30,9 @@ tables deleted just before a run makes ext4 search past the freed inodes for eve
 run creates (see docs/benchmarks.md). Within a round each size's repetitions are spread
 evenly over its order of runs (the k-th of K at (k - 0.5) / K: with 10 and 1, five
 1,000-table runs, the 10,000-table run, five more; with equal K the sizes take turns), so a
-slow spell of the machine tends to fall on all of them. A
-warehouse directory left by an interrupted run stops the script (remove it, then wait a few
-minutes before timing anything).
+slow spell of the machine tends to fall on all of them. A warehouse directory left by an
+interrupted run stops the script (remove it, then wait a few minutes before timing
+anything).
 """
 import datetime as dt
 import os

@@ -23,6 +23,12 @@ minutes at a time, most short runs may fall between its slow spells while every 
 meets some, so that the median's ratio would overstate the larger size's cost and the mean's
 would not.
 
+With two sizes it also prints the ratio of the larger size's mean to the smaller's over all
+rounds, with a 95% interval from resampling the rounds, and for every size the pace of its
+first runs and increments: milliseconds per table in each tenth of a run, from the times the
+targets' commits were written (a cost per table that grows with the control table or with
+the run's progress shows there, apart from start-up).
+
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
 into a new directory and deletes nothing until every round is done: a warehouse of 10,000
@@ -36,6 +42,7 @@ anything).
 """
 import datetime as dt
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -91,6 +98,17 @@ def tm(wh, *sql):
     return time.perf_counter() - t0, cpu() - c0, out
 
 
+def pace(wh, n, version):
+    """Milliseconds per table in each tenth of a run, from the times its targets' commits at
+    `version` were written (the run's tables in the order they finished)."""
+    if n < 10:
+        return None
+    log = f"_delta_log/{version:020}.json"
+    times = sorted(os.stat(os.path.join(wh, "main", "dst", f"t{i}", log)).st_mtime_ns for i in range(n))
+    step = n // 10
+    return [(times[min((k + 1) * step, n - 1)] - times[k * step]) / 1e6 / step for k in range(10)]
+
+
 def files(root):
     return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
 
@@ -126,6 +144,7 @@ def one_round(n, r, src, more, rep=1):
     subprocess.run(["cp", "-a", os.path.realpath(src), wh], check=True)
     full, full_cpu, out = tm(wh, JOB)
     assert out.count(",succeeded") == n, out[-2000:]
+    full_pace = pace(wh, n, 1)  # a new target: its create, then its rows
     noops = [tm(wh, JOB)[:2] for _ in range(3)]
     new = sorted(files(more) - files(src) - {"done"})
     assert len(new) == 2 * n, len(new)
@@ -133,6 +152,7 @@ def one_round(n, r, src, more, rep=1):
         shutil.copyfile(os.path.join(more, rel), os.path.join(wh, rel))
     inc, inc_cpu, out = tm(wh, JOB)
     assert out.count(",succeeded,") == n and out.count(",10,") >= n, out[-2000:]
+    paces[n].append((full_pace, pace(wh, n, 2)))
     noop, noop_cpu = min(noops)
     print(f"round {r}, {n} tables: first {full:.2f} s ({full_cpu:.2f} s CPU), nothing new "
           f"{noop:.2f} s ({noop_cpu:.2f}), 10 new rows each {inc:.2f} s ({inc_cpu:.2f})", file=sys.stderr)
@@ -143,6 +163,7 @@ made = {n: set_up(n) for n in sizes}
 if rounds == 0:
     sys.exit(0)
 runs = {n: [] for n in sizes}
+paces = {n: [] for n in sizes}  # per run: (first run's, increment's) ms per table by tenths
 reps = {n: small_reps if len(sizes) > 1 and n == min(sizes) else large_reps for n in sizes}
 for r in range(1, rounds + 1):
     taken = {n: [] for n in sizes}
@@ -193,3 +214,25 @@ if len(sizes) == 2:
             x, y = runs[a][r][k], runs[b][r][k]
             ratios.append(f"{name} {y[0] / x[0]:.1f}x, {y[1] / x[1]:.1f}x")
         print(f"- round {r + 1}: " + "; ".join(ratios))
+    # All rounds together: the ratio of the larger size's mean to the smaller's, with a 95%
+    # interval from resampling the rounds (10,000 draws, a fixed seed).
+    print(f"\nAll {rounds} rounds together, the ratio of the means (wall; 95% interval over rounds):\n")
+    draw = random.Random(17)
+    for k, name in enumerate(["first run", "nothing new", "10 new rows each"]):
+        def ratio(picked):
+            return (statistics.mean(runs[b][r][k][0] for r in picked)
+                    / statistics.mean(runs[a][r][k][0] for r in picked))
+        spread = sorted(ratio([draw.randrange(rounds) for _ in range(rounds)]) for _ in range(10_000))
+        print(f"- {name}: {ratio(range(rounds)):.2f}x ({spread[249]:.2f}x to {spread[9749]:.2f}x)")
+
+# The pace of each run: milliseconds per table in each tenth of the run, from the times its
+# targets' commits were written (the start-up before the first commit and the end after the
+# last are left out), the median over all runs of a size.
+print("\nMilliseconds per table by tenths of the run (median over all runs; first commit to last):\n")
+print("| tables | run | " + " | ".join(f"{k}" for k in range(1, 11)) + " | all |")
+print("| ---: | --- |" + " ---: |" * 11)
+for n in (n for n in sizes if n >= 10):
+    for j, name in enumerate(["first run", "10 new rows each"]):
+        tenths = [statistics.median(p[j][k] for p in paces[n]) for k in range(10)]
+        whole = statistics.median(statistics.mean(p[j]) for p in paces[n])
+        print(f"| {n:,} | {name} | " + " | ".join(f"{t:.2f}" for t in tenths) + f" | {whole:.2f} |")

@@ -1,0 +1,72 @@
+"""The job run again and again on one warehouse, as a schedule runs it: a copy of the set-up
+`job_scale.py` wrote for N tables (WORK_DIR/srcN), its first run, then RUNS times one new row
+appended to every source (by tidemark, one INSERT per table, not timed) followed by
+`COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8` (timed, a whole process).
+Prints a Markdown table of each run's wall and CPU time (user + system) with the number of
+JSON commits after the last checkpoint in one source's and its target's log when the run
+starts: what each copy replays to open them, the cost a fresh warehouse does not show.
+
+usage: job_repeat.py TIDEMARK WORK_DIR N RUNS [RUN_DIR]
+       (RUN_DIR, default WORK_DIR/repeatN: where the warehouse is copied; it must not exist)
+"""
+import csv
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+tidemark, work, n, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+wh = sys.argv[5] if len(sys.argv) > 5 else os.path.join(work, f"repeat{n}")
+JOB = "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8"
+
+
+def timed(*args):
+    """One whole tidemark process: (wall seconds, CPU seconds, stdout)."""
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    out = subprocess.run([tidemark, wh, *args], check=True, capture_output=True, text=True).stdout
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    spent = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    return time.perf_counter() - t0, spent, out
+
+
+def copied(out):
+    """Rows copied by each table of a job's result (its CSV), all of them succeeded."""
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == n and all(r["status"] == "succeeded" for r in rows), out[-2000:]
+    return {int(r["rows_affected"]) for r in rows}
+
+
+def after_checkpoint(table):
+    """JSON commits after the table's last checkpoint (all of them without one)."""
+    log = os.path.join(wh, "main", table, "_delta_log")
+    versions = [int(f[:20]) for f in os.listdir(log) if f.endswith(".json")]
+    try:
+        with open(os.path.join(log, "_last_checkpoint")) as f:
+            since = json.load(f)["version"]
+    except FileNotFoundError:
+        since = -1
+    return sum(1 for v in versions if v > since)
+
+
+if os.path.exists(wh):
+    sys.exit(f"{wh} exists: remove it first")
+subprocess.run(["cp", "-a", os.path.join(work, f"src{n}"), wh], check=True)
+print("| run | new rows | JSON commits to replay (source, target) | wall | CPU |")
+print("| ---: | ---: | ---: | ---: | ---: |")
+wall, spent, out = timed("--format", "csv", "-c", JOB)
+assert copied(out) == {100}
+print(f"| first | 100 each | 1, none | {wall:.2f} s | {spent:.2f} s |", flush=True)
+script = os.path.join(wh, "append.sql")
+for r in range(1, runs + 1):
+    with open(script, "w") as f:
+        for i in range(n):
+            f.write(f"INSERT INTO main.src.t{i} VALUES ({1000 + r}, "
+                    f"TIMESTAMP '2030-01-01 00:00:00Z' + INTERVAL '{r}' SECOND, 'r{r}');\n")
+    subprocess.run([tidemark, wh, "-q", "-f", script], check=True, capture_output=True)
+    replay = (after_checkpoint("src/t0"), after_checkpoint("dst/t0"))
+    wall, spent, out = timed("--format", "csv", "-c", JOB)
+    assert copied(out) == {1}
+    print(f"| {r} | 1 each | {replay[0]}, {replay[1]} | {wall:.2f} s | {spent:.2f} s |", flush=True)

@@ -59,7 +59,7 @@ print("| ---: | ---: | ---: | ---: | ---: |")
 wall, spent, out = timed("--format", "csv", "-c", JOB)
 assert copied(out) == {100}
 print(f"| first | 100 each | 1, none | {wall:.2f} s | {spent:.2f} s |", flush=True)
-script = os.path.join(wh, "append.sql")
+script = os.path.join(work, f"append{n}.sql")
 for r in range(1, runs + 1):
     with open(script, "w") as f:
         for i in range(n):

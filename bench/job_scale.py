@@ -24,10 +24,11 @@ meets some, so that the median's ratio would overstate the larger size's cost an
 would not.
 
 With two sizes it also prints the ratio of the larger size's mean to the smaller's over all
-rounds, with a 95% interval from resampling the rounds, and for every size the pace of its
-first runs and increments: milliseconds per table in each tenth of a run, from the times the
-targets' commits were written (a cost per table that grows with the control table or with
-the run's progress shows there, apart from start-up).
+rounds, with a 95% interval from resampling the rounds. For every size of 11 tables or more
+it prints the pace of its first runs and increments: milliseconds per table in each tenth of
+a run, from the times the targets' commits were written, from the first commit to the last
+(a cost per table that grows with the control table or with the run's progress shows there,
+apart from start-up).
 
 The sources are written once per N (WORK_DIR/srcN) with their 10 new rows written beside
 them (WORK_DIR/moreN), so a round costs only tidemark's runs. Each round copies the set-up
@@ -101,12 +102,13 @@ def tm(wh, *sql):
 def pace(wh, n, version):
     """Milliseconds per table in each tenth of a run, from the times its targets' commits at
     `version` were written (the run's tables in the order they finished)."""
-    if n < 10:
+    if n <= 10:
         return None
     log = f"_delta_log/{version:020}.json"
     times = sorted(os.stat(os.path.join(wh, "main", "dst", f"t{i}", log)).st_mtime_ns for i in range(n))
-    step = n // 10
-    return [(times[min((k + 1) * step, n - 1)] - times[k * step]) / 1e6 / step for k in range(10)]
+    # The n - 1 intervals between the first commit and the last, cut into ten.
+    cut = [round(k * (n - 1) / 10) for k in range(11)]
+    return [(times[cut[k + 1]] - times[cut[k]]) / 1e6 / (cut[k + 1] - cut[k]) for k in range(10)]
 
 
 def files(root):
@@ -231,7 +233,7 @@ if len(sizes) == 2:
 print("\nMilliseconds per table by tenths of the run (median over all runs; first commit to last):\n")
 print("| tables | run | " + " | ".join(f"{k}" for k in range(1, 11)) + " | all |")
 print("| ---: | --- |" + " ---: |" * 11)
-for n in (n for n in sizes if n >= 10):
+for n in (n for n in sizes if n > 10):
     for j, name in enumerate(["first run", "10 new rows each"]):
         tenths = [statistics.median(p[j][k] for p in paces[n]) for k in range(10)]
         whole = statistics.median(statistics.mean(p[j]) for p in paces[n])

@@ -36,6 +36,14 @@ pub(crate) async fn hold_at(name: &str) {
 #[cfg(not(feature = "failpoints"))]
 pub(crate) async fn hold_at(_: &str) {}
 
+/// 64-bit FNV-1a: a stable hash, the same on every machine and in every release (shards of a
+/// job, the names of kept log directories, the stagger of tables' checkpoints).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Statement splitting and parsing with no session (what the shell's prompt uses to know
 /// whether a statement is complete).
 pub mod sql {

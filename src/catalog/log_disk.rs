@@ -81,13 +81,6 @@ fn private(dir: &Path) -> bool {
     }
 }
 
-/// FNV-1a: a short stable name for a log directory (the same in every build and process).
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// The settings that say which server a bucket's name is on (a local S3 server and AWS can
 /// both have a bucket `lake`), as the stores' handlers read them from the environment.
 const ENDPOINT_SETTINGS: &[&str] = &[
@@ -123,7 +116,7 @@ fn endpoints() -> &'static str {
 /// told apart by the size and entity tag checked on every use.
 fn place(root: &Path, key: &str) -> Option<PathBuf> {
     let (log, name) = key.rsplit_once('/')?;
-    let dir = fnv1a(&format!("{}{log}", endpoints()));
+    let dir = crate::fnv1a(format!("{}{log}", endpoints()).as_bytes());
     Some(root.join(format!("{dir:016x}")).join(name))
 }
 
@@ -362,8 +355,8 @@ mod tests {
     #[test]
     fn a_log_is_named_the_same_everywhere() {
         // A directory's name must not change between builds: the next process looks there.
-        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(crate::fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(crate::fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 
     /// Past its budget the oldest kept files go, down to half of it; within it none.

@@ -479,14 +479,7 @@ fn shard_of(session: &Session, b: &RecordBatch, r: usize, n: u64) -> u64 {
             target.unwrap_or_default()
         ),
     };
-    fnv1a(key.as_bytes()) % n
-}
-
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    crate::fnv1a(key.as_bytes()) % n
 }
 
 /// One control row's copy, as the job's result reports it.

@@ -51,6 +51,21 @@ pub fn sql(wh: &Path, stmts: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// The versions of the single-file checkpoints in the Delta log at `log`, oldest first
+/// (tidemark shifts each table's checkpoints by a hash of its place: which multiples of ten
+/// they fall on is the table's own).
+pub fn checkpoint_versions(log: &Path) -> Vec<u64> {
+    let mut versions: Vec<u64> = std::fs::read_dir(log)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_suffix(".checkpoint.parquet")?.parse().ok()
+        })
+        .collect();
+    versions.sort_unstable();
+    versions
+}
+
 /// A fresh warehouse directory.
 pub fn warehouse() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");

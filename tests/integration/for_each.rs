@@ -400,7 +400,8 @@ fn a_hundred_tables_at_concurrency_16_twice_at_once_advance_every_row() {
 #[test]
 fn frequently_advanced_tables_are_checkpointed_and_their_old_logs_removed() {
     // tidemark's upkeep, not delta-rs' per-commit clean-up: a checkpoint every 10 commits, and
-    // log files the table's retention no longer keeps removed then.
+    // log files the table's retention no longer keeps removed then. Versions 0-27: the last
+    // checkpoint is at 18 or later, whatever the table's shift.
     let (_d, wh) = warehouse();
     let script = "CREATE TABLE c (k STRING, n BIGINT);
         INSERT INTO c VALUES ('a', 0);
@@ -419,7 +420,11 @@ fn frequently_advanced_tables_are_checkpointed_and_their_old_logs_removed() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     let has = |n: &str| names.iter().any(|x| x == n);
-    assert!(has("00000000000000000020.checkpoint.parquet"), "{names:?}");
+    let checkpoints = crate::common::checkpoint_versions(&log);
+    assert!(
+        checkpoints.last().is_some_and(|v| *v >= 18),
+        "{checkpoints:?}: {names:?}"
+    );
     assert!(
         !has("00000000000000000001.json"),
         "expired logs removed: {names:?}"

@@ -103,7 +103,8 @@ fn tidemark_reads_updates_and_merges_what_python_writes() {
 
 #[test]
 fn checkpoints_keep_tombstones_in_row_groups_of_their_own() {
-    // A control table updated 25 times: tidemark checkpoints it at 10 and 20. Each update
+    // A control table updated 25 times: tidemark checkpoints it every 10 versions (shifted by
+    // a hash of its place), the last time at version 17 or later. Each update
     // leaves a tombstone; the checkpoint holds them (Delta keeps them 7 days) in row groups
     // without any other action, so readers skipping on `add.path IS NOT NULL` never decode
     // them. Python's deltalake reads the table at the checkpoint and after it.
@@ -118,7 +119,9 @@ fn checkpoints_keep_tombstones_in_row_groups_of_their_own() {
         String::from_utf8_lossy(&out.stderr)
     );
     let log = wh.join("main/default/c/_delta_log");
-    let file = std::fs::File::open(log.join("00000000000000000020.checkpoint.parquet")).unwrap();
+    let at = *crate::common::checkpoint_versions(&log).last().unwrap();
+    assert!(at >= 17, "checkpointed at {at}");
+    let file = std::fs::File::open(log.join(format!("{at:020}.checkpoint.parquet"))).unwrap();
     use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
     let reader = SerializedFileReader::new(file).unwrap();
     let (mut removes, mut adds, mut groups) = (0, 0, vec![]);
@@ -141,13 +144,13 @@ fn checkpoints_keep_tombstones_in_row_groups_of_their_own() {
         adds += a;
         groups.push(if r > 0 { "tombstones" } else { "actions" });
     }
-    // Versions 0 (create), 1 (insert), 2..=20 (19 updates): 19 tombstones, 1 live file.
-    assert_eq!((removes, adds), (19, 1), "{groups:?}");
+    // Versions 0 (create), 1 (insert), 2..=at (updates): a tombstone each, 1 live file.
+    assert_eq!((removes, adds), (at as i64 - 1, 1), "{groups:?}");
     assert!(groups.contains(&"actions") && groups.contains(&"tombstones"));
     let last: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap())
             .unwrap();
-    assert_eq!(last["version"], 20);
+    assert_eq!(last["version"], at);
 
     assert_eq!(
         ok(&wh, "SELECT k, n FROM c ORDER BY k"),
@@ -156,13 +159,16 @@ fn checkpoints_keep_tombstones_in_row_groups_of_their_own() {
     let path = wh.join("main/default/c").display().to_string();
     let out = run_py(&format!(
         "from deltalake import DeltaTable\n\
-         for v in (20, None):\n\
+         for v in ({at}, None):\n\
          \x20   t = DeltaTable({path:?}, version=v)\n\
          \x20   print(t.version(), sorted(t.to_pyarrow_table().to_pylist(), key=lambda r: r['k']))\n"
     ));
     assert_eq!(
         out,
-        "20 [{'k': 'a', 'n': 19}, {'k': 'b', 'n': 100}]\n26 [{'k': 'a', 'n': 25}, {'k': 'b', 'n': 100}]\n"
+        format!(
+            "{at} [{{'k': 'a', 'n': {}}}, {{'k': 'b', 'n': 100}}]\n26 [{{'k': 'a', 'n': 25}}, {{'k': 'b', 'n': 100}}]\n",
+            at - 1
+        )
     );
 }
 

@@ -587,12 +587,23 @@ fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
     run(&["CREATE TABLE src LOCATION 's3://lake/src'", copy]);
     let mut counts = vec![];
     // Past the history's checkpoints (every 10 commits) and its compaction (32 small files,
-    // looked at halfway between checkpoints: version 35).
-    for _ in 0..40 {
+    // looked at halfway between checkpoints: on a version from 32 to 41, by the history's
+    // place), and five runs more.
+    let (mut checkpointed, mut compacted) = (false, None);
+    while !checkpointed || compacted.is_none_or(|at| counts.len() < at + 5) {
+        assert!(
+            counts.len() < 60,
+            "the history was not compacted: {counts:?}"
+        );
         let made = counted(&log, &|| run(&[copy]));
         assert!(made.len() <= 10, "{} requests: {made:?}", made.len());
+        checkpointed |= puts(&made, ".checkpoint.parquet") > 0;
+        if puts(&made, ".snappy.parquet") > 1 {
+            compacted.get_or_insert(counts.len());
+        }
         counts.push(made.len());
     }
+    let runs = counts.len() + 1;
     let rows = sql_on(
         wh,
         &end,
@@ -601,7 +612,7 @@ fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
             "SELECT count(*) AS n, count(DISTINCT run_id) AS runs FROM system.tidemark.copy_runs",
         ],
     );
-    assert_eq!(rows, "n\n2\nn,runs\n41,41\n", "{counts:?}");
+    assert_eq!(rows, format!("n\n2\nn,runs\n{runs},{runs}\n"), "{counts:?}");
     // Compacted (few files), and read by another reader as written.
     let opts = py_opts(&end);
     let read = py(
@@ -610,7 +621,7 @@ fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
             "import deltalake\nt = deltalake.DeltaTable('s3://lake/whole/system/tidemark/copy_runs', storage_options={opts})\nops = [h['operation'] for h in t.history()]\nprint(len(t.file_uris()) < 10, ops.count('OPTIMIZE'), t.to_pyarrow_table().num_rows)"
         ),
     );
-    assert_eq!(read.trim(), "True 1 41", "{counts:?}");
+    assert_eq!(read.trim(), format!("True 1 {runs}"), "{counts:?}");
 }
 
 /// Two machines (two caches) taking turns at the job of one warehouse on a store: every run
@@ -628,13 +639,8 @@ fn no_op_runs_of_two_machines_taking_turns_make_at_most_10_requests() {
         std::fs::create_dir_all(c).unwrap();
     }
     let (counts, read) = no_op_turns(&python, &caches, |i, made| {
-        let writes = |suffix: &str| {
-            made.iter()
-                .filter(|(kind, _, _, p)| kind == "PUT" && p.ends_with(suffix))
-                .count()
-        };
-        let checkpoints = writes(".checkpoint.parquet") > 0;
-        let compacts = writes(".snappy.parquet") > 1;
+        let checkpoints = puts(made, ".checkpoint.parquet") > 0;
+        let compacts = puts(made, ".snappy.parquet") > 1;
         let most = if checkpoints || compacts { 11 } else { 10 };
         assert!(
             made.len() <= most,
@@ -642,12 +648,12 @@ fn no_op_runs_of_two_machines_taking_turns_make_at_most_10_requests() {
             made.len()
         );
     });
-    // 42 runs, one file each; the compaction at version 35 merged the 17 or so of one
-    // machine (all of them would leave fewer than 10 files).
+    // A file a run; the compaction (on a version from 32 to 41) merged the 16 to 21 of one
+    // machine (all of them would leave fewer than 10 files), then five runs more.
     let [optimizes, files, rows] = read[..] else {
         panic!("{read:?}")
     };
-    assert_eq!((optimizes, rows), (1, 42), "{counts:?}");
+    assert_eq!((optimizes, rows), (1, counts.len() + 2), "{counts:?}");
     assert!((20..30).contains(&files), "{files} files: {counts:?}");
 }
 
@@ -662,13 +668,21 @@ fn a_machine_with_no_disk_cache_compacts_the_history_on_a_store() {
     let [optimizes, files, rows] = read[..] else {
         panic!("{read:?}")
     };
-    assert_eq!((optimizes, rows), (1, 41), "{counts:?}");
+    assert_eq!((optimizes, rows), (1, counts.len() + 1), "{counts:?}");
     assert!(files < 15, "{files} files: {counts:?}");
+}
+
+/// The PUT requests among `made` of files whose names end in `suffix`.
+fn puts(made: &[(String, u64, u64, String)], suffix: &str) -> usize {
+    made.iter()
+        .filter(|(kind, _, _, p)| kind == "PUT" && p.ends_with(suffix))
+        .count()
 }
 
 /// The no-op copy of one warehouse on moto (behind the counting proxy) run by `caches.len()`
 /// machines in turn (each its `TIDEMARK_CACHE_DIR`; an empty path for none): a first run
-/// each, then 40 counted runs, each checked by `check(i, requests)`. The counts, and what
+/// each, then counted runs until five after the one that compacts the history (its own file
+/// and the compacted one written), each checked by `check(i, requests)`. The counts, and what
 /// Python `deltalake` reads of the history: OPTIMIZE commits, files, rows.
 fn no_op_turns(
     python: &str,
@@ -699,13 +713,20 @@ fn no_op_turns(
         run(machine, &[copy]);
     }
     let mut counts = vec![];
-    // Past the history's compaction (32 small files, looked at on version 35).
-    for i in 0..40 {
+    // Past the history's compaction (32 small files, looked at halfway between checkpoints:
+    // on a version from 32 to 41, by the history's place), and five runs more.
+    let mut compacted = None;
+    while compacted.is_none_or(|at| counts.len() < at + 5) {
+        let i = counts.len();
+        assert!(i < 60, "the history was not compacted: {counts:?}");
         let made = counted(&log, &|| run(i % caches.len(), &[copy]));
         check(i, &made);
+        if puts(&made, ".snappy.parquet") > 1 {
+            compacted.get_or_insert(i);
+        }
         counts.push(made.len());
     }
-    let runs = 40 + caches.len();
+    let runs = counts.len() + caches.len();
     let rows = sql_on(
         wh,
         &end,

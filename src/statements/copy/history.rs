@@ -326,8 +326,8 @@ async fn upkeep(
     static COMPACTION_FAILED: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
     let due = checkpoint_due(log_store, version).await;
-    let compaction =
-        compaction_due(version) && !COMPACTION_FAILED.load(std::sync::atomic::Ordering::Relaxed);
+    let compaction = compaction_due(log_store, version)
+        && !COMPACTION_FAILED.load(std::sync::atomic::Ordering::Relaxed);
     if !due && !compaction {
         return;
     }

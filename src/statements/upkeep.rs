@@ -180,7 +180,7 @@ const ACTIONS_PER_COMMIT_ON_STORE: u64 = 400;
 /// The intervals (in versions) between checkpoints [`checkpoint_due`] picks from: each
 /// divides [`CLEANUP_EVERY`], so that the log's clean-up, which runs with a checkpoint on an
 /// object store once every [`CLEANUP_EVERY`] versions (shifted as the checkpoints are), is
-/// never skipped.
+/// never skipped (but for a first one due before version 10).
 const INTERVALS: [u64; 4] = [CHECKPOINT_EVERY, 20, 50, 100];
 
 /// Whether a table at `version` is due a checkpoint: at every multiple of an interval that
@@ -193,18 +193,25 @@ const INTERVALS: [u64; 4] = [CHECKPOINT_EVERY, 20, 50, 100];
 /// [`ACTIONS_PER_COMMIT`] actions per commit ([`ACTIONS_PER_COMMIT_ON_STORE`] on an object
 /// store), so that a commit's share of the checkpoints stays flat; a reader opening the table
 /// replays fewer JSON commits than the interval. The multiples are shifted by the table's
-/// [`stagger`].
+/// [`stagger`], and the first checkpoint comes no earlier than Delta's (version 10): a young
+/// table's few commits cost less to read than a checkpoint (a checkpoint of a small table
+/// costs about what six of its JSON commits do, in the kernel's three readings of it).
 pub(crate) async fn checkpoint_due(
     log_store: &deltalake::logstore::LogStoreRef,
     version: u64,
 ) -> bool {
-    let shifted = version + stagger(log_store);
-    if version == 0 || !shifted.is_multiple_of(CHECKPOINT_EVERY) {
+    let shift = stagger(log_store);
+    if !shifted_multiple(version, shift, CHECKPOINT_EVERY) {
         return false;
     }
     let size = last_checkpoint_size(log_store).await.unwrap_or(0);
     let local = log_store.root_url().scheme() == "file";
-    shifted.is_multiple_of(checkpoint_interval(size, local))
+    shifted_multiple(version, shift, checkpoint_interval(size, local))
+}
+
+/// Whether `version` is a multiple of `interval` shifted by `shift`, from version 10 on.
+fn shifted_multiple(version: u64, shift: u64, interval: u64) -> bool {
+    version >= CHECKPOINT_EVERY && (version + shift).is_multiple_of(interval)
 }
 
 /// How far a table's checkpoints (and the clean-ups and compactions that go with them) are
@@ -279,7 +286,7 @@ pub(crate) async fn maintain(table: &DeltaTable) {
                 }
                 // On an object store the clean-up's listing of the whole log is requests (one
                 // a thousand commits), and so would be finding the oldest commit: it waits for
-                // the round number of versions.
+                // the thousandth version (shifted as the checkpoints are).
                 (None, _) => false,
                 (Some(_), None) => true,
             };
@@ -519,6 +526,17 @@ mod tests {
             per_run.iter().all(|n| (60..=140).contains(n)),
             "{per_run:?}"
         );
+        // Whatever the shift: the first checkpoint on a version from 10 to 19, then every 10.
+        for shift in 0..super::CLEANUP_EVERY {
+            let due: Vec<u64> = (0..40)
+                .filter(|v| super::shifted_multiple(*v, shift, 10))
+                .collect();
+            assert!((10..20).contains(&due[0]), "{shift}: {due:?}");
+            assert!(
+                due.windows(2).all(|w| w[1] - w[0] == 10),
+                "{shift}: {due:?}"
+            );
+        }
         // The same table, with or without the URL's closing slash, is shifted the same.
         assert_eq!(
             super::stagger_of("s3://lake/t"),
@@ -530,7 +548,7 @@ mod tests {
     fn checkpoints_of_bigger_tables_come_less_often() {
         // Small tables every 10 commits; then the shortest interval over which a checkpoint
         // rewrites at most 64 actions per commit on a local disk, among intervals that divide
-        // 1,000 (the log's clean-up runs with a checkpoint at each multiple of 1,000), up to
+        // 1,000 (the log's clean-up runs with a checkpoint once every 1,000 versions), up to
         // Delta's default of 100.
         let local = |size| checkpoint_interval(size, true);
         assert_eq!(local(0), 10);

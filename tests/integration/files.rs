@@ -298,11 +298,11 @@ fn a_csv_file_with_its_own_quote_character_and_line_breaks_in_values_is_inferred
 fn the_files_a_checkpoint_covers_are_known_once_the_commits_before_it_are_gone() {
     let (d, wh) = warehouse();
     let src = d.path().join("in");
-    csv_files(&src, 0, 12, 5);
+    csv_files(&src, 0, 20, 5);
     ok(&wh, "CREATE TABLE t (id BIGINT, file INT, v INT)");
-    // One file a commit: versions 1 to 12, the table checkpointed once or twice (every 10
-    // commits, shifted by a hash of its place).
-    for f in 0..12 {
+    // One file a commit: versions 1 to 20, the table checkpointed once or twice (every 10
+    // commits from version 10 on, shifted by a hash of its place).
+    for f in 0..20 {
         let one = format!(
             "COPY INTO t FROM '{}' FILEFORMAT = CSV FILES = ('f{f:03}.csv') FORMAT_OPTIONS ('header' = 'true')",
             src.display()
@@ -320,9 +320,9 @@ fn the_files_a_checkpoint_covers_are_known_once_the_commits_before_it_are_gone()
         std::fs::remove_file(&commit).unwrap();
         let _ = std::fs::remove_file(log.join(format!("{v:020}.crc")));
     }
-    assert_eq!(counts(&wh), "60,60");
+    assert_eq!(counts(&wh), "100,100");
     assert!(ok(&wh, &load(&src)).ends_with("0,0,0\n"));
-    csv_files(&src, 12, 1, 5);
+    csv_files(&src, 20, 1, 5);
     assert!(ok(&wh, &load(&src)).ends_with("5,5,0\n"));
-    assert_eq!(counts(&wh), "65,65");
+    assert_eq!(counts(&wh), "105,105");
 }

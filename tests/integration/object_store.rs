@@ -590,7 +590,7 @@ fn every_no_op_run_of_a_warehouse_on_a_store_makes_at_most_10_requests() {
     // looked at halfway between checkpoints: on a version from 32 to 41, by the history's
     // place), and five runs more.
     let (mut checkpointed, mut compacted) = (false, None);
-    while !checkpointed || compacted.is_none_or(|at| counts.len() < at + 5) {
+    while !checkpointed || compacted.is_none_or(|at| counts.len() <= at + 5) {
         assert!(
             counts.len() < 60,
             "the history was not compacted: {counts:?}"
@@ -716,7 +716,7 @@ fn no_op_turns(
     // Past the history's compaction (32 small files, looked at halfway between checkpoints:
     // on a version from 32 to 41, by the history's place), and five runs more.
     let mut compacted = None;
-    while compacted.is_none_or(|at| counts.len() < at + 5) {
+    while compacted.is_none_or(|at| counts.len() <= at + 5) {
         let i = counts.len();
         assert!(i < 60, "the history was not compacted: {counts:?}");
         let made = counted(&log, &|| run(i % caches.len(), &[copy]));

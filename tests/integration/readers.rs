@@ -206,7 +206,8 @@ fn python_deltalake_polars_sail_and_duckdb_read_every_table_tidemark_writes() {
     let refs: Vec<&str> = stmts.iter().map(String::as_str).collect();
     sql(&wh, &refs);
     // A decoded copy, and the control table and history across their checkpoints (one every
-    // 10 commits): twelve job runs, each after new rows.
+    // 10 commits, the first on a version from 10 to 19, by the table's place): twenty job
+    // runs, each after new rows.
     let out = tidemark(&wh)
         .args([
             "--no-whole-file-copies",
@@ -223,13 +224,13 @@ fn python_deltalake_polars_sail_and_duckdb_read_every_table_tidemark_writes() {
     // One process: its runs after the first advance the control row as kept by this process
     // (no delta-rs in the commit, see `copy::control::kept`).
     let mut runs = vec![];
-    for k in 0..12 {
+    for k in 0..20 {
         runs.push(format!(
             "INSERT INTO plain VALUES {}",
             // Later than every row before: each run copies them, advancing the mark.
             rows(1000 + k * 3..1003 + k * 3).replace(
                 "TIMESTAMP '2024-01-",
-                &format!("TIMESTAMP '2025-{:02}-", k + 1)
+                &format!("TIMESTAMP '{}-01-", 2025 + k)
             )
         ));
         runs.push("COPY INCREMENTAL USING CONTROL TABLE ctl".to_string());

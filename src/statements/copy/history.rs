@@ -309,7 +309,7 @@ async fn append_batch(
 }
 
 /// The history's upkeep after this process appended `version`: a checkpoint every few
-/// versions, and on versions ending in 5 a look at whether its small files are to be compacted.
+/// versions, and halfway between them a look at whether its small files are to be compacted.
 /// Each needs the file list: one full load (on an object store from the listing of the log
 /// this statement made, with this commit added).
 async fn upkeep(

@@ -4,7 +4,9 @@ appended to every source (by tidemark, one INSERT per table, not timed) followed
 `COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8` (timed, a whole process).
 Prints a Markdown table of each run's wall and CPU time (user + system) with the number of
 JSON commits after the last checkpoint in one source's and its target's log when the run
-starts: what each copy replays to open them, the cost a fresh warehouse does not show.
+starts: what each copy replays to open them, the cost a fresh warehouse does not show. Then
+the mean and the slowest of the RUNS runs, and with 19 or more the mean of runs 10 to 19 (a
+whole cycle of checkpoints, one every 10 commits, past the first ones).
 
 usage: job_repeat.py TIDEMARK WORK_DIR N RUNS [RUN_DIR]
        (RUN_DIR, default WORK_DIR/repeatN: where the warehouse is copied; it must not exist)
@@ -61,6 +63,7 @@ wall, spent, out = timed("--format", "csv", "-c", JOB)
 assert copied(out) == {100}
 print(f"| first | 100 each | {replay}, none | {wall:.2f} s | {spent:.2f} s |", flush=True)
 script = os.path.join(work, f"append{n}.sql")
+walls = []
 for r in range(1, runs + 1):
     with open(script, "w") as f:
         for i in range(n):
@@ -70,4 +73,12 @@ for r in range(1, runs + 1):
     replay = (after_checkpoint("src/t0"), after_checkpoint("dst/t0"))
     wall, spent, out = timed("--format", "csv", "-c", JOB)
     assert copied(out) == {1}
+    walls.append(wall)
     print(f"| {r} | 1 each | {replay[0]}, {replay[1]} | {wall:.2f} s | {spent:.2f} s |", flush=True)
+if walls:
+    slowest = max(range(len(walls)), key=walls.__getitem__)
+    print(f"\nRuns 1-{runs}: mean {sum(walls) / len(walls):.2f} s, slowest {walls[slowest]:.2f} s "
+          f"(run {slowest + 1}).")
+    if runs >= 19:
+        # A whole cycle of checkpoints (one every 10 commits), past the first ones.
+        print(f"Runs 10-19: mean {sum(walls[9:19]) / 10:.2f} s.")

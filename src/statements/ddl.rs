@@ -1087,12 +1087,12 @@ async fn create_table_as(
     if let Some(c) = comment {
         write = write.with_description(c);
     }
-    // A create that finds the table made meanwhile fails (no retry as an append to it).
-    let props = if exists {
-        CommitProperties::default()
-    } else {
-        CommitProperties::default().with_max_retries(0)
-    };
+    // A create that finds the table made meanwhile fails (no retry as an append to it); a
+    // replacement that finds another commit since it read the table fails too (delta-rs lets
+    // its removal of the old files through after a concurrent OPTIMIZE removed them, which
+    // would leave the compacted copy of the old rows in the table): nothing changes, and
+    // running it again replaces what is there then.
+    let props = CommitProperties::default().with_max_retries(0);
     let written = match super::upkeep::commit(write, props).await {
         Ok(written) => written,
         Err(e) => {

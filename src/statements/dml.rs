@@ -247,6 +247,7 @@ pub async fn insert_by(session: &Session, insert: crate::parser::Insert) -> Resu
 }
 
 /// Which of the table's columns an INSERT's values fill.
+#[derive(Clone)]
 enum Columns {
     /// These, in order; all of them when empty.
     Listed(Vec<String>),
@@ -255,6 +256,7 @@ enum Columns {
 }
 
 /// What an INSERT does with the rows already in the table.
+#[derive(Clone)]
 enum How {
     Append,
     Overwrite,
@@ -263,13 +265,51 @@ enum How {
 }
 
 /// Cast the source's rows to the table's columns, fill the rest with their defaults, check
-/// NOT NULL and commit, all or nothing.
+/// NOT NULL and commit, all or nothing. An append goes after other writers' commits (delta-rs'
+/// conflict check); an overwrite removes the files it read, so it is never committed over
+/// another commit: delta-rs lets a removal through after a concurrent OPTIMIZE removed the same
+/// files (`dataChange` false), which would leave the compacted copy of the old rows in the
+/// table. It runs again on the new state instead.
 async fn insert_rows(
     session: &Session,
     name: &ObjectName,
     columns: Columns,
     source: Query,
     how: How,
+) -> Result<Output> {
+    if matches!(how, How::Append) {
+        return insert_once(
+            session,
+            name,
+            columns,
+            source,
+            how,
+            CommitProperties::default(),
+        )
+        .await;
+    }
+    super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
+        let props = super::upkeep::never_over_another();
+        insert_once(
+            session,
+            name,
+            columns.clone(),
+            source.clone(),
+            how.clone(),
+            props,
+        )
+    })
+    .await
+}
+
+/// One attempt at [`insert_rows`], committed with `props`.
+async fn insert_once(
+    session: &Session,
+    name: &ObjectName,
+    columns: Columns,
+    source: Query,
+    how: How,
+    props: CommitProperties,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
     let t = open_writable(session, &table).await?;
@@ -387,6 +427,7 @@ async fn insert_rows(
         out.push(RecordBatch::try_new(target.clone(), arrays)?);
     }
     let n: usize = out.iter().map(|b| b.num_rows()).sum();
+    let overwrites = !matches!(how, How::Append);
     let (mode, replace_where) = match how {
         How::Append if n == 0 => return Ok(inserted(0)),
         How::Append => (SaveMode::Append, None),
@@ -403,7 +444,11 @@ async fn insert_rows(
     if let Some(predicate) = replace_where {
         write = write.with_replace_where(predicate);
     }
-    super::upkeep::commit(write, CommitProperties::default())
+    // Tests hold an overwrite here, the table read, while another process compacts it.
+    if overwrites {
+        crate::hold_at("dml::before_overwrite").await;
+    }
+    super::upkeep::commit(write, props)
         .await
         .map_err(|e| Error::from(e).context(format!("cannot insert into {table}")))?;
     Ok(inserted(n))

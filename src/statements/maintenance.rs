@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::ObjectName;
-use deltalake::kernel::transaction::CommitProperties;
 
 use super::counts;
 
@@ -14,13 +13,17 @@ use crate::error::{Error, Result};
 pub async fn optimize(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
     crate::catalog::check_writable_table(&table, false)?;
-    let t = session.warehouse().open_for_write(&table).await?;
-    let optimize = t
-        .optimize()
-        .with_session_state(Arc::new(session.ctx().state()));
-    let (_, metrics) = super::upkeep::commit(optimize, CommitProperties::default())
-        .await
-        .map_err(|e| Error::from(e).context(format!("cannot optimize {table}")))?;
+    // Never committed over another commit: delta-rs would let two compactions of the same
+    // files both through (their removals have `dataChange` false), each adding a copy of the
+    // rows. A conflict runs it again on the new state.
+    let metrics = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || async {
+        let t = session.warehouse().open_for_write(&table).await?;
+        // Tests hold an OPTIMIZE here, the table read, while another process compacts it.
+        crate::hold_at("maintenance::before_optimize").await;
+        super::upkeep::optimize_next(&t, Arc::new(session.ctx().state())).await
+    })
+    .await
+    .map_err(|e| e.context(format!("cannot optimize {table}")))?;
     Ok(counts(&[
         ("num_files_added", metrics.num_files_added as i64),
         ("num_files_removed", metrics.num_files_removed as i64),

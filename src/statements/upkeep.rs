@@ -90,6 +90,33 @@ pub(crate) async fn commit<O: Operation>(op: O, props: CommitProperties) -> Delt
     Ok(done)
 }
 
+/// OPTIMIZE `table` (delta-rs' bin-packing, files of the table's `delta.targetFileSize`) in a
+/// commit that takes the version after the one `table` was read at, or a conflict when another
+/// writer's commit took it: never after another commit (see [`Uncommitted::only_at`]). The
+/// files of a refused compaction are removed (on a local disk).
+///
+/// [`Uncommitted::only_at`]: super::copy::uncommitted::Uncommitted::only_at
+pub(crate) async fn optimize_next(
+    table: &DeltaTable,
+    state: std::sync::Arc<dyn datafusion::catalog::Session>,
+) -> crate::error::Result<operations::optimize::Metrics> {
+    let Some(read) = table.version() else {
+        return Err(crate::error::Error::Other(
+            "OPTIMIZE of a table with no version".into(),
+        ));
+    };
+    let guard = super::copy::uncommitted::Uncommitted::new(
+        local_dir(table),
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    )
+    .only_at(read + 1);
+    let optimize = guard.table(table).optimize().with_session_state(state);
+    match commit(optimize, CommitProperties::default()).await {
+        Ok((_, metrics)) => Ok(metrics),
+        Err(e) => Err(guard.conflict_if_overtaken(e.into())),
+    }
+}
+
 /// Commit `actions` on top of the version of `table` they were written against (a commit
 /// that landed since is checked by delta-rs, or refused when `props` allow no retries), then
 /// the table's upkeep. Returns the table at its new version.

@@ -394,3 +394,73 @@ fn a_copy_whose_target_was_dropped_while_it_wrote_creates_it_again() {
     assert!(shown.ends_with(",succeeded\n"), "{shown}");
     assert_eq!(ok(&wh, "SELECT id FROM t ORDER BY id"), "id\n1\n2\n3\n");
 }
+
+/// `sql` held at `point` for 8 s (its first time there), started once `t` holds four rows in
+/// four files; returns when it is held (the table `marker`, made just before, exists).
+fn hold_after_marker(wh: &std::path::Path, sql: &str, point: &str) -> std::process::Child {
+    ok(wh, "CREATE TABLE t (id INT)");
+    for id in 1..=4 {
+        ok(wh, &format!("INSERT INTO t VALUES ({id})"));
+    }
+    let held = spawn_held(
+        wh,
+        &format!("CREATE TABLE marker (x INT); {sql}"),
+        &format!("{point}=1*return(8000)"),
+    );
+    let waited = std::time::Instant::now();
+    while !wh.join("main/default/marker/_delta_log").is_dir()
+        && waited.elapsed() < std::time::Duration::from_secs(60)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The held statement opens `t` right after: then it waits at `point`.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    held
+}
+
+/// delta-rs lets a removal through after a concurrent OPTIMIZE removed the same files
+/// (`dataChange` false): an overwrite held after reading the table while another process
+/// compacts it must not commit over the compaction (the compacted copy of the old rows would
+/// stay), but run again on the new state.
+#[test]
+fn an_overwrite_racing_a_compaction_replaces_every_old_row() {
+    let (_d, wh) = warehouse();
+    let held = hold_after_marker(
+        &wh,
+        "INSERT OVERWRITE t VALUES (10)",
+        "dml::before_overwrite",
+    );
+    assert_eq!(
+        ok(&wh, "OPTIMIZE t"),
+        "num_files_added,num_files_removed\n1,4\n"
+    );
+    let out = held.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ok(&wh, "SELECT id FROM t"), "id\n10\n");
+}
+
+/// Two compactions of the same files: the second (held after reading the table) must not
+/// commit over the first (each would add a copy of the rows), but find nothing left to do.
+#[test]
+fn two_compactions_of_the_same_files_keep_each_row_once() {
+    let (_d, wh) = warehouse();
+    let held = hold_after_marker(&wh, "OPTIMIZE t", "maintenance::before_optimize");
+    assert_eq!(
+        ok(&wh, "OPTIMIZE t"),
+        "num_files_added,num_files_removed\n1,4\n"
+    );
+    let out = held.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ok(&wh, "SELECT count(*) AS n, sum(id) AS s FROM t"),
+        "n,s\n4,10\n"
+    );
+}

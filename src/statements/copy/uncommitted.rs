@@ -34,6 +34,8 @@ pub(crate) struct Uncommitted {
     /// The commit of the target version the run read: a commit of the write is put only
     /// while it is still there unchanged ([`Uncommitted::expecting`]).
     read: Option<Arc<ReadCommit>>,
+    /// The one version a commit of the write may take ([`Uncommitted::only_at`]).
+    only_at: Option<u64>,
 }
 
 struct Noted {
@@ -50,6 +52,8 @@ struct Noted {
     commit_started: Arc<AtomicBool>,
     /// A commit was refused because the target commit the run read is gone or changed.
     replaced: AtomicBool,
+    /// A commit was refused because another took the version it had to take.
+    overtaken: AtomicBool,
 }
 
 impl Noted {
@@ -69,9 +73,34 @@ impl Uncommitted {
                 log_in_flight: AtomicUsize::new(0),
                 log_landed: AtomicBool::new(false),
                 replaced: AtomicBool::new(false),
+                overtaken: AtomicBool::new(false),
                 commit_started,
             }),
             read: None,
+            only_at: None,
+        }
+    }
+
+    /// Put a commit of the write only as `version` (the one after the version it read), never
+    /// after another writer's commit. delta-rs' OPTIMIZE commits after others whatever its
+    /// commit properties say, and its conflict check lets a removal through after another
+    /// commit removed the same files with no data change (a compaction): two compactions would
+    /// each add a copy of the rows.
+    pub(crate) fn only_at(mut self, version: u64) -> Self {
+        self.only_at = Some(version);
+        self
+    }
+
+    /// `e`, or a conflict when a commit of the write was refused for coming after another
+    /// ([`Uncommitted::only_at`]).
+    pub(crate) fn conflict_if_overtaken(&self, e: crate::error::Error) -> crate::error::Error {
+        match self.only_at {
+            Some(v) if self.state.overtaken.load(Ordering::SeqCst) => {
+                crate::error::Error::Conflict(format!(
+                    "another writer committed version {v} while this one ran; nothing was committed ({e})"
+                ))
+            }
+            _ => e,
         }
     }
 
@@ -113,12 +142,14 @@ impl Uncommitted {
             state: self.state.clone(),
             relative: true,
             read: self.read.clone(),
+            only_at: self.only_at,
         });
         let root: Arc<dyn ObjectStore> = Arc::new(Noting {
             inner: log_store.root_object_store(None),
             state: self.state.clone(),
             relative: false,
             read: None,
+            only_at: None,
         });
         let noting =
             crate::catalog::kernel::with_engine_here(deltalake::logstore::default_logstore(
@@ -179,6 +210,8 @@ struct Noting {
     relative: bool,
     /// The target's commit that a commit put through this store must still find unchanged.
     read: Option<Arc<ReadCommit>>,
+    /// The one version a commit put through this store may take.
+    only_at: Option<u64>,
 }
 
 impl std::fmt::Debug for Noted {
@@ -197,13 +230,15 @@ fn in_log(location: &Path) -> bool {
     crate::catalog::log::in_log(location.as_ref())
 }
 
-/// Whether `location` is a Delta commit (`_delta_log/<20 digits>.json`).
-fn is_commit(location: &Path) -> bool {
-    in_log(location)
-        && location.filename().is_some_and(|name| {
-            name.strip_suffix(".json")
-                .is_some_and(|d| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit()))
-        })
+/// The version of the Delta commit at `location` (`_delta_log/<20 digits>.json`), if it is
+/// one.
+fn commit_version(location: &Path) -> Option<u64> {
+    if !in_log(location) {
+        return None;
+    }
+    let digits = location.filename()?.strip_suffix(".json")?;
+    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())?
 }
 
 impl Noting {
@@ -232,7 +267,17 @@ impl ObjectStore for Noting {
             self.put_at(location, false);
             return self.inner.put_opts(location, payload, opts).await;
         }
-        if is_commit(location) {
+        if let Some(version) = commit_version(location) {
+            if self.only_at.is_some_and(|only| only != version) {
+                self.state.overtaken.store(true, Ordering::SeqCst);
+                return Err(object_store::Error::Generic {
+                    store: "tidemark",
+                    source: format!(
+                        "commit {version} refused: it would come after another writer's commit"
+                    )
+                    .into(),
+                });
+            }
             // Tests hold a write's commit here, whatever wrote it.
             crate::hold_at("copy::before_log_put").await;
             if let Some(read) = &self.read {

@@ -1025,3 +1025,101 @@ fn a_warehouse_reached_through_a_symbolic_link_is_written_like_any_other() {
     );
     assert_eq!(out, "id,v\n1,A\n2,B\nlast_watermark\n3\n");
 }
+
+/// A table's active files, from its JSON commits in order (none of the tables below is
+/// checkpointed past a removed commit), and the operations of its commits.
+fn active_files_and_operations(table: &Path) -> (usize, Vec<String>) {
+    let log = table.join("_delta_log");
+    let mut commits: Vec<String> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.len() == 25 && n.ends_with(".json"))
+        .collect();
+    commits.sort();
+    let mut files = std::collections::HashSet::new();
+    let mut operations = vec![];
+    for name in commits {
+        for line in std::fs::read_to_string(log.join(name)).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(add) = action.get("add") {
+                files.insert(add["path"].as_str().unwrap().to_string());
+            } else if let Some(remove) = action.get("remove") {
+                assert!(files.remove(remove["path"].as_str().unwrap()));
+            } else if let Some(info) = action.get("commitInfo") {
+                operations.push(info["operation"].as_str().unwrap_or("").to_string());
+            }
+        }
+    }
+    (files.len(), operations)
+}
+
+#[test]
+fn targets_fed_small_increments_are_compacted_and_keep_every_row_once() {
+    // 70 runs, each adding a file to its target (two to the partitioned one): past 50 small
+    // files a run merges them (OPTIMIZE, no data change), and the later runs copy on top.
+    // `delta.autoOptimize.autoCompact` = 'false' keeps a target as it is.
+    let (_d, wh) = warehouse();
+    let script = "CREATE TABLE src (id BIGINT, p STRING);
+        INSERT INTO src VALUES (1, 'a');
+        CREATE TABLE psrc (id BIGINT, p STRING) PARTITIONED BY (p);
+        CREATE TABLE pt (id BIGINT, p STRING) PARTITIONED BY (p);
+        COPY INCREMENTAL src INTO kept WATERMARK id;
+        ALTER TABLE kept SET TBLPROPERTIES ('delta.autoOptimize.autoCompact' = 'false');
+        FOR SELECT * FROM range(70) DO
+          INSERT INTO src SELECT max(id) + 1, 'a' FROM src;
+          INSERT INTO psrc SELECT s.id, v.q FROM src s, (VALUES ('x'), ('y')) AS v(q) WHERE s.id = (SELECT max(id) FROM src);
+          COPY INCREMENTAL src INTO t WATERMARK id;
+          COPY INCREMENTAL src INTO kept WATERMARK id;
+          COPY INCREMENTAL psrc INTO pt WATERMARK id;
+        END FOR;";
+    let out = run(&wh, script);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let table = |name: &str| wh.join("main/default").join(name);
+    let (files, ops) = active_files_and_operations(&table("t"));
+    assert!(ops.iter().any(|o| o == "OPTIMIZE"), "{ops:?}");
+    // 70 before; one after the compaction (at the 50th file or up to ten runs later) and one
+    // a run since.
+    assert!(files <= 22, "{files} files after the compaction: {ops:?}");
+    let (files, ops) = active_files_and_operations(&table("pt"));
+    assert!(ops.iter().any(|o| o == "OPTIMIZE"), "{ops:?}");
+    assert!(
+        files < 70,
+        "{files} files (140 without compaction): {ops:?}"
+    );
+    let (files, ops) = active_files_and_operations(&table("kept"));
+    assert!(!ops.iter().any(|o| o == "OPTIMIZE"), "{ops:?}");
+    assert_eq!(files, 71, "one file a run: {ops:?}");
+    // Every row once, in tidemark and in Python's deltalake.
+    let rows = "SELECT count(*) AS n, count(DISTINCT id) AS d, sum(id) AS s FROM";
+    assert_eq!(ok(&wh, &format!("{rows} t")), "n,d,s\n71,71,2556\n");
+    assert_eq!(ok(&wh, &format!("{rows} kept")), "n,d,s\n71,71,2556\n");
+    assert_eq!(
+        ok(
+            &wh,
+            "SELECT count(*) AS n, count(DISTINCT concat(id, p)) AS d, sum(id) AS s FROM pt"
+        ),
+        "n,d,s\n140,140,5110\n"
+    );
+    let read = crate::interop::run_py(&format!(
+        "from deltalake import DeltaTable\n\
+         for name in ('t', 'pt'):\n\
+         \x20   ids = DeltaTable({:?} + '/' + name).to_pyarrow_table().column('id').to_pylist()\n\
+         \x20   print(name, len(ids), sum(ids))\n",
+        table("").display().to_string().trim_end_matches('/')
+    ));
+    assert_eq!(read, "t 71 2556\npt 140 5110\n");
+    // After the compaction: nothing new is nothing new, and the next rows land once.
+    let out = sql(
+        &wh,
+        &[
+            "COPY INCREMENTAL src INTO t WATERMARK id",
+            "INSERT INTO src VALUES (72, 'a')",
+            "COPY INCREMENTAL src INTO t WATERMARK id",
+            "SELECT count(*) AS n, count(DISTINCT id) AS d FROM t",
+        ],
+    );
+    assert!(out.contains("nothing_new"), "{out}");
+    assert!(out.ends_with("n,d\n72,72\n"), "{out}");
+}

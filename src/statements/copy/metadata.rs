@@ -355,19 +355,62 @@ pub(super) async fn last_run(
     Ok((run, None))
 }
 
-/// The newest commit of a table and its tidemark metadata, read straight from the log
-/// directory. None when the newest version has no JSON commit or was not written by tidemark.
+/// The newest version of a table and the tidemark metadata of its newest run, read straight
+/// from the log directory: the newest commit's, or the one before commits that change no row
+/// (a compaction after the run, see [`keeps_rows`]). None when the newest version has no JSON
+/// commit or no run of tidemark's comes before its other commits.
 pub(super) fn newest_commit(table_dir: &std::path::Path) -> Option<(u64, RunMetadata)> {
     let log = crate::catalog::log::dir(table_dir);
-    let (version, true) = crate::catalog::log::newest_version(&log)? else {
+    let (newest, true) = crate::catalog::log::newest_version(&log)? else {
         return None;
     };
-    let bytes = std::fs::read(crate::catalog::log::commit_path(&log, version)).ok()?;
-    Some((version, commit_entry(&bytes)?))
+    let mut version = newest;
+    for _ in 0..=ROW_KEEPING_COMMITS {
+        let bytes = std::fs::read(crate::catalog::log::commit_path(&log, version)).ok()?;
+        if let Some(meta) = commit_entry(&bytes) {
+            return Some((newest, meta));
+        }
+        if !keeps_rows(&bytes) || version == 0 {
+            return None;
+        }
+        version -= 1;
+    }
+    None
+}
+
+/// How many commits that change no row [`newest_commit`] looks past: the compaction after a
+/// run (`compact`), and a user's OPTIMIZE or two.
+const ROW_KEEPING_COMMITS: usize = 3;
+
+/// Whether a commit's bytes change no row of the table: files added and removed with
+/// `dataChange` false (OPTIMIZE, auto compaction) and its commitInfo, nothing else (no
+/// metadata, protocol, transaction or change-data action).
+fn keeps_rows(bytes: &[u8]) -> bool {
+    let mut files = false;
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Ok(serde_json::Value::Object(action)) = serde_json::from_slice(line) else {
+            return false;
+        };
+        let mut fields = action.iter();
+        let (Some((kind, body)), None) = (fields.next(), fields.next()) else {
+            return false;
+        };
+        match kind.as_str() {
+            "commitInfo" => {}
+            "add" | "remove" if body.get("dataChange") == Some(&serde_json::Value::Bool(false)) => {
+                files = true
+            }
+            _ => return false,
+        }
+    }
+    files
 }
 
 /// The same from a table on an object store (`store` rooted at the table): its
-/// `_last_checkpoint`, the log listed from there, and the newest commit read by name.
+/// `_last_checkpoint`, the log listed from there, and the newest commits read by name.
 pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, RunMetadata)> {
     let from = match store
         .get(&StorePath::from("_delta_log/_last_checkpoint"))
@@ -386,7 +429,7 @@ pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, Ru
         .try_collect()
         .await
         .ok()?;
-    let version = listed
+    let newest = listed
         .iter()
         .filter_map(|m| {
             let name = m.location.filename()?;
@@ -394,16 +437,26 @@ pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, Ru
             (digits.len() == 20).then(|| digits.parse::<u64>().ok())?
         })
         .max()?;
-    let bytes = store
-        .get(&StorePath::from(crate::catalog::log::commit_in_table(
-            version,
-        )))
-        .await
-        .ok()?
-        .bytes()
-        .await
-        .ok()?;
-    Some((version, commit_entry(&bytes)?))
+    let mut version = newest;
+    for _ in 0..=ROW_KEEPING_COMMITS {
+        let bytes = store
+            .get(&StorePath::from(crate::catalog::log::commit_in_table(
+                version,
+            )))
+            .await
+            .ok()?
+            .bytes()
+            .await
+            .ok()?;
+        if let Some(meta) = commit_entry(&bytes) {
+            return Some((newest, meta));
+        }
+        if !keeps_rows(&bytes) || version == 0 {
+            return None;
+        }
+        version -= 1;
+    }
+    None
 }
 
 /// The file of commit `version` in `store` (rooted at the table), as the store describes it
@@ -550,6 +603,50 @@ mod tests {
         )
         .unwrap();
         assert!(newest_commit(d.path()).is_none());
+        // Compactions after the run change no row: the run is still the newest.
+        let compaction = concat!(
+            r#"{"commitInfo":{"operation":"OPTIMIZE"}}"#,
+            "\n",
+            r#"{"add":{"path":"c.parquet","dataChange":false}}"#,
+            "\n",
+            r#"{"remove":{"path":"a.parquet","dataChange":false}}"#,
+            "\n"
+        );
+        std::fs::write(log.join("00000000000000000026.json"), compaction).unwrap();
+        std::fs::write(log.join("00000000000000000027.json"), compaction).unwrap();
+        let (v, meta) = newest_commit(d.path()).unwrap();
+        assert_eq!((v, meta.run), (27, 25));
+        // One that changes rows (an append) hides the run.
+        std::fs::write(
+            log.join("00000000000000000028.json"),
+            compaction.replace(
+                r#""path":"c.parquet","dataChange":false"#,
+                r#""path":"d.parquet","dataChange":true"#,
+            ),
+        )
+        .unwrap();
+        assert!(newest_commit(d.path()).is_none());
+    }
+
+    #[test]
+    fn only_file_rewrites_without_data_change_keep_rows() {
+        let keeps = |lines: &[&str]| keeps_rows((lines.join("\n") + "\n").as_bytes());
+        let info = r#"{"commitInfo":{"operation":"OPTIMIZE"}}"#;
+        let add = r#"{"add":{"path":"c.parquet","dataChange":false}}"#;
+        let remove = r#"{"remove":{"path":"a.parquet","dataChange":false}}"#;
+        assert!(keeps(&[info, add, remove]));
+        assert!(keeps(&[info, remove]));
+        // No file at all, a changed row, or any other action: not known to keep the rows.
+        assert!(!keeps(&[info]));
+        assert!(!keeps(&[
+            info,
+            r#"{"add":{"path":"c.parquet","dataChange":true}}"#
+        ]));
+        assert!(!keeps(&[info, r#"{"remove":{"path":"a.parquet"}}"#]));
+        assert!(!keeps(&[info, add, r#"{"metaData":{"id":"x"}}"#]));
+        assert!(!keeps(&[info, add, r#"{"txn":{"appId":"a","version":1}}"#]));
+        assert!(!keeps(&[info, add, r#"{"cdc":{"path":"x"}}"#]));
+        assert!(!keeps(&[info, add, "not json"]));
     }
 
     #[test]

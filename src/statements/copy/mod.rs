@@ -9,6 +9,7 @@
 //! 4. [`write`]: the rows as new files of the target ([`whole_file`] links files whole).
 //! 5. [`commit`]: one Delta commit with the `txn` action and the run's metadata.
 //! 6. [`record`]: the control row advanced; the run appended to the [`history`].
+//! 7. [`compact`]: the target's small files merged, once it has many (auto compaction).
 //!
 //! [`unchanged`] answers "nothing new" from two log names before any of it. A run that lost a
 //! race for its commit runs again from step 1 on fresh state.
@@ -19,6 +20,7 @@ pub(crate) mod uncommitted;
 pub mod whole_file;
 
 mod commit;
+mod compact;
 pub(crate) mod encoding;
 mod metadata;
 mod plan;
@@ -102,15 +104,18 @@ pub async fn run_with_row(
                     break Err(e);
                 }
             }
-            Ok(()) => break Ok(()),
+            Ok(committed) => break Ok(committed),
         }
     };
     cancelled.session = None;
     record.finished_at_us = record.started_at_us + clock.elapsed().as_micros() as i64;
     match result {
-        Ok(()) => {
+        Ok(committed) => {
             if !c.dry_run {
                 history::append(session, std::slice::from_ref(&record)).await?;
+                if let Some((target, version)) = committed {
+                    compact_target(session, &record, &target, version).await;
+                }
             } else if session.warehouse().root().is_dir()
                 && session.warehouse().check_writable(None).is_ok()
             {
@@ -133,14 +138,34 @@ pub async fn run_with_row(
     }
 }
 
+/// Step 7, after the run is recorded: best effort, a failure is a warning (a conflict with
+/// another writer not even that: a later run tries again).
+async fn compact_target(
+    session: &Session,
+    record: &RunRecord,
+    target: &deltalake::DeltaTable,
+    version: u64,
+) {
+    if let Err(e) = compact::after_copy(session, target, version).await
+        && !e.is_conflict()
+    {
+        eprintln!(
+            "warning: could not compact {} (the copy is committed and recorded; set TBLPROPERTIES ('{}' = 'false') to stop trying): {e}",
+            record.target,
+            compact::PROPERTY
+        );
+    }
+}
+
 /// One attempt at the copy: resolve → start point → plan → (DRY RUN: stop) → write → commit →
 /// record. `record` learns what each step found, so that a failure is recorded with it.
+/// Returns the target as the run read it and the version it committed (None: no commit).
 async fn attempt(
     session: &Session,
     c: &CopyIncremental,
     known_row: Option<ControlRow>,
     record: &mut RunRecord,
-) -> Result<()> {
+) -> Result<Option<(deltalake::DeltaTable, u64)>> {
     // Tests hold a job's copy here, its control row read when the job began.
     crate::hold_at("copy::before_resolve").await;
     let names = resolve::Names::of(session, c)?;
@@ -154,7 +179,7 @@ async fn attempt(
         }
         if let Some(run) = unchanged::check(session, c, &names, known_row.as_ref()).await {
             record.note_unchanged(run);
-            return Ok(());
+            return Ok(None);
         }
     }
 
@@ -175,9 +200,10 @@ async fn attempt(
     if c.dry_run {
         record.status = "dry_run".into();
         record.target_version = r.target_version();
-        return Ok(());
+        return Ok(None);
     }
 
+    let mut committed = None;
     record.target_version = match plan.strategy {
         plan::Strategy::NothingNew => r.target_version(),
         _ => {
@@ -233,6 +259,7 @@ async fn attempt(
                     Err(e) => return Err(uncommitted.conflict_if_replaced(e).await),
                 };
                 progress.inc((plan.rows as u64).saturating_sub(progress.position()));
+                committed = version.map(|v| (target, v as u64));
                 version
             }
         }
@@ -244,7 +271,7 @@ async fn attempt(
     } else {
         "nothing_new".into()
     };
-    Ok(())
+    Ok(committed)
 }
 
 impl RunRecord {

@@ -20,7 +20,8 @@ pub async fn optimize(session: &Session, name: &ObjectName) -> Result<Output> {
         let t = session.warehouse().open_for_write(&table).await?;
         // Tests hold an OPTIMIZE here, the table read, while another process compacts it.
         crate::hold_at("maintenance::before_optimize").await;
-        super::upkeep::optimize_next(&t, Arc::new(session.ctx().state())).await
+        let guard = super::copy::uncommitted::Uncommitted::compacting(&t);
+        super::upkeep::optimize_next(&t, Arc::new(session.ctx().state()), &guard).await
     })
     .await
     .map_err(|e| e.context(format!("cannot optimize {table}")))?;

@@ -90,26 +90,17 @@ pub(crate) async fn commit<O: Operation>(op: O, props: CommitProperties) -> Delt
     Ok(done)
 }
 
-/// OPTIMIZE `table` (delta-rs' bin-packing, files of the table's `delta.targetFileSize`) in a
-/// commit that takes the version after the one `table` was read at, or a conflict when another
-/// writer's commit took it: never after another commit (see [`Uncommitted::only_at`]). The
-/// files of a refused compaction are removed (on a local disk).
+/// OPTIMIZE `table` (delta-rs' bin-packing, files of the table's `delta.targetFileSize`)
+/// through `guard` ([`Uncommitted::compacting`] of `table`): its commit takes the version
+/// after the one read, or a later one past commits that only appended; otherwise a conflict,
+/// nothing committed, and on a local disk its files removed.
 ///
-/// [`Uncommitted::only_at`]: super::copy::uncommitted::Uncommitted::only_at
+/// [`Uncommitted::compacting`]: super::copy::uncommitted::Uncommitted::compacting
 pub(crate) async fn optimize_next(
     table: &DeltaTable,
     state: std::sync::Arc<dyn datafusion::catalog::Session>,
+    guard: &super::copy::uncommitted::Uncommitted,
 ) -> crate::error::Result<operations::optimize::Metrics> {
-    let Some(read) = table.version() else {
-        return Err(crate::error::Error::Other(
-            "OPTIMIZE of a table with no version".into(),
-        ));
-    };
-    let guard = super::copy::uncommitted::Uncommitted::new(
-        local_dir(table),
-        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
-    )
-    .only_at(read + 1);
     let optimize = guard.table(table).optimize().with_session_state(state);
     match commit(optimize, CommitProperties::default()).await {
         Ok((_, metrics)) => Ok(metrics),

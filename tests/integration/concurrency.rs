@@ -396,8 +396,9 @@ fn a_copy_whose_target_was_dropped_while_it_wrote_creates_it_again() {
 }
 
 /// `sql` held at `point` for 8 s (its first time there), started once `t` holds four rows in
-/// four files; returns when it is held (the table `marker`, made just before, exists).
-fn hold_after_marker(wh: &std::path::Path, sql: &str, point: &str) -> std::process::Child {
+/// four files, and `OPTIMIZE t` run by another process while it is held (after the table
+/// `marker`, made just before `sql`, exists); `sql` must then succeed.
+fn compacted_under(wh: &std::path::Path, sql: &str, point: &str) {
     ok(wh, "CREATE TABLE t (id INT)");
     for id in 1..=4 {
         ok(wh, &format!("INSERT INTO t VALUES ({id})"));
@@ -413,9 +414,18 @@ fn hold_after_marker(wh: &std::path::Path, sql: &str, point: &str) -> std::proce
     {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // The held statement opens `t` right after: then it waits at `point`.
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    held
+    // The held statement opens `t` right after: then it waits at `point` (8 s).
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        ok(wh, "OPTIMIZE t"),
+        "num_files_added,num_files_removed\n1,4\n"
+    );
+    let out = held.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// delta-rs lets a removal through after a concurrent OPTIMIZE removed the same files
@@ -425,20 +435,10 @@ fn hold_after_marker(wh: &std::path::Path, sql: &str, point: &str) -> std::proce
 #[test]
 fn an_overwrite_racing_a_compaction_replaces_every_old_row() {
     let (_d, wh) = warehouse();
-    let held = hold_after_marker(
+    compacted_under(
         &wh,
         "INSERT OVERWRITE t VALUES (10)",
         "dml::before_overwrite",
-    );
-    assert_eq!(
-        ok(&wh, "OPTIMIZE t"),
-        "num_files_added,num_files_removed\n1,4\n"
-    );
-    let out = held.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(ok(&wh, "SELECT id FROM t"), "id\n10\n");
 }
@@ -448,17 +448,7 @@ fn an_overwrite_racing_a_compaction_replaces_every_old_row() {
 #[test]
 fn two_compactions_of_the_same_files_keep_each_row_once() {
     let (_d, wh) = warehouse();
-    let held = hold_after_marker(&wh, "OPTIMIZE t", "maintenance::before_optimize");
-    assert_eq!(
-        ok(&wh, "OPTIMIZE t"),
-        "num_files_added,num_files_removed\n1,4\n"
-    );
-    let out = held.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compacted_under(&wh, "OPTIMIZE t", "maintenance::before_optimize");
     assert_eq!(
         ok(&wh, "SELECT count(*) AS n, sum(id) AS s FROM t"),
         "n,s\n4,10\n"

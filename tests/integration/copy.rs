@@ -1122,4 +1122,23 @@ fn targets_fed_small_increments_are_compacted_and_keep_every_row_once() {
     );
     assert!(out.contains("nothing_new"), "{out}");
     assert!(out.ends_with("n,d\n72,72\n"), "{out}");
+    // With a compaction as the target's newest commit, "nothing new" is still known from the
+    // log alone: the full run (which would stop at this fail point) never starts.
+    ok(&wh, "OPTIMIZE t");
+    let (_, ops) = active_files_and_operations(&table("t"));
+    assert_eq!(ops.last().map(String::as_str), Some("OPTIMIZE"), "{ops:?}");
+    let out = tidemark(&wh)
+        .args([
+            "--format",
+            "csv",
+            "-c",
+            "COPY INCREMENTAL src INTO t WATERMARK id",
+        ])
+        .env("FAILPOINTS", "copy::after_read=return")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("nothing_new"),
+        "{out:?}"
+    );
 }

@@ -6,8 +6,10 @@
 //! delta-rs' bin-packing, within each partition, of the files under the table's
 //! `delta.targetFileSize` (100 MiB unless set) into files of about that size, in a commit of
 //! its own that changes no row. It runs after the copy is recorded (the target's commit, the
-//! control row, the history), so a failure or a kill in it loses nothing; any other commit to
-//! the target meanwhile makes it give up, and a later run tries again.
+//! control row, the history), so a failure or a kill in it loses nothing. It reads the
+//! target's newest version first; a commit that lands while it runs and does more than append
+//! files (or a target dropped and made again) makes it give up, and the run at the next
+//! version it is due at (about ten commits later) tries again.
 
 use std::sync::Arc;
 
@@ -15,6 +17,9 @@ use deltalake::DeltaTable;
 use deltalake::table::config::TablePropertiesExt;
 use deltalake::table::state::DeltaTableState;
 
+use super::metadata::ReadCommit;
+use super::uncommitted::Uncommitted;
+use crate::catalog::TableName;
 use crate::engine::Session;
 use crate::error::Result;
 use crate::statements::upkeep;
@@ -32,7 +37,12 @@ pub(super) const PROPERTY: &str = "delta.autoOptimize.autoCompact";
 /// compaction is (halfway between two versions a checkpoint may be due at), from the file
 /// list the copy already holds; only a target that needs it is read again, at its newest
 /// version.
-pub(super) async fn after_copy(session: &Session, table: &DeltaTable, version: u64) -> Result<u64> {
+pub(super) async fn after_copy(
+    session: &Session,
+    table: &DeltaTable,
+    version: u64,
+    name: &TableName,
+) -> Result<u64> {
     if !upkeep::compaction_due(&table.log_store(), version) {
         return Ok(0);
     }
@@ -52,8 +62,13 @@ pub(super) async fn after_copy(session: &Session, table: &DeltaTable, version: u
     if !due(&latest, 0) {
         return Ok(0);
     }
-    let metrics = upkeep::optimize_next(&latest, Arc::new(session.ctx().state())).await?;
-    Ok(metrics.num_files_removed)
+    // Its commit goes only on this very table (not one dropped and made again meanwhile),
+    // and only past commits that just appended.
+    let guard = Uncommitted::compacting(&latest).expecting(ReadCommit::of(&latest, name).await);
+    match upkeep::optimize_next(&latest, Arc::new(session.ctx().state()), &guard).await {
+        Ok(metrics) => Ok(metrics.num_files_removed),
+        Err(e) => Err(guard.conflict_if_replaced(e).await),
+    }
 }
 
 /// Whether a target is auto compacted: its property does not turn it off, and a compaction's

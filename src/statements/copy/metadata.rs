@@ -359,14 +359,41 @@ pub(super) async fn last_run(
 /// from the log directory: the newest commit's, or the one before commits that change no row
 /// (a compaction after the run, see [`keeps_rows`]). None when the newest version has no JSON
 /// commit or no run of tidemark's comes before its other commits.
-pub(super) fn newest_commit(table_dir: &std::path::Path) -> Option<(u64, RunMetadata)> {
+pub(super) async fn newest_commit(table_dir: &std::path::Path) -> Option<(u64, RunMetadata)> {
     let log = crate::catalog::log::dir(table_dir);
     let (newest, true) = crate::catalog::log::newest_version(&log)? else {
         return None;
     };
+    newest_run(newest, Log::Dir(&log)).await
+}
+
+/// Where [`newest_run`] reads commits: a local log directory, or a store rooted at the table.
+enum Log<'a> {
+    Dir(&'a std::path::Path),
+    Store(&'a dyn ObjectStore),
+}
+
+impl Log<'_> {
+    /// The bytes of commit `version`.
+    async fn commit(&self, version: u64) -> Option<bytes::Bytes> {
+        match self {
+            Log::Dir(log) => std::fs::read(crate::catalog::log::commit_path(log, version))
+                .ok()
+                .map(bytes::Bytes::from),
+            Log::Store(store) => {
+                let path = StorePath::from(crate::catalog::log::commit_in_table(version));
+                store.get(&path).await.ok()?.bytes().await.ok()
+            }
+        }
+    }
+}
+
+/// The newest run's metadata from commit `newest` back: past commits that change no row, up to
+/// [`ROW_KEEPING_COMMITS`] of them.
+async fn newest_run(newest: u64, log: Log<'_>) -> Option<(u64, RunMetadata)> {
     let mut version = newest;
     for _ in 0..=ROW_KEEPING_COMMITS {
-        let bytes = std::fs::read(crate::catalog::log::commit_path(&log, version)).ok()?;
+        let bytes = log.commit(version).await?;
         if let Some(meta) = commit_entry(&bytes) {
             return Some((newest, meta));
         }
@@ -437,26 +464,7 @@ pub(super) async fn newest_commit_in(store: &dyn ObjectStore) -> Option<(u64, Ru
             (digits.len() == 20).then(|| digits.parse::<u64>().ok())?
         })
         .max()?;
-    let mut version = newest;
-    for _ in 0..=ROW_KEEPING_COMMITS {
-        let bytes = store
-            .get(&StorePath::from(crate::catalog::log::commit_in_table(
-                version,
-            )))
-            .await
-            .ok()?
-            .bytes()
-            .await
-            .ok()?;
-        if let Some(meta) = commit_entry(&bytes) {
-            return Some((newest, meta));
-        }
-        if !keeps_rows(&bytes) || version == 0 {
-            return None;
-        }
-        version -= 1;
-    }
-    None
+    newest_run(newest, Log::Store(store)).await
 }
 
 /// The file of commit `version` in `store` (rooted at the table), as the store describes it
@@ -575,8 +583,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_newest_commit_is_found_by_name_or_in_the_directory() {
+    #[tokio::test]
+    async fn the_newest_commit_is_found_by_name_or_in_the_directory() {
         let d = tempfile::tempdir().unwrap();
         let log = d.path().join("_delta_log");
         std::fs::create_dir_all(&log).unwrap();
@@ -589,11 +597,11 @@ mod tests {
         }
         std::fs::write(log.join("00000000000000000020.checkpoint.parquet"), b"p").unwrap();
         std::fs::write(log.join("_last_checkpoint"), br#"{"version":20,"size":1}"#).unwrap();
-        let (v, meta) = newest_commit(d.path()).unwrap();
+        let (v, meta) = newest_commit(d.path()).await.unwrap();
         assert_eq!((v, meta.run), (25, 25));
         // A subdirectory turns probing off: the directory answers the same.
         std::fs::create_dir(log.join("_sidecars")).unwrap();
-        let (v, _) = newest_commit(d.path()).unwrap();
+        let (v, _) = newest_commit(d.path()).await.unwrap();
         assert_eq!(v, 25);
         // A newest commit not written by tidemark: none.
         std::fs::remove_dir(log.join("_sidecars")).unwrap();
@@ -602,7 +610,7 @@ mod tests {
             b"{\"commitInfo\":{}}\n",
         )
         .unwrap();
-        assert!(newest_commit(d.path()).is_none());
+        assert!(newest_commit(d.path()).await.is_none());
         // Compactions after the run change no row: the run is still the newest.
         let compaction = concat!(
             r#"{"commitInfo":{"operation":"OPTIMIZE"}}"#,
@@ -614,7 +622,7 @@ mod tests {
         );
         std::fs::write(log.join("00000000000000000026.json"), compaction).unwrap();
         std::fs::write(log.join("00000000000000000027.json"), compaction).unwrap();
-        let (v, meta) = newest_commit(d.path()).unwrap();
+        let (v, meta) = newest_commit(d.path()).await.unwrap();
         assert_eq!((v, meta.run), (27, 25));
         // One that changes rows (an append) hides the run.
         std::fs::write(
@@ -625,7 +633,7 @@ mod tests {
             ),
         )
         .unwrap();
-        assert!(newest_commit(d.path()).is_none());
+        assert!(newest_commit(d.path()).await.is_none());
     }
 
     #[test]

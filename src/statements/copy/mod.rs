@@ -113,8 +113,8 @@ pub async fn run_with_row(
         Ok(committed) => {
             if !c.dry_run {
                 history::append(session, std::slice::from_ref(&record)).await?;
-                if let Some((target, version)) = committed {
-                    compact_target(session, &record, &target, version).await;
+                if let Some((target, version, name)) = committed {
+                    compact_target(session, &target, version, &name).await;
                 }
             } else if session.warehouse().root().is_dir()
                 && session.warehouse().check_writable(None).is_ok()
@@ -142,16 +142,15 @@ pub async fn run_with_row(
 /// another writer not even that: a later run tries again).
 async fn compact_target(
     session: &Session,
-    record: &RunRecord,
     target: &deltalake::DeltaTable,
     version: u64,
+    name: &crate::catalog::TableName,
 ) {
-    if let Err(e) = compact::after_copy(session, target, version).await
+    if let Err(e) = compact::after_copy(session, target, version, name).await
         && !e.is_conflict()
     {
         eprintln!(
-            "warning: could not compact {} (the copy is committed and recorded; set TBLPROPERTIES ('{}' = 'false') to stop trying): {e}",
-            record.target,
+            "warning: could not compact {name} (the copy is committed and recorded; ALTER TABLE {name} SET TBLPROPERTIES ('{}' = 'false') stops trying): {e}",
             compact::PROPERTY
         );
     }
@@ -159,13 +158,14 @@ async fn compact_target(
 
 /// One attempt at the copy: resolve → start point → plan → (DRY RUN: stop) → write → commit →
 /// record. `record` learns what each step found, so that a failure is recorded with it.
-/// Returns the target as the run read it and the version it committed (None: no commit).
+/// Returns the target as the run read it, the version it committed and its name (None: no
+/// commit).
 async fn attempt(
     session: &Session,
     c: &CopyIncremental,
     known_row: Option<ControlRow>,
     record: &mut RunRecord,
-) -> Result<Option<(deltalake::DeltaTable, u64)>> {
+) -> Result<Option<(deltalake::DeltaTable, u64, crate::catalog::TableName)>> {
     // Tests hold a job's copy here, its control row read when the job began.
     crate::hold_at("copy::before_resolve").await;
     let names = resolve::Names::of(session, c)?;
@@ -259,7 +259,7 @@ async fn attempt(
                     Err(e) => return Err(uncommitted.conflict_if_replaced(e).await),
                 };
                 progress.inc((plan.rows as u64).saturating_sub(progress.position()));
-                committed = version.map(|v| (target, v as u64));
+                committed = version.map(|v| (target, v as u64, r.names.target.clone()));
                 version
             }
         }

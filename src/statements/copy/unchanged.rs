@@ -46,7 +46,7 @@ pub(super) async fn check(
         return None;
     }
     let (target_version, meta) = match names.target_dir.as_deref() {
-        Some(dir) => metadata::newest_commit(dir)?,
+        Some(dir) => metadata::newest_commit(dir).await?,
         None => {
             let target = session.warehouse().handle(&names.target).await.ok()?;
             metadata::newest_commit_in(target.log_store().object_store(None).as_ref()).await?

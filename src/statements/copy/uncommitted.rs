@@ -34,8 +34,9 @@ pub(crate) struct Uncommitted {
     /// The commit of the target version the run read: a commit of the write is put only
     /// while it is still there unchanged ([`Uncommitted::expecting`]).
     read: Option<Arc<ReadCommit>>,
-    /// The one version a commit of the write may take ([`Uncommitted::only_at`]).
-    only_at: Option<u64>,
+    /// The version after the one the write read: its commit takes it, or a later one past
+    /// commits that only appended ([`Uncommitted::compacting`]).
+    over_appends_from: Option<u64>,
 }
 
 struct Noted {
@@ -77,30 +78,35 @@ impl Uncommitted {
                 commit_started,
             }),
             read: None,
-            only_at: None,
+            over_appends_from: None,
         }
     }
 
-    /// Put a commit of the write only as `version` (the one after the version it read), never
-    /// after another writer's commit. delta-rs' OPTIMIZE commits after others whatever its
-    /// commit properties say, and its conflict check lets a removal through after another
-    /// commit removed the same files with no data change (a compaction): two compactions would
-    /// each add a copy of the rows.
-    pub(crate) fn only_at(mut self, version: u64) -> Self {
-        self.only_at = Some(version);
-        self
+    /// A guard for an OPTIMIZE of `table` as read (its files removed, on a local disk, when it
+    /// commits nothing), whose commit takes the version after the one read, or a later one
+    /// only past commits that just appended files. delta-rs' OPTIMIZE commits after others
+    /// whatever its commit properties say, and its conflict check lets a removal through after
+    /// another commit removed the same files with no data change (another compaction): each
+    /// would add a copy of the rows. A commit that changed the table or removed files makes
+    /// this one fail as a conflict ([`Uncommitted::conflict_if_overtaken`]).
+    pub(crate) fn compacting(table: &DeltaTable) -> Self {
+        let mut guard = Uncommitted::new(
+            table.log_store().root_url().to_file_path().ok(),
+            Arc::new(AtomicBool::new(false)),
+        );
+        guard.over_appends_from = table.version().map(|v| v + 1);
+        guard
     }
 
-    /// `e`, or a conflict when a commit of the write was refused for coming after another
-    /// ([`Uncommitted::only_at`]).
+    /// `e`, or a conflict when a commit of the write was refused for coming after a commit
+    /// that did more than append ([`Uncommitted::compacting`]).
     pub(crate) fn conflict_if_overtaken(&self, e: crate::error::Error) -> crate::error::Error {
-        match self.only_at {
-            Some(v) if self.state.overtaken.load(Ordering::SeqCst) => {
-                crate::error::Error::Conflict(format!(
-                    "another writer committed version {v} while this one ran; nothing was committed ({e})"
-                ))
-            }
-            _ => e,
+        if self.state.overtaken.load(Ordering::SeqCst) {
+            crate::error::Error::Conflict(format!(
+                "another writer changed the table or removed files while this compaction ran; nothing was committed ({e})"
+            ))
+        } else {
+            e
         }
     }
 
@@ -142,14 +148,14 @@ impl Uncommitted {
             state: self.state.clone(),
             relative: true,
             read: self.read.clone(),
-            only_at: self.only_at,
+            over_appends_from: self.over_appends_from,
         });
         let root: Arc<dyn ObjectStore> = Arc::new(Noting {
             inner: log_store.root_object_store(None),
             state: self.state.clone(),
             relative: false,
             read: None,
-            only_at: None,
+            over_appends_from: None,
         });
         let noting =
             crate::catalog::kernel::with_engine_here(deltalake::logstore::default_logstore(
@@ -210,8 +216,9 @@ struct Noting {
     relative: bool,
     /// The target's commit that a commit put through this store must still find unchanged.
     read: Option<Arc<ReadCommit>>,
-    /// The one version a commit put through this store may take.
-    only_at: Option<u64>,
+    /// The version a commit put through this store takes, or a later one past commits that
+    /// only appended.
+    over_appends_from: Option<u64>,
 }
 
 impl std::fmt::Debug for Noted {
@@ -230,6 +237,28 @@ fn in_log(location: &Path) -> bool {
     crate::catalog::log::in_log(location.as_ref())
 }
 
+/// Whether a commit's bytes only append: files added with a data change, app transactions
+/// and its commitInfo (no removal, deletion vector, metadata or protocol change).
+fn only_appends(bytes: &[u8]) -> bool {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .all(|line| {
+            let Ok(serde_json::Value::Object(action)) = serde_json::from_slice(line) else {
+                return false;
+            };
+            action.len() == 1
+                && action.iter().all(|(kind, body)| match kind.as_str() {
+                    "commitInfo" | "txn" => true,
+                    "add" => {
+                        body.get("dataChange") != Some(&serde_json::Value::Bool(false))
+                            && body.get("deletionVector").is_none_or(|d| d.is_null())
+                    }
+                    _ => false,
+                })
+        })
+}
+
 /// The version of the Delta commit at `location` (`_delta_log/<20 digits>.json`), if it is
 /// one.
 fn commit_version(location: &Path) -> Option<u64> {
@@ -242,6 +271,26 @@ fn commit_version(location: &Path) -> Option<u64> {
 }
 
 impl Noting {
+    /// Whether commits `from` up to (not including) `version` all only appended files (none
+    /// when `version` is `from`); any doubt answers false.
+    async fn only_appends_between(&self, from: u64, version: u64) -> bool {
+        if version < from {
+            return false;
+        }
+        for v in from..version {
+            let path = Path::from(crate::catalog::log::commit_in_table(v));
+            let Ok(got) = object_store::ObjectStoreExt::get(self.inner.as_ref(), &path).await
+            else {
+                return false;
+            };
+            match got.bytes().await {
+                Ok(bytes) if only_appends(&bytes) => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// Note a data file; a write into the log other than a conditional put counts as landed.
     fn put_at(&self, location: &Path, multipart: bool) {
         if in_log(location) {
@@ -268,12 +317,14 @@ impl ObjectStore for Noting {
             return self.inner.put_opts(location, payload, opts).await;
         }
         if let Some(version) = commit_version(location) {
-            if self.only_at.is_some_and(|only| only != version) {
+            if let Some(from) = self.over_appends_from
+                && !self.only_appends_between(from, version).await
+            {
                 self.state.overtaken.store(true, Ordering::SeqCst);
                 return Err(object_store::Error::Generic {
                     store: "tidemark",
                     source: format!(
-                        "commit {version} refused: it would come after another writer's commit"
+                        "commit {version} refused: a commit since version {from} did more than append files"
                     )
                     .into(),
                 });
@@ -380,5 +431,37 @@ impl ObjectStore for Noting {
     ) -> object_store::Result<()> {
         self.put_at(to, false);
         self.inner.rename_opts(from, to, options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::only_appends;
+
+    #[test]
+    fn only_added_files_with_a_data_change_are_appends() {
+        let commit = |lines: &[&str]| only_appends((lines.join("\n") + "\n").as_bytes());
+        let info = r#"{"commitInfo":{"operation":"WRITE"}}"#;
+        let add = r#"{"add":{"path":"a.parquet","dataChange":true}}"#;
+        let txn = r#"{"txn":{"appId":"x","version":3}}"#;
+        assert!(commit(&[info, add, txn]));
+        assert!(commit(&[info]));
+        // A compaction's files, a removal, a deletion vector, a schema or protocol change.
+        assert!(!commit(&[
+            info,
+            r#"{"add":{"path":"c.parquet","dataChange":false}}"#
+        ]));
+        assert!(!commit(&[
+            info,
+            add,
+            r#"{"remove":{"path":"b.parquet","dataChange":true}}"#
+        ]));
+        assert!(!commit(&[
+            info,
+            r#"{"add":{"path":"a.parquet","dataChange":true,"deletionVector":{"storageType":"u"}}}"#
+        ]));
+        assert!(!commit(&[info, add, r#"{"metaData":{"id":"m"}}"#]));
+        assert!(!commit(&[info, r#"{"protocol":{"minReaderVersion":3}}"#]));
+        assert!(!commit(&[info, "{"]));
     }
 }

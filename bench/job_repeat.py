@@ -8,7 +8,13 @@ starts: what each copy replays to open them, the cost a fresh warehouse does not
 the mean and the slowest of the RUNS runs, and with 19 or more the mean of runs 10 to 19 (a
 whole cycle of checkpoints, one every 10 commits, past the first ones).
 
-usage: job_repeat.py TIDEMARK WORK_DIR N RUNS [RUN_DIR]
+With 40 runs or more it also prints the mean of the last 20 runs and the data files of the
+first target at the end: a target gains a file a run, and tidemark compacts it once 50 can be
+merged (Databricks' auto compaction). `--no-auto-compact` sets
+`delta.autoOptimize.autoCompact = 'false'` on every target after the first run (not timed), for
+the same runs without compaction.
+
+usage: job_repeat.py TIDEMARK WORK_DIR N RUNS [RUN_DIR] [--no-auto-compact]
        (RUN_DIR, default WORK_DIR/repeatN: where the warehouse is copied; it must not exist)
 """
 import csv
@@ -20,8 +26,10 @@ import subprocess
 import sys
 import time
 
-tidemark, work, n, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-wh = sys.argv[5] if len(sys.argv) > 5 else os.path.join(work, f"repeat{n}")
+args = [a for a in sys.argv[1:] if a != "--no-auto-compact"]
+no_compaction = len(args) < len(sys.argv) - 1
+tidemark, work, n, runs = args[0], args[1], int(args[2]), int(args[3])
+wh = args[4] if len(args) > 4 else os.path.join(work, f"repeat{n}")
 JOB = "COPY INCREMENTAL USING CONTROL TABLE main.src.ctl CONCURRENCY 8"
 
 
@@ -62,7 +70,13 @@ replay = after_checkpoint("src/t0")  # the target is made by the first run
 wall, spent, out = timed("--format", "csv", "-c", JOB)
 assert copied(out) == {100}
 print(f"| first | 100 each | {replay}, none | {wall:.2f} s | {spent:.2f} s |", flush=True)
-script = os.path.join(work, f"append{n}.sql")
+script = os.path.join(wh, "..", os.path.basename(wh) + f"-append{n}.sql")
+if no_compaction:
+    with open(script, "w") as f:
+        for i in range(n):
+            f.write(f"ALTER TABLE main.dst.t{i} SET TBLPROPERTIES "
+                    "('delta.autoOptimize.autoCompact' = 'false');\n")
+    subprocess.run([tidemark, wh, "-q", "-f", script], check=True, capture_output=True)
 walls = []
 for r in range(1, runs + 1):
     with open(script, "w") as f:
@@ -82,3 +96,10 @@ if walls:
     if runs >= 19:
         # A whole cycle of checkpoints (one every 10 commits), past the first ones.
         print(f"Runs 10-19: mean {sum(walls[9:19]) / 10:.2f} s.")
+    if runs >= 40:
+        print(f"Runs {runs - 19}-{runs}: mean {sum(walls[-20:]) / 20:.2f} s.")
+        files = subprocess.run(
+            [tidemark, wh, "--format", "csv", "-q", "-c", "DESCRIBE DETAIL main.dst.t0"],
+            check=True, capture_output=True, text=True).stdout
+        detail = next(csv.DictReader(io.StringIO(files)))
+        print(f"Target t0 at the end: {detail['numFiles']} data files.")

@@ -277,29 +277,22 @@ async fn insert_rows(
     source: Query,
     how: How,
 ) -> Result<Output> {
-    if matches!(how, How::Append) {
-        return insert_once(
-            session,
-            name,
-            columns,
-            source,
-            how,
-            CommitProperties::default(),
-        )
-        .await;
+    // One call of the attempt (its future is large: two calls would double the statement's,
+    // and scripts nest statements).
+    let append = matches!(how, How::Append);
+    let mut retry = super::retry::Retry::up_to(super::retry::WHOLE_STATEMENT);
+    loop {
+        let props = if append {
+            CommitProperties::default()
+        } else {
+            super::upkeep::never_over_another()
+        };
+        let (columns, source, how) = (columns.clone(), source.clone(), how.clone());
+        match insert_once(session, name, columns, source, how, props).await {
+            Err(e) if !append => retry.again(e).await?,
+            done => return done,
+        }
     }
-    super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
-        let props = super::upkeep::never_over_another();
-        insert_once(
-            session,
-            name,
-            columns.clone(),
-            source.clone(),
-            how.clone(),
-            props,
-        )
-    })
-    .await
 }
 
 /// One attempt at [`insert_rows`], committed with `props`.

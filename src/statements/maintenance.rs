@@ -13,15 +13,18 @@ use crate::error::{Error, Result};
 pub async fn optimize(session: &Session, name: &ObjectName) -> Result<Output> {
     let table = session.table_name(name)?;
     crate::catalog::check_writable_table(&table, false)?;
-    // Never committed over another commit: delta-rs would let two compactions of the same
-    // files both through (their removals have `dataChange` false), each adding a copy of the
-    // rows. A conflict runs it again on the new state.
-    let metrics = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || async {
-        let t = session.warehouse().open_for_write(&table).await?;
-        // Tests hold an OPTIMIZE here, the table read, while another process compacts it.
-        crate::hold_at("maintenance::before_optimize").await;
-        let guard = super::copy::uncommitted::Uncommitted::compacting(&t);
-        super::upkeep::optimize_next(&t, Arc::new(session.ctx().state()), &guard).await
+    // Committed only past other writers' appends: delta-rs would let two compactions of the
+    // same files both through (their removals have `dataChange` false), each adding a copy of
+    // the rows. A conflict runs it again on the new state.
+    // (Boxed: a statement's future is as large as its largest arm's, and scripts nest them.)
+    let metrics = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
+        Box::pin(async {
+            let t = session.warehouse().open_for_write(&table).await?;
+            // Tests hold an OPTIMIZE here, the table read, while another process compacts it.
+            crate::hold_at("maintenance::before_optimize").await;
+            let guard = super::copy::uncommitted::Uncommitted::compacting(&t, &table).await;
+            super::upkeep::optimize_next(&t, Arc::new(session.ctx().state()), &guard).await
+        })
     })
     .await
     .map_err(|e| e.context(format!("cannot optimize {table}")))?;

@@ -92,8 +92,8 @@ pub(crate) async fn commit<O: Operation>(op: O, props: CommitProperties) -> Delt
 
 /// OPTIMIZE `table` (delta-rs' bin-packing, files of the table's `delta.targetFileSize`)
 /// through `guard` ([`Uncommitted::compacting`] of `table`): its commit takes the version
-/// after the one read, or a later one past commits that only appended; otherwise a conflict,
-/// nothing committed, and on a local disk its files removed.
+/// after the one read, or a later one past commits that only appended, on the very table
+/// read; otherwise a conflict, nothing committed, and on a local disk its files removed.
 ///
 /// [`Uncommitted::compacting`]: super::copy::uncommitted::Uncommitted::compacting
 pub(crate) async fn optimize_next(
@@ -104,7 +104,9 @@ pub(crate) async fn optimize_next(
     let optimize = guard.table(table).optimize().with_session_state(state);
     match commit(optimize, CommitProperties::default()).await {
         Ok((_, metrics)) => Ok(metrics),
-        Err(e) => Err(guard.conflict_if_overtaken(e.into())),
+        Err(e) => Err(guard
+            .conflict_if_replaced(guard.conflict_if_overtaken(e.into()))
+            .await),
     }
 }
 

@@ -116,3 +116,30 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// A table's active files, from its JSON commits in order (none of the tables below is
+/// checkpointed past a removed commit), and the operations of its commits.
+pub fn active_files_and_operations(table: &Path) -> (usize, Vec<String>) {
+    let log = table.join("_delta_log");
+    let mut commits: Vec<String> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.len() == 25 && n.ends_with(".json"))
+        .collect();
+    commits.sort();
+    let mut files = std::collections::HashSet::new();
+    let mut operations = vec![];
+    for name in commits {
+        for line in std::fs::read_to_string(log.join(name)).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(add) = action.get("add") {
+                files.insert(add["path"].as_str().unwrap().to_string());
+            } else if let Some(remove) = action.get("remove") {
+                assert!(files.remove(remove["path"].as_str().unwrap()));
+            } else if let Some(info) = action.get("commitInfo") {
+                operations.push(info["operation"].as_str().unwrap_or("").to_string());
+            }
+        }
+    }
+    (files.len(), operations)
+}

@@ -396,9 +396,9 @@ fn a_copy_whose_target_was_dropped_while_it_wrote_creates_it_again() {
 }
 
 /// `sql` held at `point` for 8 s (its first time there), started once `t` holds four rows in
-/// four files, and `OPTIMIZE t` run by another process while it is held (after the table
-/// `marker`, made just before `sql`, exists); `sql` must then succeed.
-fn compacted_under(wh: &std::path::Path, sql: &str, point: &str) {
+/// four files, and `other` run by another process while it is held (after the table `marker`,
+/// made just before `sql`, exists); `sql` must then succeed. Returns `other`'s output.
+fn held_while(wh: &std::path::Path, sql: &str, point: &str, other: &str) -> String {
     ok(wh, "CREATE TABLE t (id INT)");
     for id in 1..=4 {
         ok(wh, &format!("INSERT INTO t VALUES ({id})"));
@@ -416,16 +416,22 @@ fn compacted_under(wh: &std::path::Path, sql: &str, point: &str) {
     }
     // The held statement opens `t` right after: then it waits at `point` (8 s).
     std::thread::sleep(std::time::Duration::from_secs(2));
-    assert_eq!(
-        ok(wh, "OPTIMIZE t"),
-        "num_files_added,num_files_removed\n1,4\n"
-    );
-    let out = held.wait_with_output().unwrap();
+    let out = ok(wh, other);
+    let held = held.wait_with_output().unwrap();
     assert!(
-        out.status.success(),
+        held.status.success(),
         "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&held.stderr)
     );
+    out
+}
+
+/// What `OPTIMIZE t` prints when it merges `t`'s four files.
+const MERGED_FOUR: &str = "num_files_added,num_files_removed\n1,4\n";
+
+/// The operations of `t`'s commits, oldest first.
+fn operations(wh: &std::path::Path) -> Vec<String> {
+    crate::common::active_files_and_operations(&wh.join("main/default/t")).1
 }
 
 /// delta-rs lets a removal through after a concurrent OPTIMIZE removed the same files
@@ -435,11 +441,13 @@ fn compacted_under(wh: &std::path::Path, sql: &str, point: &str) {
 #[test]
 fn an_overwrite_racing_a_compaction_replaces_every_old_row() {
     let (_d, wh) = warehouse();
-    compacted_under(
+    let other = held_while(
         &wh,
         "INSERT OVERWRITE t VALUES (10)",
         "dml::before_overwrite",
+        "OPTIMIZE t",
     );
+    assert_eq!(other, MERGED_FOUR);
     assert_eq!(ok(&wh, "SELECT id FROM t"), "id\n10\n");
 }
 
@@ -448,9 +456,46 @@ fn an_overwrite_racing_a_compaction_replaces_every_old_row() {
 #[test]
 fn two_compactions_of_the_same_files_keep_each_row_once() {
     let (_d, wh) = warehouse();
-    compacted_under(&wh, "OPTIMIZE t", "maintenance::before_optimize");
+    let other = held_while(
+        &wh,
+        "OPTIMIZE t",
+        "maintenance::before_optimize",
+        "OPTIMIZE t",
+    );
+    assert_eq!(other, MERGED_FOUR);
     assert_eq!(
         ok(&wh, "SELECT count(*) AS n, sum(id) AS s FROM t"),
         "n,s\n4,10\n"
+    );
+}
+
+/// A compaction goes after another writer's append (the appended file stays, next to the
+/// merged one), and runs again after another writer's DELETE of a row it merged (which it
+/// would otherwise bring back).
+#[test]
+fn a_compaction_goes_after_appends_and_runs_again_after_a_delete() {
+    let (_d, wh) = warehouse();
+    held_while(
+        &wh,
+        "OPTIMIZE t",
+        "maintenance::before_optimize",
+        "INSERT INTO t VALUES (5)",
+    );
+    assert_eq!(
+        ok(&wh, "SELECT count(*) AS n, sum(id) AS s FROM t"),
+        "n,s\n5,15\n"
+    );
+    let ops = operations(&wh);
+    assert_eq!(ops[ops.len() - 2..], ["WRITE", "OPTIMIZE"], "{ops:?}");
+    let (_d, wh) = warehouse();
+    held_while(
+        &wh,
+        "OPTIMIZE t",
+        "maintenance::before_optimize",
+        "DELETE FROM t WHERE id = 1",
+    );
+    assert_eq!(
+        ok(&wh, "SELECT count(*) AS n, sum(id) AS s FROM t"),
+        "n,s\n3,9\n"
     );
 }

@@ -1026,33 +1026,6 @@ fn a_warehouse_reached_through_a_symbolic_link_is_written_like_any_other() {
     assert_eq!(out, "id,v\n1,A\n2,B\nlast_watermark\n3\n");
 }
 
-/// A table's active files, from its JSON commits in order (none of the tables below is
-/// checkpointed past a removed commit), and the operations of its commits.
-fn active_files_and_operations(table: &Path) -> (usize, Vec<String>) {
-    let log = table.join("_delta_log");
-    let mut commits: Vec<String> = std::fs::read_dir(&log)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.len() == 25 && n.ends_with(".json"))
-        .collect();
-    commits.sort();
-    let mut files = std::collections::HashSet::new();
-    let mut operations = vec![];
-    for name in commits {
-        for line in std::fs::read_to_string(log.join(name)).unwrap().lines() {
-            let action: serde_json::Value = serde_json::from_str(line).unwrap();
-            if let Some(add) = action.get("add") {
-                files.insert(add["path"].as_str().unwrap().to_string());
-            } else if let Some(remove) = action.get("remove") {
-                assert!(files.remove(remove["path"].as_str().unwrap()));
-            } else if let Some(info) = action.get("commitInfo") {
-                operations.push(info["operation"].as_str().unwrap_or("").to_string());
-            }
-        }
-    }
-    (files.len(), operations)
-}
-
 #[test]
 fn targets_fed_small_increments_are_compacted_and_keep_every_row_once() {
     // 70 runs, each adding a file to its target (two to the partitioned one): past 50 small
@@ -1077,18 +1050,18 @@ fn targets_fed_small_increments_are_compacted_and_keep_every_row_once() {
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("warning"), "{stderr}");
     let table = |name: &str| wh.join("main/default").join(name);
-    let (files, ops) = active_files_and_operations(&table("t"));
+    let (files, ops) = crate::common::active_files_and_operations(&table("t"));
     assert!(ops.iter().any(|o| o == "OPTIMIZE"), "{ops:?}");
     // 70 before; one after the compaction (at the 50th file or up to ten runs later) and one
     // a run since.
     assert!(files <= 22, "{files} files after the compaction: {ops:?}");
-    let (files, ops) = active_files_and_operations(&table("pt"));
+    let (files, ops) = crate::common::active_files_and_operations(&table("pt"));
     assert!(ops.iter().any(|o| o == "OPTIMIZE"), "{ops:?}");
     assert!(
         files < 70,
         "{files} files (140 without compaction): {ops:?}"
     );
-    let (files, ops) = active_files_and_operations(&table("kept"));
+    let (files, ops) = crate::common::active_files_and_operations(&table("kept"));
     assert!(!ops.iter().any(|o| o == "OPTIMIZE"), "{ops:?}");
     assert_eq!(files, 71, "one file a run: {ops:?}");
     // Every row once, in tidemark and in Python's deltalake.
@@ -1125,7 +1098,7 @@ fn targets_fed_small_increments_are_compacted_and_keep_every_row_once() {
     // With a compaction as the target's newest commit, "nothing new" is still known from the
     // log alone: the full run (which would stop at this fail point) never starts.
     ok(&wh, "OPTIMIZE t");
-    let (_, ops) = active_files_and_operations(&table("t"));
+    let (_, ops) = crate::common::active_files_and_operations(&table("t"));
     assert_eq!(ops.last().map(String::as_str), Some("OPTIMIZE"), "{ops:?}");
     let out = tidemark(&wh)
         .args([

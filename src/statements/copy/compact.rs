@@ -17,7 +17,6 @@ use deltalake::DeltaTable;
 use deltalake::table::config::TablePropertiesExt;
 use deltalake::table::state::DeltaTableState;
 
-use super::metadata::ReadCommit;
 use super::uncommitted::Uncommitted;
 use crate::catalog::TableName;
 use crate::engine::Session;
@@ -64,11 +63,9 @@ pub(super) async fn after_copy(
     }
     // Its commit goes only on this very table (not one dropped and made again meanwhile),
     // and only past commits that just appended.
-    let guard = Uncommitted::compacting(&latest).expecting(ReadCommit::of(&latest, name).await);
-    match upkeep::optimize_next(&latest, Arc::new(session.ctx().state()), &guard).await {
-        Ok(metrics) => Ok(metrics.num_files_removed),
-        Err(e) => Err(guard.conflict_if_replaced(e).await),
-    }
+    let guard = Uncommitted::compacting(&latest, name).await;
+    let metrics = upkeep::optimize_next(&latest, Arc::new(session.ctx().state()), &guard).await?;
+    Ok(metrics.num_files_removed)
 }
 
 /// Whether a target is auto compacted: its property does not turn it off, and a compaction's

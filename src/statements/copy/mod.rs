@@ -113,7 +113,8 @@ pub async fn run_with_row(
         Ok(committed) => {
             if !c.dry_run {
                 history::append(session, std::slice::from_ref(&record)).await?;
-                if let Some((target, version, name)) = committed {
+                if let Some(committed) = committed {
+                    let (target, version, name) = *committed;
                     compact_target(session, &target, version, &name).await;
                 }
             } else if session.warehouse().root().is_dir()
@@ -139,22 +140,29 @@ pub async fn run_with_row(
 }
 
 /// Step 7, after the run is recorded: best effort, a failure is a warning (a conflict with
-/// another writer not even that: a later run tries again).
-async fn compact_target(
-    session: &Session,
-    target: &deltalake::DeltaTable,
+/// another writer not even that: a later run tries again). Boxed, and made in a frame of its
+/// own: OPTIMIZE's future is large, and only one run in many needs it.
+fn compact_target<'a>(
+    session: &'a Session,
+    target: &'a deltalake::DeltaTable,
     version: u64,
-    name: &crate::catalog::TableName,
-) {
-    if let Err(e) = compact::after_copy(session, target, version, name).await
-        && !e.is_conflict()
-    {
-        eprintln!(
-            "warning: could not compact {name} (the copy is committed and recorded; ALTER TABLE {name} SET TBLPROPERTIES ('{}' = 'false') stops trying): {e}",
-            compact::PROPERTY
-        );
-    }
+    name: &'a crate::catalog::TableName,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+    Box::pin(async move {
+        if let Err(e) = compact::after_copy(session, target, version, name).await
+            && !e.is_conflict()
+        {
+            eprintln!(
+                "warning: could not compact {name} (the copy is committed and recorded; ALTER TABLE {name} SET TBLPROPERTIES ('{}' = 'false') stops trying): {e}",
+                compact::PROPERTY
+            );
+        }
+    })
 }
+
+/// A copy's target as the run read it, the version the run committed, and its name (boxed: it
+/// is held while the run is recorded).
+type Committed = Box<(deltalake::DeltaTable, u64, crate::catalog::TableName)>;
 
 /// One attempt at the copy: resolve → start point → plan → (DRY RUN: stop) → write → commit →
 /// record. `record` learns what each step found, so that a failure is recorded with it.
@@ -165,7 +173,7 @@ async fn attempt(
     c: &CopyIncremental,
     known_row: Option<ControlRow>,
     record: &mut RunRecord,
-) -> Result<Option<(deltalake::DeltaTable, u64, crate::catalog::TableName)>> {
+) -> Result<Option<Committed>> {
     // Tests hold a job's copy here, its control row read when the job began.
     crate::hold_at("copy::before_resolve").await;
     let names = resolve::Names::of(session, c)?;
@@ -259,7 +267,7 @@ async fn attempt(
                     Err(e) => return Err(uncommitted.conflict_if_replaced(e).await),
                 };
                 progress.inc((plan.rows as u64).saturating_sub(progress.position()));
-                committed = version.map(|v| (target, v as u64, r.names.target.clone()));
+                committed = version.map(|v| Box::new((target, v as u64, r.names.target.clone())));
                 version
             }
         }

@@ -53,7 +53,7 @@ struct Noted {
     commit_started: Arc<AtomicBool>,
     /// A commit was refused because the target commit the run read is gone or changed.
     replaced: AtomicBool,
-    /// A commit was refused because another took the version it had to take.
+    /// A commit was refused because a commit since the version read did more than append.
     overtaken: AtomicBool,
 }
 
@@ -82,20 +82,21 @@ impl Uncommitted {
         }
     }
 
-    /// A guard for an OPTIMIZE of `table` as read (its files removed, on a local disk, when it
-    /// commits nothing), whose commit takes the version after the one read, or a later one
-    /// only past commits that just appended files. delta-rs' OPTIMIZE commits after others
-    /// whatever its commit properties say, and its conflict check lets a removal through after
-    /// another commit removed the same files with no data change (another compaction): each
-    /// would add a copy of the rows. A commit that changed the table or removed files makes
-    /// this one fail as a conflict ([`Uncommitted::conflict_if_overtaken`]).
-    pub(crate) fn compacting(table: &DeltaTable) -> Self {
+    /// A guard for an OPTIMIZE of `table` (named `name`) as read: its files are removed (on a
+    /// local disk) when it commits nothing; its commit takes the version after the one read,
+    /// or a later one only past commits that just appended files, and only while the commit
+    /// of the version read is still there unchanged (not a table dropped and made again).
+    /// delta-rs' OPTIMIZE commits after others whatever its commit properties say, and its
+    /// conflict check lets a removal through after another commit removed the same files with
+    /// no data change (another compaction): each would add a copy of the rows. Any other
+    /// commit between makes this one fail as a conflict ([`Uncommitted::conflict_if_overtaken`]).
+    pub(crate) async fn compacting(table: &DeltaTable, name: &crate::catalog::TableName) -> Self {
         let mut guard = Uncommitted::new(
             table.log_store().root_url().to_file_path().ok(),
             Arc::new(AtomicBool::new(false)),
         );
-        guard.over_appends_from = table.version().map(|v| v + 1);
-        guard
+        guard.over_appends_from = Some(table.version().map_or(0, |v| v + 1));
+        guard.expecting(ReadCommit::of(table, name).await)
     }
 
     /// `e`, or a conflict when a commit of the write was refused for coming after a commit
@@ -122,7 +123,7 @@ impl Uncommitted {
     /// because the target commit the run read is gone or changed: its commit was refused
     /// here, or delta-rs failed before its put on the log of another table (a dropped
     /// target's log no longer has the version read), which one more look-up tells.
-    pub(super) async fn conflict_if_replaced(&self, e: crate::error::Error) -> crate::error::Error {
+    pub(crate) async fn conflict_if_replaced(&self, e: crate::error::Error) -> crate::error::Error {
         let Some(read) = &self.read else {
             return e;
         };
@@ -206,8 +207,9 @@ impl Drop for Uncommitted {
 }
 
 /// An object store that notes the data files put through it, refuses a commit whose target
-/// was replaced (see [`Uncommitted::expecting`]), and disarms the guard at the
-/// first write into the Delta log.
+/// was replaced (see [`Uncommitted::expecting`]) or that would follow a commit that did more
+/// than append (see [`Uncommitted::compacting`]), and disarms the guard at the first write into
+/// the Delta log.
 #[derive(Debug)]
 struct Noting {
     inner: Arc<dyn ObjectStore>,

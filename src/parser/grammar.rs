@@ -225,9 +225,22 @@ pub(super) fn maintenance_statement(p: &mut Parser) -> Result<Option<Statement>>
     if is_word(&w0, "OPTIMIZE") {
         p.next_token();
         parse_word(p, "TABLE");
-        return Ok(Some(Statement::Optimize {
-            table: object_name(p)?,
-        }));
+        let table = object_name(p)?;
+        // Databricks' partition predicate and Z-ordering: refused by name, not half-done.
+        for (word, what) in [
+            ("WHERE", "OPTIMIZE ... WHERE (some partitions only)"),
+            ("ZORDER", "OPTIMIZE ... ZORDER BY"),
+        ] {
+            if is_word(&p.peek_token().token, word) {
+                return Err(Error::class(
+                    "UNSUPPORTED_FEATURE",
+                    format!(
+                        "{what} is not supported: OPTIMIZE {table} compacts the small files of every partition"
+                    ),
+                ));
+            }
+        }
+        return Ok(Some(Statement::Optimize { table }));
     }
     if is_word(&w0, "VACUUM") {
         p.next_token();

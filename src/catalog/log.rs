@@ -37,6 +37,24 @@ pub fn in_log(location: &str) -> bool {
     location.split('/').any(|p| p == DIR)
 }
 
+/// The actions of a commit's bytes, one per non-blank line, each as its kind and body; None
+/// for a line that is not a JSON object holding exactly one action.
+pub fn actions(commit: &[u8]) -> impl Iterator<Item = Option<(String, serde_json::Value)>> + '_ {
+    commit
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .map(|line| {
+            let serde_json::Value::Object(action) = serde_json::from_slice(line).ok()? else {
+                return None;
+            };
+            let mut fields = action.into_iter();
+            match (fields.next(), fields.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        })
+}
+
 /// Whether the log at `log` holds a version: a commit or a checkpoint, as Delta readers name
 /// them. A process killed while creating a table leaves a log directory with no version (only
 /// a staged `00000000000000000000.json#1`, or nothing): that is no table, and creating it

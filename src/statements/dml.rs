@@ -893,9 +893,9 @@ pub(crate) async fn delete_where(
 }
 
 /// The session's state, reading strings as the `Utf8` arrays the table stores rather than as
-/// string views: delta-rs' MERGE writes the types its scan of the target yields into the new
-/// files' Arrow schema, and Python's `deltalake` cannot filter string views there.
-fn without_view_types(session: &Session) -> Arc<datafusion::execution::SessionState> {
+/// string views: delta-rs' MERGE and OPTIMIZE write the types their scan of the table yields
+/// into the new files' Arrow schema, and Python's `deltalake` cannot filter string views there.
+pub(crate) fn without_view_types(session: &Session) -> Arc<datafusion::execution::SessionState> {
     let mut state = session.ctx().state();
     state
         .config_mut()

@@ -1,7 +1,5 @@
 //! OPTIMIZE (compact small files) and VACUUM (remove unreferenced files) on warehouse tables.
 
-use std::sync::Arc;
-
 use datafusion::sql::sqlparser::ast::ObjectName;
 
 use super::counts;
@@ -22,8 +20,7 @@ pub async fn optimize(session: &Session, name: &ObjectName) -> Result<Output> {
             let t = session.warehouse().open_for_write(&table).await?;
             // Tests hold an OPTIMIZE here, the table read, while another process compacts it.
             crate::hold_at("maintenance::before_optimize").await;
-            let guard = super::copy::uncommitted::Uncommitted::compacting(&t, &table).await;
-            super::upkeep::optimize_next(&t, Arc::new(session.ctx().state()), &guard).await
+            super::upkeep::optimize_next(session, &t, &table).await
         })
     })
     .await

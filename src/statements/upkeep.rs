@@ -90,18 +90,24 @@ pub(crate) async fn commit<O: Operation>(op: O, props: CommitProperties) -> Delt
     Ok(done)
 }
 
-/// OPTIMIZE `table` (delta-rs' bin-packing, files of the table's `delta.targetFileSize`)
-/// through `guard` ([`Uncommitted::compacting`] of `table`): its commit takes the version
+/// OPTIMIZE `table` (named `name`; delta-rs' bin-packing, files of the table's
+/// `delta.targetFileSize`) through [`Uncommitted::compacting`]: its commit takes the version
 /// after the one read, or a later one past commits that only appended, on the very table
-/// read; otherwise a conflict, nothing committed, and on a local disk its files removed.
+/// read; otherwise a conflict, nothing committed, and on a local disk its files removed. The
+/// files are written with strings as the table stores them, not as string views (which
+/// delta-rs would write into their Arrow schema, and Python's `deltalake` cannot filter).
 ///
 /// [`Uncommitted::compacting`]: super::copy::uncommitted::Uncommitted::compacting
 pub(crate) async fn optimize_next(
+    session: &crate::engine::Session,
     table: &DeltaTable,
-    state: std::sync::Arc<dyn datafusion::catalog::Session>,
-    guard: &super::copy::uncommitted::Uncommitted,
+    name: &crate::catalog::TableName,
 ) -> crate::error::Result<operations::optimize::Metrics> {
-    let optimize = guard.table(table).optimize().with_session_state(state);
+    let guard = super::copy::uncommitted::Uncommitted::compacting(table, name).await;
+    let optimize = guard
+        .table(table)
+        .optimize()
+        .with_session_state(super::dml::without_view_types(session));
     match commit(optimize, CommitProperties::default()).await {
         Ok((_, metrics)) => Ok(metrics),
         Err(e) => Err(guard

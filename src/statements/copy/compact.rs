@@ -11,13 +11,10 @@
 //! files (or a target dropped and made again) makes it give up, and the run at the next
 //! version it is due at (about ten commits later) tries again.
 
-use std::sync::Arc;
-
 use deltalake::DeltaTable;
 use deltalake::table::config::TablePropertiesExt;
 use deltalake::table::state::DeltaTableState;
 
-use super::uncommitted::Uncommitted;
 use crate::catalog::TableName;
 use crate::engine::Session;
 use crate::error::Result;
@@ -49,7 +46,7 @@ pub(super) async fn after_copy(
     let due = |t: &DeltaTable, added: usize| {
         t.snapshot().is_ok_and(|s| {
             compacts(s)
-                && whole_files_only(t)
+                && super::whole_file::unmapped(t)
                 && mergeable(s).is_some_and(|n| n + added >= MIN_FILES)
         })
     };
@@ -63,8 +60,7 @@ pub(super) async fn after_copy(
     }
     // Its commit goes only on this very table (not one dropped and made again meanwhile),
     // and only past commits that just appended.
-    let guard = Uncommitted::compacting(&latest, name).await;
-    let metrics = upkeep::optimize_next(&latest, Arc::new(session.ctx().state()), &guard).await?;
+    let metrics = upkeep::optimize_next(session, &latest, name).await?;
     Ok(metrics.num_files_removed)
 }
 
@@ -77,12 +73,6 @@ fn compacts(snapshot: &DeltaTableState) -> bool {
         .get(PROPERTY)
         .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
     on && super::history::compaction_keeps_protocol(snapshot.protocol())
-}
-
-/// Whether the table stores plain files: no column mapping (names in its files other than its
-/// columns').
-fn whole_files_only(table: &DeltaTable) -> bool {
-    super::whole_file::unmapped(table)
 }
 
 /// The files OPTIMIZE would merge: those under the target size in partitions that hold two or

@@ -414,20 +414,13 @@ const ROW_KEEPING_COMMITS: usize = 3;
 /// metadata, protocol, transaction or change-data action).
 fn keeps_rows(bytes: &[u8]) -> bool {
     let mut files = false;
-    for line in bytes.split(|b| *b == b'\n') {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let Ok(serde_json::Value::Object(action)) = serde_json::from_slice(line) else {
-            return false;
-        };
-        let mut fields = action.iter();
-        let (Some((kind, body)), None) = (fields.next(), fields.next()) else {
-            return false;
-        };
-        match kind.as_str() {
-            "commitInfo" => {}
-            "add" | "remove" if body.get("dataChange") == Some(&serde_json::Value::Bool(false)) => {
+    for action in crate::catalog::log::actions(bytes) {
+        match action {
+            Some((kind, _)) if kind == "commitInfo" => {}
+            Some((kind, body))
+                if (kind == "add" || kind == "remove")
+                    && body.get("dataChange") == Some(&serde_json::Value::Bool(false)) =>
+            {
                 files = true
             }
             _ => return false,

@@ -27,6 +27,7 @@ use deltalake::logstore::object_store::{
 use futures::stream::BoxStream;
 
 use super::metadata::ReadCommit;
+use crate::catalog::log::Immutable;
 
 /// The guard: create it before a write, write through [`Uncommitted::table`], drop it after.
 pub(crate) struct Uncommitted {
@@ -242,34 +243,16 @@ fn in_log(location: &Path) -> bool {
 /// Whether a commit's bytes only append: files added with a data change, app transactions
 /// and its commitInfo (no removal, deletion vector, metadata or protocol change).
 fn only_appends(bytes: &[u8]) -> bool {
-    bytes
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
-        .all(|line| {
-            let Ok(serde_json::Value::Object(action)) = serde_json::from_slice(line) else {
-                return false;
-            };
-            action.len() == 1
-                && action.iter().all(|(kind, body)| match kind.as_str() {
-                    "commitInfo" | "txn" => true,
-                    "add" => {
-                        body.get("dataChange") != Some(&serde_json::Value::Bool(false))
-                            && body.get("deletionVector").is_none_or(|d| d.is_null())
-                    }
-                    _ => false,
-                })
+    crate::catalog::log::actions(bytes).all(|action| {
+        action.is_some_and(|(kind, body)| match kind.as_str() {
+            "commitInfo" | "txn" => true,
+            "add" => {
+                body.get("dataChange") != Some(&serde_json::Value::Bool(false))
+                    && body.get("deletionVector").is_none_or(|d| d.is_null())
+            }
+            _ => false,
         })
-}
-
-/// The version of the Delta commit at `location` (`_delta_log/<20 digits>.json`), if it is
-/// one.
-fn commit_version(location: &Path) -> Option<u64> {
-    if !in_log(location) {
-        return None;
-    }
-    let digits = location.filename()?.strip_suffix(".json")?;
-    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())?
+    })
 }
 
 impl Noting {
@@ -318,7 +301,8 @@ impl ObjectStore for Noting {
             self.put_at(location, false);
             return self.inner.put_opts(location, payload, opts).await;
         }
-        if let Some(version) = commit_version(location) {
+        if let Some(Immutable::Commit(version)) = crate::catalog::log::immutable(location.as_ref())
+        {
             if let Some(from) = self.over_appends_from
                 && !self.only_appends_between(from, version).await
             {

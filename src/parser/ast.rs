@@ -116,8 +116,14 @@ pub enum Statement {
         table: ObjectName,
         properties: Vec<(String, String)>,
     },
-    /// `OPTIMIZE t`.
-    Optimize { table: ObjectName },
+    /// `OPTIMIZE t [WHERE partition predicate] [ZORDER BY (c, ...)]`.
+    Optimize {
+        table: ObjectName,
+        predicate: Option<datafusion::sql::sqlparser::ast::Expr>,
+        /// Columns to Z-order by (each a path: more than one part names a nested field);
+        /// empty: bin-packing.
+        zorder: Vec<Vec<String>>,
+    },
     /// `VACUUM t [RETAIN n HOURS] [DRY RUN]`.
     Vacuum {
         table: ObjectName,
@@ -637,7 +643,29 @@ impl fmt::Display for Statement {
                 }
                 Ok(())
             }
-            Statement::Optimize { table } => write!(f, "OPTIMIZE {table}"),
+            Statement::Optimize {
+                table,
+                predicate,
+                zorder,
+            } => {
+                write!(f, "OPTIMIZE {table}")?;
+                if let Some(p) = predicate {
+                    write!(f, " WHERE {p}")?;
+                }
+                if !zorder.is_empty() {
+                    let columns: Vec<String> = zorder
+                        .iter()
+                        .map(|c| {
+                            c.iter()
+                                .map(|part| format!("`{}`", part.replace('`', "``")))
+                                .collect::<Vec<_>>()
+                                .join(".")
+                        })
+                        .collect();
+                    write!(f, " ZORDER BY ({})", columns.join(", "))?;
+                }
+                Ok(())
+            }
             Statement::Vacuum {
                 table,
                 retain_hours,

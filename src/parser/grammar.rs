@@ -226,21 +226,35 @@ pub(super) fn maintenance_statement(p: &mut Parser) -> Result<Option<Statement>>
         p.next_token();
         parse_word(p, "TABLE");
         let table = object_name(p)?;
-        // Databricks' partition predicate and Z-ordering: refused by name, not half-done.
-        for (word, what) in [
-            ("WHERE", "OPTIMIZE ... WHERE (some partitions only)"),
-            ("ZORDER", "OPTIMIZE ... ZORDER BY"),
-        ] {
-            if is_word(&p.peek_token().token, word) {
-                return Err(Error::class(
-                    "UNSUPPORTED_FEATURE",
-                    format!(
-                        "{what} is not supported: OPTIMIZE {table} compacts the small files of every partition"
-                    ),
-                ));
+        // Databricks' `WHERE` (partition columns only) and `ZORDER BY (c, ...)`, in that order.
+        let predicate = if parse_word(p, "WHERE") {
+            Some(p.parse_expr().map_err(pe)?)
+        } else {
+            None
+        };
+        let mut zorder = vec![];
+        if parse_word(p, "ZORDER") {
+            expect_word(p, "BY")?;
+            let parenthesized = p.consume_token(&Token::LParen);
+            zorder = p
+                .parse_comma_separated(|p| {
+                    // `c` or a nested field's path `c.f`.
+                    let mut path = vec![p.parse_identifier()?.value];
+                    while p.consume_token(&Token::Period) {
+                        path.push(p.parse_identifier()?.value);
+                    }
+                    Ok(path)
+                })
+                .map_err(pe)?;
+            if parenthesized {
+                p.expect_token(&Token::RParen).map_err(pe)?;
             }
         }
-        return Ok(Some(Statement::Optimize { table }));
+        return Ok(Some(Statement::Optimize {
+            table,
+            predicate,
+            zorder,
+        }));
     }
     if is_word(&w0, "VACUUM") {
         p.next_token();

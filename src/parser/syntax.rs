@@ -251,8 +251,8 @@ USE [ catalog. ]schema",
     Syntax {
         name: "OPTIMIZE",
         about: "compact a table's small files",
-        grammar: "OPTIMIZE table",
-        example: "OPTIMIZE t",
+        grammar: "OPTIMIZE table [ WHERE partition_predicate ] [ ZORDER BY ( column [, ...] ) ]",
+        example: "OPTIMIZE events WHERE day >= DATE '2024-01-01' ZORDER BY (user_id)",
     },
     Syntax {
         name: "VACUUM",

@@ -140,7 +140,11 @@ async fn execute_one(session: &mut Session, stmt: Statement) -> Result<Output> {
         Statement::SetProperties { table, properties } => {
             ddl::set_properties(session, &table, properties).await
         }
-        Statement::Optimize { table } => maintenance::optimize(session, &table).await,
+        Statement::Optimize {
+            table,
+            predicate,
+            zorder,
+        } => maintenance::optimize(session, &table, predicate, zorder).await,
         Statement::Vacuum {
             table,
             retain_hours,

@@ -90,24 +90,43 @@ pub(crate) async fn commit<O: Operation>(op: O, props: CommitProperties) -> Delt
     Ok(done)
 }
 
+/// What an OPTIMIZE rewrites beyond bin-packing every partition's small files.
+#[derive(Debug, Default)]
+pub(crate) struct Layout {
+    /// Only the partitions these select (ANDed); none: every partition.
+    pub partitions: Vec<super::maintenance::partitions::PartitionFilter>,
+    /// Z-order every selected partition's files by these columns (dotted paths for nested
+    /// fields) instead of bin-packing its small ones.
+    pub zorder: Vec<String>,
+}
+
 /// OPTIMIZE `table` (named `name`; delta-rs' bin-packing, files of the table's
-/// `delta.targetFileSize`) through [`Uncommitted::compacting`]: its commit takes the version
-/// after the one read, or a later one past commits that only appended, on the very table
-/// read; otherwise a conflict, nothing committed, and on a local disk its files removed. The
-/// files are written with strings as the table stores them, not as string views (which
-/// delta-rs would write into their Arrow schema, and Python's `deltalake` cannot filter).
+/// `delta.targetFileSize`, or its Z-ordering, of the partitions `layout` selects) through
+/// [`Uncommitted::compacting`]: its commit takes the version after the one read, or a later
+/// one past commits that only appended, on the very table read; otherwise a conflict,
+/// nothing committed, and on a local disk its files removed. The files are written with
+/// strings as the table stores them, not as string views (which delta-rs would write into
+/// their Arrow schema, and Python's `deltalake` cannot filter).
 ///
 /// [`Uncommitted::compacting`]: super::copy::uncommitted::Uncommitted::compacting
 pub(crate) async fn optimize_next(
     session: &crate::engine::Session,
     table: &DeltaTable,
     name: &crate::catalog::TableName,
+    layout: &Layout,
 ) -> crate::error::Result<operations::optimize::Metrics> {
     let guard = super::copy::uncommitted::Uncommitted::compacting(table, name).await;
-    let optimize = guard
+    let filters: Vec<_> = layout.partitions.iter().map(|f| f.literal()).collect();
+    let mut optimize = guard
         .table(table)
         .optimize()
+        .with_filters(&filters)
         .with_session_state(super::dml::without_view_types(session));
+    if !layout.zorder.is_empty() {
+        optimize = optimize.with_type(operations::optimize::OptimizeType::ZOrder(
+            layout.zorder.clone(),
+        ));
+    }
     match commit(optimize, CommitProperties::default()).await {
         Ok((_, metrics)) => Ok(metrics),
         Err(e) => Err(guard

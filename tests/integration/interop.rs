@@ -325,3 +325,50 @@ deltalake.write_deltalake({history:?}, t)
     ));
     assert_eq!(read.trim(), "True 1 42", "{read}");
 }
+
+/// Tables compacted by OPTIMIZE (all partitions, some, and Z-ordered) keep their strings as
+/// `string` in the files' Arrow schema, so Python's `deltalake` filters them (with string
+/// views there it failed: "no kernel matching input types (string, string_view)"), and
+/// their history says which partitions each OPTIMIZE took (delta-rs records no Z-order
+/// columns).
+#[test]
+fn python_filters_tables_tidemark_optimized() {
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE s (id BIGINT, v STRING)");
+    ok(&wh, "INSERT INTO s VALUES (1, 'x'), (2, 'y')");
+    ok(&wh, "INSERT INTO s VALUES (3, 'x')");
+    ok(&wh, "OPTIMIZE s");
+    ok(
+        &wh,
+        "CREATE TABLE p (id BIGINT, v STRING, day DATE) PARTITIONED BY (day)",
+    );
+    ok(
+        &wh,
+        "INSERT INTO p VALUES (1, 'x', '2024-01-01'), (2, 'y', '2024-01-02')",
+    );
+    ok(
+        &wh,
+        "INSERT INTO p VALUES (3, 'x', '2024-01-01'), (4, 'x', '2024-01-02')",
+    );
+    ok(&wh, "OPTIMIZE p WHERE day = DATE '2024-01-01'");
+    ok(&wh, "OPTIMIZE p WHERE day > '2024-01-01' ZORDER BY (v, id)");
+    let out = run_py(&format!(
+        "import json, pyarrow.parquet as pq\n\
+         from deltalake import DeltaTable\n\
+         for path in [{s:?}, {p:?}]:\n\
+         \x20   t = DeltaTable(path)\n\
+         \x20   rows = t.to_pyarrow_table(filters=[('v', '=', 'x')]).sort_by('id')\n\
+         \x20   print(rows.column('id').to_pylist())\n\
+         \x20   print(sorted({{str(pq.read_schema(u).field('v').type) for u in t.file_uris()}}))\n\
+         \x20   print([(h['operation'], json.loads(h['operationParameters'].get('predicate', '[]')), h['operationParameters'].get('zOrderBy')) for h in t.history() if h['operation'] == 'OPTIMIZE'])\n",
+        s = wh.join("main/default/s").display().to_string(),
+        p = wh.join("main/default/p").display().to_string(),
+    ));
+    assert_eq!(
+        out,
+        "[1, 3]\n['string']\n[('OPTIMIZE', [], None)]\n\
+         [1, 3, 4]\n['string']\n\
+         [('OPTIMIZE', [\"day > '2024-01-01'\"], None), ('OPTIMIZE', [\"day = '2024-01-01'\"], None)]\n",
+        "{out}"
+    );
+}

@@ -60,7 +60,7 @@ pub(super) async fn after_copy(
     }
     // Its commit goes only on this very table (not one dropped and made again meanwhile),
     // and only past commits that just appended.
-    let metrics = upkeep::optimize_next(session, &latest, name).await?;
+    let metrics = upkeep::optimize_next(session, &latest, name, &upkeep::Layout::default()).await?;
     Ok(metrics.num_files_removed)
 }
 

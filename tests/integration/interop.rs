@@ -372,3 +372,35 @@ fn python_filters_tables_tidemark_optimized() {
         "{out}"
     );
 }
+
+/// OPTIMIZE, of some partitions and Z-ordered, on a table Spark wrote with deletion vectors
+/// (registered as an external table): the deleted rows stay deleted.
+#[test]
+fn optimize_keeps_a_spark_tables_deleted_rows_deleted() {
+    let (_d, wh) = warehouse();
+    let tmp = tempfile::tempdir().unwrap();
+    let delta = crate::golden::unpack("dv-partitioned-with-checkpoint", tmp.path()).join("delta");
+    ok(
+        &wh,
+        &format!("CREATE TABLE dv LOCATION '{}'", delta.display()),
+    );
+    let rows = "SELECT count(*), sum(col1), min(col2), max(col2) FROM dv";
+    let before = ok(&wh, rows);
+    assert_eq!(
+        before,
+        "count(*),sum(col1),min(col2),max(col2)\n35,1015,foo0,foo4\n"
+    );
+    let out = crate::common::sql(
+        &wh,
+        &[
+            "OPTIMIZE dv WHERE part IN (0, 1, 2) ZORDER BY (col1)",
+            rows,
+            "OPTIMIZE dv",
+            rows,
+            "OPTIMIZE dv ZORDER BY col2",
+            rows,
+        ],
+    );
+    let after: Vec<&str> = out.lines().filter(|l| l.starts_with("35,")).collect();
+    assert_eq!(after, vec!["35,1015,foo0,foo4"; 3], "{out}");
+}

@@ -461,13 +461,15 @@ impl Session {
         expand_views: bool,
         stack: &[String],
     ) -> Result<(Bound, HashSet<String>)> {
-        self.rewrite_syntax(node)?;
-        self.rewrite_pivots(node).await?;
+        // Samples first: the rewrites below put subqueries in place of some tables (Spark's
+        // `range(n)`), which would leave their TABLESAMPLE behind.
         let mut sampler = SampleRewriter::default();
         let _ = node.visit(&mut sampler);
         if let Some(e) = sampler.error {
             return Err(e);
         }
+        self.rewrite_syntax(node)?;
+        self.rewrite_pivots(node).await?;
         let calls = match expand_views {
             true => Calls::Compile,
             false => Calls::Qualify,

@@ -1,5 +1,6 @@
-//! `TABLESAMPLE`, which DataFusion's planner would drop without a word: rewritten into
-//! subqueries before planning, or refused by name.
+//! A table's clauses that DataFusion's planner would drop without a word: `TABLESAMPLE`,
+//! rewritten into subqueries before planning or refused by name, and the rest (`WITH
+//! ORDINALITY`, table and index hints, partition selection) refused by name.
 
 use std::ops::ControlFlow;
 
@@ -152,7 +153,7 @@ impl VisitorMut for SampleRewriter {
     }
 
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        match self.rewrite(factor) {
+        match unplanned_clause(factor).map_or_else(|| self.rewrite(factor), Err) {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
                 self.error = Some(e);
@@ -160,4 +161,37 @@ impl VisitorMut for SampleRewriter {
             }
         }
     }
+}
+
+/// A clause of `factor` that the planner would ignore, as the error refusing it.
+fn unplanned_clause(factor: &TableFactor) -> Option<Error> {
+    let TableFactor::Table {
+        name,
+        with_hints,
+        partitions,
+        with_ordinality,
+        json_path,
+        index_hints,
+        ..
+    } = factor
+    else {
+        return None;
+    };
+    let what = if *with_ordinality {
+        "WITH ORDINALITY (number the rows with row_number() OVER (), or posexplode)"
+    } else if !with_hints.is_empty() {
+        "table hints WITH (...)"
+    } else if !index_hints.is_empty() {
+        "index hints"
+    } else if !partitions.is_empty() {
+        "PARTITION (...) selection (filter on the partition columns instead)"
+    } else if json_path.is_some() {
+        "a JSON path after a table name"
+    } else {
+        return None;
+    };
+    Some(Error::class(
+        "UNSUPPORTED_FEATURE",
+        format!("{name}: {what} is not supported"),
+    ))
 }

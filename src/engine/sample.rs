@@ -165,6 +165,33 @@ impl VisitorMut for SampleRewriter {
 
 /// A clause of `factor` that the planner would ignore, as the error refusing it.
 fn unplanned_clause(factor: &TableFactor) -> Option<Error> {
+    let refused = |what: String| Some(Error::class("UNSUPPORTED_FEATURE", what));
+    match factor {
+        TableFactor::Function {
+            name,
+            with_ordinality: true,
+            ..
+        } => {
+            return refused(format!(
+                "{name}: WITH ORDINALITY (number the rows with row_number() OVER (), or posexplode) is not supported"
+            ));
+        }
+        // PIVOT reads its source by name: a sample there would be another query.
+        TableFactor::Pivot { table, .. } | TableFactor::Unpivot { table, .. }
+            if matches!(
+                table.as_ref(),
+                TableFactor::Table {
+                    sample: Some(_),
+                    ..
+                }
+            ) =>
+        {
+            return refused(
+                "TABLESAMPLE on the source of a PIVOT or UNPIVOT is not supported: sample in a view or a CREATE TABLE ... AS first".to_string(),
+            );
+        }
+        _ => {}
+    }
     let TableFactor::Table {
         name,
         with_hints,
@@ -190,8 +217,5 @@ fn unplanned_clause(factor: &TableFactor) -> Option<Error> {
     } else {
         return None;
     };
-    Some(Error::class(
-        "UNSUPPORTED_FEATURE",
-        format!("{name}: {what} is not supported"),
-    ))
+    refused(format!("{name}: {what} is not supported"))
 }

@@ -239,6 +239,8 @@ pub enum TableAction {
     ShowProperties { key: Option<String> },
     /// `SHOW COLUMNS IN t`.
     ShowColumns,
+    /// `SHOW PARTITIONS t [PARTITION (c = v, ...)]`.
+    ShowPartitions { partition: Vec<(Ident, Expr)> },
     /// `DESCRIBE DETAIL t`.
     DescribeDetail,
 }
@@ -255,6 +257,7 @@ impl TableAction {
             TableAction::ShowCreate
             | TableAction::ShowProperties { .. }
             | TableAction::ShowColumns
+            | TableAction::ShowPartitions { .. }
             | TableAction::DescribeDetail => false,
         }
     }
@@ -304,8 +307,12 @@ impl fmt::Display for OnTable {
                     }
                 }
             }
-            TableAction::Truncate { partition } => {
-                write!(f, "TRUNCATE TABLE {t}")?;
+            TableAction::Truncate { partition } | TableAction::ShowPartitions { partition } => {
+                if matches!(self.action, TableAction::Truncate { .. }) {
+                    write!(f, "TRUNCATE TABLE {t}")?;
+                } else {
+                    write!(f, "SHOW PARTITIONS {t}")?;
+                }
                 if !partition.is_empty() {
                     let parts: Vec<String> = partition
                         .iter()

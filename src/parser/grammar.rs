@@ -156,9 +156,24 @@ pub(super) fn session_statement(p: &mut Parser) -> Result<Option<Statement>> {
         } else if is_word(&p.peek_nth_token(1).token, "VIEWS") {
             ShowWhat::Views
         } else {
-            return Ok(Some(Statement::Sql(Box::new(
-                p.parse_statement().map_err(pe)?,
-            ))));
+            let statement = p.parse_statement().map_err(pe)?;
+            // DataFusion's SHOW names a setting (`SHOW datafusion.execution.time_zone`, `SHOW
+            // ALL`); Databricks' other SHOW statements would read as settings that do not exist.
+            if let datafusion::sql::sqlparser::ast::Statement::ShowVariable { variable } =
+                &statement
+                && let Some(first) = variable.first()
+                && !["datafusion", "all", "time", "timezone"]
+                    .contains(&first.value.to_lowercase().as_str())
+            {
+                return Err(Error::class(
+                    "UNSUPPORTED_FEATURE",
+                    format!(
+                        "SHOW {} ... is not supported: SHOW lists CATALOGS, SCHEMAS, TABLES, VIEWS, COLUMNS IN t, PARTITIONS t, FUNCTIONS, CONNECTIONS, CREATE TABLE t, TBLPROPERTIES t, or a setting (SHOW datafusion.execution.time_zone, SHOW ALL)",
+                        first.value.to_uppercase()
+                    ),
+                ));
+            }
+            return Ok(Some(Statement::Sql(Box::new(statement))));
         };
         p.next_token();
         p.next_token();
@@ -226,6 +241,14 @@ pub(super) fn maintenance_statement(p: &mut Parser) -> Result<Option<Statement>>
         p.next_token();
         parse_word(p, "TABLE");
         let table = object_name(p)?;
+        if is_word(&p.peek_token().token, "FULL") {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "OPTIMIZE {table} FULL (reclustering all of a liquid-clustered table) is not supported: tidemark makes no clustered tables; OPTIMIZE {table} compacts its small files"
+                ),
+            ));
+        }
         // Databricks' `WHERE` (partition columns only) and `ZORDER BY (c, ...)`, in that order.
         let predicate = if parse_word(p, "WHERE") {
             Some(p.parse_expr().map_err(pe)?)

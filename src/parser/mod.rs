@@ -1010,6 +1010,8 @@ mod tests {
             "SHOW CREATE TABLE c.s.t",
             "SHOW TBLPROPERTIES t ('delta.appendOnly')",
             "SHOW COLUMNS IN s.t",
+            "SHOW PARTITIONS s.t",
+            "SHOW PARTITIONS t PARTITION (d = '2024-01-01', k = 1)",
             "SHOW VIEWS IN s",
             "DESCRIBE DETAIL t",
             "COPY INTO s.t FROM '/data/it''s' FILEFORMAT = CSV FILES = ('a.csv', 'b.csv') FORMAT_OPTIONS ('header' = 'true') COPY_OPTIONS ('force' = 'true')",

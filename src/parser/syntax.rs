@@ -189,12 +189,13 @@ DESCRIBE DETAIL table",
     },
     Syntax {
         name: "SHOW",
-        about: "list catalogs, schemas, tables, columns or properties; a table's CREATE",
+        about: "list catalogs, schemas, tables, columns, partitions or properties; a table's CREATE",
         grammar: "SHOW CATALOGS [ [ LIKE ] 'pattern' ]
 SHOW { SCHEMAS | DATABASES } [ { IN | FROM } catalog ] [ [ LIKE ] 'pattern' ]
 SHOW TABLES [ { IN | FROM } [ catalog. ]schema ] [ [ LIKE ] 'pattern' ]
 SHOW VIEWS [ { IN | FROM } [ catalog. ]schema ] [ [ LIKE ] 'pattern' ]
 SHOW COLUMNS { IN | FROM } table [ { IN | FROM } schema ]
+SHOW PARTITIONS table [ PARTITION ( column = value [, ...] ) ]
 SHOW TBLPROPERTIES table [ ( key ) ]
 SHOW CREATE TABLE table
 SHOW [ USER | SYSTEM | ALL ] FUNCTIONS [ { IN | FROM } schema ] [ [ LIKE ] 'pattern' ]",

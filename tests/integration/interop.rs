@@ -403,4 +403,13 @@ fn optimize_keeps_a_spark_tables_deleted_rows_deleted() {
     );
     let after: Vec<&str> = out.lines().filter(|l| l.starts_with("35,")).collect();
     assert_eq!(after, vec!["35,1015,foo0,foo4"; 3], "{out}");
+    // Each Z-ordering rewrote files (its files removed, the line after its header).
+    let lines: Vec<&str> = out.lines().collect();
+    let removed: Vec<i64> = lines
+        .windows(2)
+        .filter(|w| w[0] == "num_files_added,num_files_removed")
+        .map(|w| w[1].split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(removed.len(), 3, "{out}");
+    assert!(removed[0] > 0 && removed[2] > 0, "{out}");
 }

@@ -1745,6 +1745,7 @@ fn a_warehouse_on_moto_serves_every_statement_with_nothing_local() {
     // Upkeep.
     run(&[
         "OPTIMIZE bronze.orders",
+        "OPTIMIZE bronze.orders ZORDER BY (amount, id)",
         "VACUUM bronze.orders",
         "UPDATE sales.orders SET amount = 0 WHERE id = 11",
         "DELETE FROM sales.orders WHERE id = 10",

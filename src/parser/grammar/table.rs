@@ -26,16 +26,7 @@ pub(in crate::parser) fn table_statement(p: &mut Parser) -> Result<Option<Statem
     if parse_word(p, "TRUNCATE") {
         parse_word(p, "TABLE");
         let table = object_name(p)?;
-        let mut partition = vec![];
-        if parse_word(p, "PARTITION") {
-            p.expect_token(&Token::LParen).map_err(pe)?;
-            partition = comma_separated(p, |p| {
-                let column = p.parse_identifier().map_err(pe)?;
-                p.expect_token(&Token::Eq).map_err(pe)?;
-                Ok((column, p.parse_expr().map_err(pe)?))
-            })?;
-            p.expect_token(&Token::RParen).map_err(pe)?;
-        }
+        let partition = partition_spec(p)?;
         return on(table, TableAction::Truncate { partition });
     }
     if parse_word(p, "RESTORE") {
@@ -87,6 +78,12 @@ pub(in crate::parser) fn table_statement(p: &mut Parser) -> Result<Option<Statem
             parse_words(p, &["SHOW", "CREATE", "TABLE"]);
             return on(object_name(p)?, TableAction::ShowCreate);
         }
+        if is_word(&w1, "PARTITIONS") {
+            parse_words(p, &["SHOW", "PARTITIONS"]);
+            let table = object_name(p)?;
+            let partition = partition_spec(p)?;
+            return on(table, TableAction::ShowPartitions { partition });
+        }
         if is_word(&w1, "TBLPROPERTIES") {
             parse_words(p, &["SHOW", "TBLPROPERTIES"]);
             let table = object_name(p)?;
@@ -129,6 +126,21 @@ pub(in crate::parser) fn table_statement(p: &mut Parser) -> Result<Option<Statem
         return on(object_name(p)?, TableAction::DescribeDetail);
     }
     Ok(None)
+}
+
+/// `[PARTITION (c = v, ...)]` after a table name (empty without it).
+fn partition_spec(p: &mut Parser) -> Result<Vec<(Ident, Expr)>> {
+    if !parse_word(p, "PARTITION") {
+        return Ok(vec![]);
+    }
+    p.expect_token(&Token::LParen).map_err(pe)?;
+    let spec = comma_separated(p, |p| {
+        let column = p.parse_identifier().map_err(pe)?;
+        p.expect_token(&Token::Eq).map_err(pe)?;
+        Ok((column, p.parse_expr().map_err(pe)?))
+    })?;
+    p.expect_token(&Token::RParen).map_err(pe)?;
+    Ok(spec)
 }
 
 /// `ALTER TABLE t ...`: tidemark's forms, else None with the parser back at `ALTER`.

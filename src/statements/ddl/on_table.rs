@@ -35,6 +35,7 @@ pub async fn execute(session: &Session, stmt: OnTable) -> Result<Output> {
         TableAction::ShowCreate
         | TableAction::ShowProperties { .. }
         | TableAction::ShowColumns
+        | TableAction::ShowPartitions { .. }
         | TableAction::DescribeDetail => {
             super::super::show::table::execute(session, &stmt.table, &table, stmt.action).await
         }
@@ -284,6 +285,61 @@ async fn commit_metadata(
     Ok(())
 }
 
+/// A `PARTITION (c = v, ...)` spec as the condition on `table`'s rows it names (None when
+/// empty): each column a partition column of the table (`what` names the statement in the
+/// error, `instead` says what to do for other conditions), a NULL or empty value `IS NULL`.
+pub(crate) fn partition_predicate(
+    table: &TableName,
+    partitions: &[String],
+    spec: Vec<(Ident, Expr)>,
+    what: &str,
+    instead: &str,
+) -> Result<Option<Expr>> {
+    let mut predicate: Option<Expr> = None;
+    for (column, value) in spec {
+        let name = column.value.to_lowercase();
+        let Some(stored) = partitions.iter().find(|p| p.eq_ignore_ascii_case(&name)) else {
+            return Err(Error::Invalid(format!(
+                "{what}: '{name}' is not a partition column of {table} (its partition columns: {}); {instead}",
+                if partitions.is_empty() {
+                    "none".to_string()
+                } else {
+                    partitions.join(", ")
+                }
+            )));
+        };
+        let column = Expr::Identifier(Ident::with_quote('`', stored.clone()));
+        // A NULL partition (and an empty string, which Delta stores as NULL) is `IS NULL`:
+        // `= NULL` would match nothing.
+        let null = match &value {
+            Expr::Value(v) => match &v.value {
+                SqlValue::Null => true,
+                SqlValue::SingleQuotedString(s) => s.is_empty(),
+                _ => false,
+            },
+            _ => false,
+        };
+        let eq = if null {
+            Expr::IsNull(Box::new(column))
+        } else {
+            Expr::BinaryOp {
+                left: Box::new(column),
+                op: BinaryOperator::Eq,
+                right: Box::new(value),
+            }
+        };
+        predicate = Some(match predicate {
+            Some(p) => Expr::BinaryOp {
+                left: Box::new(p),
+                op: BinaryOperator::And,
+                right: Box::new(eq),
+            },
+            None => eq,
+        });
+    }
+    Ok(predicate)
+}
+
 /// `TRUNCATE TABLE t [PARTITION (p = v, ...)]`: every row (of the partition) deleted, in one
 /// commit. Only partition columns may name a partition, as in Databricks.
 async fn truncate(
@@ -292,52 +348,19 @@ async fn truncate(
     partition: Vec<(Ident, Expr)>,
 ) -> Result<Output> {
     check_writable_table(table, true)?;
-    let mut predicate: Option<Expr> = None;
-    if !partition.is_empty() {
+    let predicate = if partition.is_empty() {
+        None
+    } else {
         let t = session.warehouse().open(table).await?;
         let partitions: Vec<String> = t.snapshot()?.metadata().partition_columns().to_vec();
-        for (column, value) in partition {
-            let name = column.value.to_lowercase();
-            let Some(stored) = partitions.iter().find(|p| p.eq_ignore_ascii_case(&name)) else {
-                return Err(Error::Invalid(format!(
-                    "TRUNCATE TABLE {table} PARTITION: '{name}' is not a partition column of {table} (its partition columns: {}); use DELETE FROM {table} WHERE ... for other conditions",
-                    if partitions.is_empty() {
-                        "none".to_string()
-                    } else {
-                        partitions.join(", ")
-                    }
-                )));
-            };
-            let column = Expr::Identifier(Ident::with_quote('`', stored.clone()));
-            // A NULL partition (and an empty string, which Delta stores as NULL) is `IS NULL`:
-            // `= NULL` would match nothing.
-            let null = match &value {
-                Expr::Value(v) => match &v.value {
-                    SqlValue::Null => true,
-                    SqlValue::SingleQuotedString(s) => s.is_empty(),
-                    _ => false,
-                },
-                _ => false,
-            };
-            let eq = if null {
-                Expr::IsNull(Box::new(column))
-            } else {
-                Expr::BinaryOp {
-                    left: Box::new(column),
-                    op: BinaryOperator::Eq,
-                    right: Box::new(value),
-                }
-            };
-            predicate = Some(match predicate {
-                Some(p) => Expr::BinaryOp {
-                    left: Box::new(p),
-                    op: BinaryOperator::And,
-                    right: Box::new(eq),
-                },
-                None => eq,
-            });
-        }
-    }
+        partition_predicate(
+            table,
+            &partitions,
+            partition,
+            &format!("TRUNCATE TABLE {table} PARTITION",),
+            &format!("use DELETE FROM {table} WHERE ... for other conditions"),
+        )?
+    };
     super::super::dml::delete_where(
         session,
         table,

@@ -251,6 +251,19 @@ async fn encoded(
     ty: &DataType,
     on: &Partitioning<'_>,
 ) -> Result<String> {
+    let shown = constant.to_string();
+    // Text against a timestamp reads in the session's time zone, as CAST does.
+    let constant = match ty {
+        DataType::Timestamp(_, tz) => &crate::parser::expr_text(&format!(
+            "CAST(({constant}) AS {})",
+            if tz.is_some() {
+                "TIMESTAMP"
+            } else {
+                "TIMESTAMP_NTZ"
+            }
+        ))?,
+        _ => constant,
+    };
     let value = session.eval_scalar(constant).await.map_err(|e| {
         e.context(format!(
             "OPTIMIZE {} WHERE: the value compared with '{column}' must be a constant",
@@ -259,7 +272,7 @@ async fn encoded(
     })?;
     let wrong = |why: &str| {
         Error::Type(format!(
-            "OPTIMIZE {} WHERE: {constant} {why} partition column '{column}' ({})",
+            "OPTIMIZE {} WHERE: {shown} {why} partition column '{column}' ({})",
             on.table,
             type_name(ty)
         ))
@@ -272,9 +285,7 @@ async fn encoded(
     let cast = value
         .cast_to(ty)
         .map_err(|_| wrong("cannot be compared with"))?;
-    // Lossless only: 1.5 against an integer column, or a time of day against a date, is refused.
-    let back = cast.cast_to(&value.data_type()).ok();
-    if cast.is_null() || back.as_ref() != Some(&value) {
+    if cast.is_null() || !exact(&value, &cast, ty) {
         return Err(wrong("is not exactly a value of"));
     }
     let text = match &cast {
@@ -316,6 +327,30 @@ async fn encoded(
         }
     };
     Ok(text)
+}
+
+/// Whether `value`, converted to the column's type `ty` as `cast`, lost nothing: `1.5`
+/// against an integer column, or a time of day against a date, is refused. Text is read as
+/// the column's type, as Databricks reads it (`'2024-1-2'` is a DATE, `'1.5'` a DECIMAL
+/// 1.50; timestamps are cast before, in the session's time zone), and compared in a wider
+/// type where reading it could round (a decimal's digits past the column's scale).
+fn exact(value: &ScalarValue, cast: &ScalarValue, ty: &DataType) -> bool {
+    let text = matches!(
+        value,
+        ScalarValue::Utf8(_) | ScalarValue::LargeUtf8(_) | ScalarValue::Utf8View(_)
+    );
+    if !text {
+        return cast.cast_to(&value.data_type()).ok().as_ref() == Some(value);
+    }
+    let wider = match ty {
+        DataType::Decimal128(_, _) => DataType::Decimal256(76, 38),
+        // Integers refuse fractions, dates read the day (as Databricks compares them).
+        _ => return true,
+    };
+    match (value.cast_to(&wider), cast.cast_to(&wider)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// The arrow type a partition column's values are compared in (Delta's timestamps are

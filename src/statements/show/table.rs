@@ -86,10 +86,58 @@ pub async fn execute(
             Ok(strings("col_name", names))
         }
         TableAction::DescribeDetail => detail(session, table, &t).await,
+        TableAction::ShowPartitions { partition } => {
+            partitions(session, table, &t, partition).await
+        }
         other => Err(Error::Other(format!(
             "not a describing statement: {other:?}"
         ))),
     }
+}
+
+/// `SHOW PARTITIONS t [PARTITION (c = v, ...)]`: the table's partitions (those the spec
+/// names), a column per partition column with its type, in order.
+async fn partitions(
+    session: &Session,
+    table: &TableName,
+    t: &DeltaTable,
+    spec: Vec<(
+        datafusion::sql::sqlparser::ast::Ident,
+        datafusion::sql::sqlparser::ast::Expr,
+    )>,
+) -> Result<Output> {
+    let columns: Vec<String> = t.snapshot()?.metadata().partition_columns().to_vec();
+    if columns.is_empty() {
+        return Err(Error::class(
+            "INVALID_PARTITION_OPERATION.PARTITION_SCHEMA_IS_EMPTY",
+            format!("SHOW PARTITIONS is not allowed on {table}, which is not partitioned"),
+        ));
+    }
+    let predicate = crate::statements::ddl::on_table::partition_predicate(
+        table,
+        &columns,
+        spec,
+        &format!("SHOW PARTITIONS {table} PARTITION"),
+        "name partition columns only",
+    )?;
+    // Always quoted: a column named `current_date` or `null` is a column here.
+    let quoted = |n: &str| format!("`{}`", n.replace('`', "``"));
+    let list: Vec<String> = columns.iter().map(|c| quoted(c)).collect();
+    let list = list.join(", ");
+    let from: Vec<String> = [&table.catalog, &table.schema, &table.table]
+        .iter()
+        .map(|p| quoted(p))
+        .collect();
+    let filter = predicate.map(|p| format!(" WHERE {p}")).unwrap_or_default();
+    let sql = format!(
+        "SELECT DISTINCT {list} FROM {}{filter} ORDER BY {list}",
+        from.join(".")
+    );
+    let query = crate::parser::query_text(&sql)?;
+    let (df, _bound) = crate::statements::query::query_dataframe(session, query).await?;
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await?;
+    Ok(Output { schema, batches })
 }
 
 /// The CREATE TABLE statement that makes a table like `t`: columns with their types, NOT NULL,

@@ -204,7 +204,7 @@ impl VisitorMut for SparkSpellings<'_> {
         if !self.named_elsewhere.contains(&address(query)) {
             name_values_columns(query.body.as_mut(), &mut self.inline_tables);
         }
-        if let Err(e) = group_by_modifiers(query.body.as_mut()) {
+        if let Err(e) = group_by_modifiers(query.body.as_mut()).and_then(|()| order_by_all(query)) {
             self.error = Some(e);
             return ControlFlow::Break(());
         }
@@ -553,6 +553,59 @@ fn group_by_modifiers(body: &mut SetExpr) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Databricks' `ORDER BY ALL [ASC|DESC] [NULLS FIRST|LAST]`: by every item of the select
+/// list, left to right, each with those options; written as `ORDER BY 1, 2, ...`. A list with
+/// `*` is left to the engine, which orders by its columns (and refuses other items); after a
+/// set operation (whose select list the engine does not read for it) `*` is refused.
+fn order_by_all(query: &mut Query) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::{OrderByExpr, OrderByKind, Value};
+    let Some(order_by) = &mut query.order_by else {
+        return Ok(());
+    };
+    let OrderByKind::All(options) = &order_by.kind else {
+        return Ok(());
+    };
+    let mut body = query.body.as_ref();
+    let after_set_operation = matches!(body, SetExpr::SetOperation { .. });
+    while let SetExpr::SetOperation { left, .. } = body {
+        body = left.as_ref();
+    }
+    let items = match body {
+        SetExpr::Select(select) => &select.projection,
+        SetExpr::Query(_) | SetExpr::Values(_) | _ => {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                "ORDER BY ALL is supported after SELECT (and set operations of SELECTs) only: name the columns",
+            ));
+        }
+    };
+    let star = items.iter().any(|i| {
+        matches!(
+            i,
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+        )
+    });
+    if star {
+        if after_set_operation {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                "ORDER BY ALL after a set operation of SELECT * is not supported: name the columns",
+            ));
+        }
+        return Ok(());
+    }
+    let options = options.clone();
+    let by = (1..=items.len())
+        .map(|i| OrderByExpr {
+            expr: Expr::value(Value::Number(i.to_string(), false)),
+            options: options.clone(),
+            with_fill: None,
+        })
+        .collect();
+    order_by.kind = OrderByKind::Expressions(by);
+    Ok(())
 }
 
 /// The rewrite of one function call, if it is one of the spellings handled here.

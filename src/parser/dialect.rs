@@ -47,6 +47,10 @@ impl Dialect for Tidemark {
     fn supports_select_wildcard_except(&self) -> bool {
         DATABRICKS.supports_select_wildcard_except()
     }
+    /// `ORDER BY ALL` (Databricks has it; rewritten into ordinals before planning).
+    fn supports_order_by_all(&self) -> bool {
+        true
+    }
     fn require_interval_qualifier(&self) -> bool {
         DATABRICKS.require_interval_qualifier()
     }

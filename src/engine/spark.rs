@@ -21,6 +21,21 @@ const ENGINE_RANGE: &str = "__tidemark_range";
 /// The names this module spells with the engine's functions: built-ins, though the engine
 /// does not list them.
 pub const SPELLED: &[&str] = &[
+    "bigint",
+    "binary",
+    "boolean",
+    "decimal",
+    "double",
+    "float",
+    "int",
+    "smallint",
+    "string",
+    "tinyint",
+    "getdate",
+    "curdate",
+    "current_user",
+    "user",
+    "session_user",
     "add_months",
     "approx_count_distinct",
     "count_if",
@@ -574,7 +589,7 @@ fn order_by_all(query: &mut Query) -> Result<()> {
     }
     let items = match body {
         SetExpr::Select(select) => &select.projection,
-        SetExpr::Query(_) | SetExpr::Values(_) | _ => {
+        _ => {
             return Err(Error::class(
                 "UNSUPPORTED_FEATURE",
                 "ORDER BY ALL is supported after SELECT (and set operations of SELECTs) only: name the columns",
@@ -596,16 +611,47 @@ fn order_by_all(query: &mut Query) -> Result<()> {
         }
         return Ok(());
     }
-    let options = options.clone();
+    let options = *options;
     let by = (1..=items.len())
         .map(|i| OrderByExpr {
             expr: Expr::value(Value::Number(i.to_string(), false)),
-            options: options.clone(),
+            options,
             with_fill: None,
         })
         .collect();
     order_by.kind = OrderByKind::Expressions(by);
     Ok(())
+}
+
+/// The operating-system user this process runs as: its account's name (`USER` or
+/// `USERNAME` where there are no accounts to ask).
+fn whoami() -> String {
+    #[cfg(unix)]
+    {
+        let mut buf = vec![0u8; 4096];
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: getpwuid_r writes the entry into `pwd` and its strings into `buf`, both
+        // ours and as long as given; `found` is set to `&pwd` or null.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                libc::getuid(),
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == 0 && !found.is_null() && !pwd.pw_name.is_null() {
+            // SAFETY: pw_name points at a NUL-terminated string inside `buf`.
+            let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+            return name.to_string_lossy().into_owned();
+        }
+    }
+    ["USER", "USERNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// The rewrite of one function call, if it is one of the spellings handled here.
@@ -945,6 +991,23 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("weekofyear", [x]) if scalar => part("week", x),
         // 1 = Sunday ... 7 = Saturday: Spark's `dow` (datafusion-spark's date_part).
         ("dayofweek", [x]) if scalar => part("dow", x),
+        // Databricks' cast functions: `int(x)` is `CAST(x AS INT)`, and so on.
+        (
+            "bigint" | "binary" | "boolean" | "decimal" | "double" | "float" | "int" | "smallint"
+            | "string" | "tinyint",
+            [x],
+        ) if scalar => {
+            let ty = match name.as_str() {
+                "decimal" => "DECIMAL(10, 0)",
+                "binary" => "BYTEA",
+                other => other,
+            };
+            format!("CAST({x} AS {})", ty.to_uppercase())
+        }
+        ("getdate", []) if scalar => "current_timestamp()".to_string(),
+        ("curdate", []) if scalar => "current_date()".to_string(),
+        // The user tidemark runs as (Databricks': the signed-in user).
+        ("current_user" | "user" | "session_user", []) if scalar => quoted(&whoami()),
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),

@@ -482,6 +482,8 @@ pub fn show(
             .filter(|n| !n.starts_with("__") && !n.contains('.'))
             .cloned();
         names.extend(builtin);
+        // Built-ins tidemark spells with the engine's functions (`year`, `int`, ...).
+        names.extend(crate::engine::spark::SPELLED.iter().map(|n| n.to_string()));
     }
     names.sort();
     names.dedup();

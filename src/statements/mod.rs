@@ -216,6 +216,8 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
             .await
         }
         Sql::Set(ref set) if sets_time_zone(set) => set_time_zone(session, set).await,
+        Sql::Set(ref set) if let Some(refused) = unavailable_setting(set) => Err(refused),
+        Sql::Set(ref set) if is_ansi_mode(set) => Ok(Output::empty()),
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
         Sql::StartTransaction { .. } | Sql::Commit { .. } | Sql::Rollback { .. } => {
             Err(Error::Invalid(
@@ -346,6 +348,49 @@ async fn interval_zone(
             ),
         )),
     }
+}
+
+/// `SET ANSI_MODE = true` (or `spark.sql.ansi.enabled`): how tidemark always runs.
+fn is_ansi_mode(set: &datafusion::sql::sqlparser::ast::Set) -> bool {
+    use datafusion::sql::sqlparser::ast::Set;
+    matches!(set, Set::SingleAssignment { variable, .. }
+        if matches!(variable.to_string().to_lowercase().as_str(), "ansi_mode" | "spark.sql.ansi.enabled"))
+}
+
+/// The error for a `SET key = value` tidemark has no such setting for (Spark's and
+/// Databricks' other parameters; DataFusion's `datafusion.*` settings and the time zone
+/// pass), or for `ANSI_MODE = false`, which tidemark cannot honour.
+fn unavailable_setting(set: &datafusion::sql::sqlparser::ast::Set) -> Option<Error> {
+    use datafusion::sql::sqlparser::ast::Set;
+    let Set::SingleAssignment {
+        variable, values, ..
+    } = set
+    else {
+        return None;
+    };
+    let key = variable.to_string();
+    let lower = key.to_lowercase();
+    if lower.starts_with("datafusion.") || sets_time_zone(set) {
+        return None;
+    }
+    if is_ansi_mode(set) {
+        let on = matches!(values.as_slice(), [v] if v.to_string().trim_matches('\'').eq_ignore_ascii_case("true"));
+        return (!on).then(|| {
+            Error::class(
+                "CONFIG_NOT_AVAILABLE",
+                format!(
+                    "{key} = {}: tidemark always runs with ANSI semantics (Databricks SQL's default: an overflow or a cast that fails is an error; try_cast and try_add give NULL)",
+                    values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            )
+        });
+    }
+    Some(Error::class(
+        "CONFIG_NOT_AVAILABLE",
+        format!(
+            "Configuration {key} is not available: tidemark takes SET TIME ZONE (or spark.sql.session.timeZone), SET ANSI_MODE = true, session variables (SET VAR x = ...) and DataFusion's settings (SET datafusion.execution.batch_size = 8192)"
+        ),
+    ))
 }
 
 fn sets_time_zone(set: &datafusion::sql::sqlparser::ast::Set) -> bool {

@@ -24,6 +24,11 @@ struct Args {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     files: Vec<PathBuf>,
 
+    /// Declare the session variable NAME, a STRING holding VALUE, before the first statement
+    /// (repeatable): scripts read it as `NAME`, `session.NAME` or the parameter `:NAME`.
+    #[arg(short = 'v', long = "var", value_name = "NAME=VALUE")]
+    vars: Vec<String>,
+
     /// Output format.
     #[arg(long, value_enum)]
     format: Option<Format>,
@@ -151,6 +156,25 @@ fn main() -> ExitCode {
     std::process::exit(code.into())
 }
 
+/// `--var NAME=VALUE`: the session variable NAME, a STRING holding VALUE.
+fn declare(session: &mut Session, var: &str) -> Result<(), String> {
+    let Some((name, value)) = var.split_once('=') else {
+        return Err("expected NAME=VALUE".into());
+    };
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!(
+            "'{name}' is not a variable name (letters, digits and _, not starting with a digit)"
+        ));
+    }
+    session.declare_string(name, value);
+    Ok(())
+}
+
 /// The warehouse the argument names: an object-store URL, or a directory. A URL tidemark does not serve
 /// is refused (`gs://bucket/wh` would otherwise be a local directory named `gs:`), and so is a
 /// path that exists but is not a directory.
@@ -232,6 +256,12 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
     };
     let print = shell::default_print(args.format, args.max_rows, args.quiet, args.timing);
     let mut sh = Shell::new(session, print, args.continue_on_error);
+    for var in &args.vars {
+        if let Err(e) = declare(&mut sh.session, var) {
+            eprintln!("error: --var {var}: {e}");
+            return 1;
+        }
+    }
     let inputs = ordered_inputs(&matches, &args);
     if inputs.is_empty() && std::io::stdin().is_terminal() {
         // An interactive session learns at once that its warehouse does not answer.

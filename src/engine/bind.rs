@@ -344,6 +344,31 @@ impl VisitorMut for VariableBinder<'_> {
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         match expr {
+            // A named parameter marker `:name` (Databricks'): the session variable `name`
+            // (`tidemark --var name=value` declares one).
+            Expr::Value(v) if matches!(&v.value, datafusion::sql::sqlparser::ast::Value::Placeholder(p) if p.starts_with(':')) =>
+            {
+                let datafusion::sql::sqlparser::ast::Value::Placeholder(p) = &v.value else {
+                    return ControlFlow::Continue(());
+                };
+                match self.vars.lookup_bare(&p[1..]) {
+                    Some(v) => {
+                        *expr = scalar_to_sql(&v);
+                        self.replaced += 1;
+                    }
+                    None => {
+                        self.error = Some(Error::class(
+                            "UNBOUND_SQL_PARAMETER",
+                            format!(
+                                "parameter {p} has no value: run tidemark with --var {}=VALUE, or DECLARE VARIABLE {} first",
+                                &p[1..],
+                                &p[1..]
+                            ),
+                        ));
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
             Expr::Identifier(i) if !self.columns.contains(&i.value.to_lowercase()) => {
                 if let Some(v) = self.vars.lookup_bare(&i.value) {
                     *expr = scalar_to_sql(&v);
@@ -418,12 +443,28 @@ impl VisitorMut for AliasCollector<'_> {
     }
 }
 
+/// Whether `node` holds a named parameter marker (`:name`).
+fn has_named_marker<T: VisitMut>(node: &mut T) -> bool {
+    let mut found = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(node, |e: &mut Expr| {
+        if let Expr::Value(v) = e
+            && matches!(&v.value, datafusion::sql::sqlparser::ast::Value::Placeholder(p) if p.starts_with(':'))
+        {
+            found = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
+
 impl Session {
     /// Bind every table reference and variable in `node` (a query, statement or expression).
     /// `extra_columns` are columns in scope besides those of the referenced tables (e.g. the
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
-        let want_columns = !self.vars.is_empty();
+        // Variables to bind, or parameter markers `:name` to bind (or refuse) by name.
+        let want_columns = !self.vars.is_empty() || has_named_marker(node);
         let (mut bound, mut columns) = self
             .bind_tables(node, extra_columns, want_columns, true, &[])
             .await?;

@@ -232,6 +232,20 @@ impl Session {
         &mut self.vars
     }
 
+    /// Declare (or replace) the session variable `name`, a STRING holding `value`
+    /// (`tidemark --var name=value`; the value is text as given, not SQL).
+    pub fn declare_string(&mut self, name: &str, value: &str) {
+        use datafusion::sql::sqlparser::ast::{Expr, Value};
+        self.vars.declare(
+            name,
+            variables::Variable {
+                data_type: datafusion::arrow::datatypes::DataType::Utf8,
+                value: datafusion::common::ScalarValue::Utf8(Some(value.to_string())),
+                default: Some(Expr::value(Value::SingleQuotedString(value.to_string()))),
+            },
+        );
+    }
+
     /// The schemas, tables and views of the foreign catalog `catalog` as its database has
     /// them now (None: not a foreign one).
     pub async fn foreign_names(

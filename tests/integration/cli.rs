@@ -272,3 +272,61 @@ fn errors_point_and_help_answers() {
     }
     insta::assert_snapshot!(all);
 }
+
+/// `--var NAME=VALUE` declares a STRING session variable before the first statement: a job
+/// script reads it as `NAME`, `session.NAME` or the parameter marker `:NAME` (the text as
+/// given, quotes and backslashes included); a marker with no variable is an error naming it.
+#[test]
+fn vars_from_the_command_line_reach_a_job_script() {
+    let (d, wh) = warehouse();
+    let script = d.path().join("job.sql");
+    std::fs::write(
+        &script,
+        "CREATE TABLE IF NOT EXISTS events AS SELECT id, DATE '2024-01-01' + CAST(id AS INT) AS day FROM range(5);\n\
+         SELECT count(*) AS n FROM events WHERE day >= :since;\n\
+         SELECT session.who AS who, length(:who) AS len, :since = since AS same;\n",
+    )
+    .unwrap();
+    let out = tidemark(&wh)
+        .args([
+            "--format",
+            "csv",
+            "-q",
+            "--var",
+            "since=2024-01-03",
+            "-v",
+            r"who=it's a\b",
+        ])
+        .arg("-f")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", transcript(&out, &wh));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "num_affected_rows,num_inserted_rows\n5,5\nn\n3\nwho,len,same\nit's a\\b,8,true\n"
+    );
+    let out = tidemark(&wh)
+        .args(["-q", "-c", "SELECT :missing"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "[UNBOUND_SQL_PARAMETER] parameter :missing has no value: run tidemark with --var missing=VALUE"
+        ),
+        "{}",
+        transcript(&out, &wh)
+    );
+    let out = tidemark(&wh)
+        .args(["--var", "9lives=1", "-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--var 9lives=1: '9lives' is not a variable name"),
+        "{}",
+        transcript(&out, &wh)
+    );
+}

@@ -291,6 +291,8 @@ struct VariableBinder<'a> {
     error: Option<Error>,
     /// Variable references replaced.
     replaced: usize,
+    /// Parameters of the lambdas being visited (`x -> x + 1`): names there, not variables.
+    lambda_params: Vec<String>,
 }
 
 impl VisitorMut for VariableBinder<'_> {
@@ -342,7 +344,20 @@ impl VisitorMut for VariableBinder<'_> {
         ControlFlow::Continue(())
     }
 
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Lambda(l) = expr {
+            self.lambda_params
+                .extend(l.params.iter().map(|p| p.name.value.clone()));
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Lambda(l) = expr {
+            let n = self.lambda_params.len().saturating_sub(l.params.len());
+            self.lambda_params.truncate(n);
+            return ControlFlow::Continue(());
+        }
         match expr {
             // A named parameter marker `:name` (Databricks'): the session variable `name`
             // (`tidemark --var name=value` declares one).
@@ -351,7 +366,8 @@ impl VisitorMut for VariableBinder<'_> {
                 let datafusion::sql::sqlparser::ast::Value::Placeholder(p) = &v.value else {
                     return ControlFlow::Continue(());
                 };
-                match self.vars.lookup_bare(&p[1..]) {
+                // A declared variable only: never a loop row's column of that name.
+                match self.vars.get(&p[1..]).map(|v| v.value.clone()) {
                     Some(v) => {
                         *expr = scalar_to_sql(&v);
                         self.replaced += 1;
@@ -369,7 +385,13 @@ impl VisitorMut for VariableBinder<'_> {
                     }
                 }
             }
-            Expr::Identifier(i) if !self.columns.contains(&i.value.to_lowercase()) => {
+            Expr::Identifier(i)
+                if !self.columns.contains(&i.value.to_lowercase())
+                    && !self
+                        .lambda_params
+                        .iter()
+                        .any(|p| p.eq_ignore_ascii_case(&i.value)) =>
+            {
                 if let Some(v) = self.vars.lookup_bare(&i.value) {
                     *expr = scalar_to_sql(&v);
                     self.replaced += 1;
@@ -475,6 +497,7 @@ impl Session {
                 columns: &columns,
                 error: None,
                 replaced: 0,
+                lambda_params: vec![],
             };
             let _ = node.visit(&mut vb);
             if let Some(e) = vb.error {

@@ -33,9 +33,6 @@ pub const SPELLED: &[&str] = &[
     "tinyint",
     "getdate",
     "curdate",
-    "current_user",
-    "user",
-    "session_user",
     "add_months",
     "approx_count_distinct",
     "count_if",
@@ -571,9 +568,8 @@ fn group_by_modifiers(body: &mut SetExpr) -> Result<()> {
 }
 
 /// Databricks' `ORDER BY ALL [ASC|DESC] [NULLS FIRST|LAST]`: by every item of the select
-/// list, left to right, each with those options; written as `ORDER BY 1, 2, ...`. A list with
-/// `*` is left to the engine, which orders by its columns (and refuses other items); after a
-/// set operation (whose select list the engine does not read for it) `*` is refused.
+/// list, left to right, each with those options; written as `ORDER BY 1, 2, ...`. A select
+/// item named `all` is ordered by instead (Spark's rule); a list with `*` is refused.
 fn order_by_all(query: &mut Query) -> Result<()> {
     use datafusion::sql::sqlparser::ast::{OrderByExpr, OrderByKind, Value};
     let Some(order_by) = &mut query.order_by else {
@@ -583,7 +579,6 @@ fn order_by_all(query: &mut Query) -> Result<()> {
         return Ok(());
     };
     let mut body = query.body.as_ref();
-    let after_set_operation = matches!(body, SetExpr::SetOperation { .. });
     while let SetExpr::SetOperation { left, .. } = body {
         body = left.as_ref();
     }
@@ -603,15 +598,33 @@ fn order_by_all(query: &mut Query) -> Result<()> {
         )
     });
     if star {
-        if after_set_operation {
-            return Err(Error::class(
-                "UNSUPPORTED_FEATURE",
-                "ORDER BY ALL after a set operation of SELECT * is not supported: name the columns",
-            ));
-        }
+        // (The engine's own ORDER BY ALL over `*` reads names unquoted: a mixed-case column
+        // would not be found, or another one would.)
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            "ORDER BY ALL after SELECT * is not supported: name the columns, or ORDER BY 1, 2, ...",
+        ));
+    }
+    // A select item named `all` is what `ORDER BY all` names, as in Spark.
+    let named_all = items.iter().any(|i| match i {
+        SelectItem::UnnamedExpr(Expr::Identifier(id)) => id.value.eq_ignore_ascii_case("all"),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts
+            .last()
+            .is_some_and(|id| id.value.eq_ignore_ascii_case("all")),
+        SelectItem::ExprWithAlias { alias, .. } => alias.value.eq_ignore_ascii_case("all"),
+        _ => false,
+    });
+    let options = *options;
+    if named_all {
+        order_by.kind = OrderByKind::Expressions(vec![OrderByExpr {
+            expr: Expr::Identifier(datafusion::sql::sqlparser::ast::Ident::with_quote(
+                '`', "all",
+            )),
+            options,
+            with_fill: None,
+        }]);
         return Ok(());
     }
-    let options = *options;
     let by = (1..=items.len())
         .map(|i| OrderByExpr {
             expr: Expr::value(Value::Number(i.to_string(), false)),
@@ -621,37 +634,6 @@ fn order_by_all(query: &mut Query) -> Result<()> {
         .collect();
     order_by.kind = OrderByKind::Expressions(by);
     Ok(())
-}
-
-/// The operating-system user this process runs as: its account's name (`USER` or
-/// `USERNAME` where there are no accounts to ask).
-fn whoami() -> String {
-    #[cfg(unix)]
-    {
-        let mut buf = vec![0u8; 4096];
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: getpwuid_r writes the entry into `pwd` and its strings into `buf`, both
-        // ours and as long as given; `found` is set to `&pwd` or null.
-        let rc = unsafe {
-            libc::getpwuid_r(
-                libc::getuid(),
-                &mut pwd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut found,
-            )
-        };
-        if rc == 0 && !found.is_null() && !pwd.pw_name.is_null() {
-            // SAFETY: pw_name points at a NUL-terminated string inside `buf`.
-            let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
-            return name.to_string_lossy().into_owned();
-        }
-    }
-    ["USER", "USERNAME"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// The rewrite of one function call, if it is one of the spellings handled here.
@@ -1006,8 +988,6 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         ("getdate", []) if scalar => "current_timestamp()".to_string(),
         ("curdate", []) if scalar => "current_date()".to_string(),
-        // The user tidemark runs as (Databricks': the signed-in user).
-        ("current_user" | "user" | "session_user", []) if scalar => quoted(&whoami()),
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),

@@ -216,6 +216,10 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
             .await
         }
         Sql::Set(ref set) if sets_time_zone(set) => set_time_zone(session, set).await,
+        // `SET x = v` on a declared variable (the form SQL scripts use) assigns it.
+        Sql::Set(ref set) if let Some(assignment) = declared_assignment(session, set) => {
+            assign(session, assignment).await
+        }
         Sql::Set(ref set) if let Some(refused) = unavailable_setting(set) => Err(refused),
         Sql::Set(ref set) if is_ansi_mode(set) => Ok(Output::empty()),
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
@@ -350,11 +354,56 @@ async fn interval_zone(
     }
 }
 
+/// `SET x = v` where `x` is a declared variable: its name and value.
+fn declared_assignment(
+    session: &Session,
+    set: &datafusion::sql::sqlparser::ast::Set,
+) -> Option<(String, datafusion::sql::sqlparser::ast::Expr)> {
+    use datafusion::sql::sqlparser::ast::Set;
+    let Set::SingleAssignment {
+        scope: None,
+        hivevar: false,
+        variable,
+        values,
+    } = set
+    else {
+        return None;
+    };
+    let name = setting_key(variable);
+    match values.as_slice() {
+        [value] if variable.0.len() == 1 && session.vars().contains(&name) => {
+            Some((name, value.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// [`variables::set`] of one assignment, in a frame of its own (scripts nest statements, and a
+/// statement's frame is as large as its largest arm's).
+fn assign(
+    session: &mut Session,
+    (name, value): (String, datafusion::sql::sqlparser::ast::Expr),
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Output>> + Send + '_>> {
+    Box::pin(variables::set(session, vec![(name, Some(value))]))
+}
+
 /// `SET ANSI_MODE = true` (or `spark.sql.ansi.enabled`): how tidemark always runs.
 fn is_ansi_mode(set: &datafusion::sql::sqlparser::ast::Set) -> bool {
     use datafusion::sql::sqlparser::ast::Set;
     matches!(set, Set::SingleAssignment { variable, .. }
-        if matches!(variable.to_string().to_lowercase().as_str(), "ansi_mode" | "spark.sql.ansi.enabled"))
+        if matches!(setting_key(variable).to_lowercase().as_str(), "ansi_mode" | "spark.sql.ansi.enabled"))
+}
+
+/// A setting's key as written, without quotes (`` `datafusion.x` `` is `datafusion.x`).
+fn setting_key(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|p| match p.as_ident() {
+            Some(i) => i.value.clone(),
+            None => p.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// The error for a `SET key = value` tidemark has no such setting for (Spark's and
@@ -368,7 +417,7 @@ fn unavailable_setting(set: &datafusion::sql::sqlparser::ast::Set) -> Option<Err
     else {
         return None;
     };
-    let key = variable.to_string();
+    let key = setting_key(variable);
     let lower = key.to_lowercase();
     if lower.starts_with("datafusion.") || sets_time_zone(set) {
         return None;
@@ -398,7 +447,7 @@ fn sets_time_zone(set: &datafusion::sql::sqlparser::ast::Set) -> bool {
     match set {
         Set::SetTimeZone { .. } => true,
         Set::SingleAssignment { variable, .. } => matches!(
-            variable.to_string().to_lowercase().as_str(),
+            setting_key(variable).to_lowercase().as_str(),
             "timezone" | "time.zone" | "time_zone" | "spark.sql.session.timezone"
         ),
         _ => false,

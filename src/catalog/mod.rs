@@ -85,6 +85,11 @@ impl fmt::Display for TableName {
     }
 }
 
+/// A name in back-quotes, always (a column named `current_date` or `null` stays a name).
+pub fn backquoted(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
 /// Quote a name with back-quotes only when it needs them.
 pub fn quote_ident(name: &str) -> String {
     let plain = !name.is_empty()
@@ -98,7 +103,7 @@ pub fn quote_ident(name: &str) -> String {
     if plain {
         name.to_string()
     } else {
-        format!("`{}`", name.replace('`', "``"))
+        backquoted(name)
     }
 }
 

@@ -358,33 +358,28 @@ impl VisitorMut for VariableBinder<'_> {
             self.lambda_params.truncate(n);
             return ControlFlow::Continue(());
         }
-        match expr {
-            // A named parameter marker `:name` (Databricks'): the session variable `name`
-            // (`tidemark --var name=value` declares one).
-            Expr::Value(v) if matches!(&v.value, datafusion::sql::sqlparser::ast::Value::Placeholder(p) if p.starts_with(':')) =>
-            {
-                let datafusion::sql::sqlparser::ast::Value::Placeholder(p) = &v.value else {
-                    return ControlFlow::Continue(());
-                };
-                // A declared variable only: never a loop row's column of that name.
-                match self.vars.get(&p[1..]).map(|v| v.value.clone()) {
-                    Some(v) => {
-                        *expr = scalar_to_sql(&v);
-                        self.replaced += 1;
-                    }
-                    None => {
-                        self.error = Some(Error::class(
-                            "UNBOUND_SQL_PARAMETER",
-                            format!(
-                                "parameter {p} has no value: run tidemark with --var {}=VALUE, or DECLARE VARIABLE {} first",
-                                &p[1..],
-                                &p[1..]
-                            ),
-                        ));
-                        return ControlFlow::Break(());
-                    }
+        // A named parameter marker `:name` (Databricks'): the session variable `name`
+        // (`tidemark --var name=value` declares one); a declared variable only, never a loop
+        // row's column of that name.
+        if let Some(name) = named_marker(expr).map(str::to_string) {
+            match self.vars.get(&name) {
+                Some(v) => {
+                    *expr = scalar_to_sql(&v.value);
+                    self.replaced += 1;
+                }
+                None => {
+                    self.error = Some(Error::class(
+                        "UNBOUND_SQL_PARAMETER",
+                        format!(
+                            "parameter :{name} has no value: run tidemark with --var {name}=VALUE, or DECLARE VARIABLE {name} first"
+                        ),
+                    ));
+                    return ControlFlow::Break(());
                 }
             }
+            return ControlFlow::Continue(());
+        }
+        match expr {
             Expr::Identifier(i)
                 if !self.columns.contains(&i.value.to_lowercase())
                     && !self
@@ -465,13 +460,22 @@ impl VisitorMut for AliasCollector<'_> {
     }
 }
 
+/// The name of a named parameter marker (`:name`), if `e` is one.
+fn named_marker(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            datafusion::sql::sqlparser::ast::Value::Placeholder(p) => p.strip_prefix(':'),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Whether `node` holds a named parameter marker (`:name`).
 fn has_named_marker<T: VisitMut>(node: &mut T) -> bool {
     let mut found = false;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(node, |e: &mut Expr| {
-        if let Expr::Value(v) = e
-            && matches!(&v.value, datafusion::sql::sqlparser::ast::Value::Placeholder(p) if p.starts_with(':'))
-        {
+        if named_marker(e).is_some() {
             found = true;
             return ControlFlow::Break(());
         }

@@ -12,6 +12,7 @@ use datafusion::sql::sqlparser::ast::{
     Expr, ObjectName, PivotValueSource, TableFactor, VisitMut, VisitorMut,
 };
 
+use crate::catalog::backquoted;
 use crate::error::{Error, Result};
 
 /// The tables pivoted in `node`; None when it has no PIVOT.
@@ -111,10 +112,6 @@ fn read(e: &Expr, qualifiers: &[String], into: &mut HashSet<String>) {
     });
 }
 
-fn quote(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
-
 /// A pivot value as Spark names its column: the value as a string.
 fn value_text(e: &Expr) -> String {
     use datafusion::sql::sqlparser::ast::Value;
@@ -204,7 +201,7 @@ fn pivot(f: &TableFactor, columns: &HashMap<String, Vec<String>>) -> Result<Tabl
         read(v, &qualifiers, &mut used);
     }
     let groups: Vec<&String> = all.iter().filter(|c| !used.contains(*c)).collect();
-    let mut items: Vec<String> = groups.iter().map(|g| quote(g)).collect();
+    let mut items: Vec<String> = groups.iter().map(|g| backquoted(g)).collect();
     for v in values {
         let parts: Vec<&Expr> = match (&v.expr, value_column.len()) {
             (_, 1) => vec![&v.expr],
@@ -248,7 +245,7 @@ fn pivot(f: &TableFactor, columns: &HashMap<String, Vec<String>>) -> Result<Tabl
                 };
                 format!("{value_name}_{agg}")
             };
-            items.push(format!("{func} AS {}", quote(&column)));
+            items.push(format!("{func} AS {}", backquoted(&column)));
         }
     }
     let from = match source_alias {
@@ -262,7 +259,7 @@ fn pivot(f: &TableFactor, columns: &HashMap<String, Vec<String>>) -> Result<Tabl
             " GROUP BY {}",
             groups
                 .iter()
-                .map(|g| quote(g))
+                .map(|g| backquoted(g))
                 .collect::<Vec<_>>()
                 .join(", ")
         )

@@ -614,7 +614,7 @@ pub fn exact_stats_property(
     let kept: Vec<String> = fields
         .iter()
         .filter(|(n, t)| !has_wide_decimal(t) && skippable(t) && !partition_columns.contains(n))
-        .map(|(n, _)| format!("`{}`", n.replace('`', "``")))
+        .map(|(n, _)| crate::catalog::backquoted(n))
         .collect();
     if kept.is_empty() {
         return Some(("delta.dataSkippingNumIndexedCols".into(), "0".into()));

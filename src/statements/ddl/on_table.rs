@@ -357,7 +357,7 @@ async fn truncate(
             table,
             &partitions,
             partition,
-            &format!("TRUNCATE TABLE {table} PARTITION",),
+            &format!("TRUNCATE TABLE {table} PARTITION"),
             &format!("use DELETE FROM {table} WHERE ... for other conditions"),
         )?
     };

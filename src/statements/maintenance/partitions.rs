@@ -87,10 +87,7 @@ pub(crate) async fn filters(
                 });
             }
             Expr::IsNull(inner) | Expr::IsNotNull(inner) => {
-                let Some(column) = column_of(inner) else {
-                    return Err(unsupported(on, &format!("`{e}`")));
-                };
-                let (name, _) = partition_column(on, column)?;
+                let (name, _) = partition_of(on, inner, e)?;
                 let op = if matches!(e, Expr::IsNull(_)) {
                     FilterOp::Eq
                 } else {
@@ -107,10 +104,7 @@ pub(crate) async fn filters(
                 list,
                 negated,
             } => {
-                let Some(column) = column_of(expr) else {
-                    return Err(unsupported(on, &format!("`{e}`")));
-                };
-                let (name, ty) = partition_column(on, column)?;
+                let (name, ty) = partition_of(on, expr, e)?;
                 let mut values = Vec::with_capacity(list.len());
                 for item in list {
                     values.push(encoded(session, item, &name, &ty, on).await?);
@@ -131,10 +125,7 @@ pub(crate) async fn filters(
                 low,
                 high,
             } => {
-                let Some(column) = column_of(expr) else {
-                    return Err(unsupported(on, &format!("`{e}`")));
-                };
-                let (name, ty) = partition_column(on, column)?;
+                let (name, ty) = partition_of(on, expr, e)?;
                 for (bound, op) in [(low, FilterOp::Ge), (high, FilterOp::Le)] {
                     let value = encoded(session, bound, &name, &ty, on).await?;
                     out.push(PartitionFilter {
@@ -190,6 +181,15 @@ fn column_of(e: &Expr) -> Option<&str> {
         Expr::Identifier(i) => Some(&i.value),
         Expr::Nested(inner) => column_of(inner),
         _ => None,
+    }
+}
+
+/// The partition column `side` of the condition `whole` names, or the error saying why not
+/// (`whole` refused when `side` is no bare column).
+fn partition_of(on: &Partitioning<'_>, side: &Expr, whole: &Expr) -> Result<(String, DataType)> {
+    match column_of(side) {
+        Some(column) => partition_column(on, column),
+        None => Err(unsupported(on, &format!("`{whole}`"))),
     }
 }
 

@@ -14,7 +14,7 @@ use deltalake::kernel::{DataType as DeltaType, MetadataValue, StructField};
 use super::strings;
 use datafusion::sql::sqlparser::ast::ObjectName;
 
-use crate::catalog::{SAMPLES, TableName, quote_ident};
+use crate::catalog::{SAMPLES, TableName, backquoted, quote_ident};
 use crate::engine::{Output, Session, name_parts};
 use crate::error::{Error, Result};
 use crate::parser::{OnTable, TableAction};
@@ -121,12 +121,11 @@ async fn partitions(
         "name partition columns only",
     )?;
     // Always quoted: a column named `current_date` or `null` is a column here.
-    let quoted = |n: &str| format!("`{}`", n.replace('`', "``"));
-    let list: Vec<String> = columns.iter().map(|c| quoted(c)).collect();
+    let list: Vec<String> = columns.iter().map(|c| backquoted(c)).collect();
     let list = list.join(", ");
     let from: Vec<String> = [&table.catalog, &table.schema, &table.table]
         .iter()
-        .map(|p| quoted(p))
+        .map(|p| backquoted(p))
         .collect();
     let filter = predicate.map(|p| format!(" WHERE {p}")).unwrap_or_default();
     let sql = format!(
@@ -281,7 +280,7 @@ fn column_name(name: &str) -> String {
         "UNIQUE",
     ];
     if CONSTRAINT_WORDS.contains(&name.to_uppercase().as_str()) {
-        format!("`{}`", name.replace('`', "``"))
+        backquoted(name)
     } else {
         quote_ident(name)
     }

@@ -51,6 +51,14 @@ fn const_value(expr: &Expr, vars: &Variables) -> Result<ScalarValue> {
                 .map(|i| ScalarValue::Int64(Some(i)))
                 .unwrap_or(ScalarValue::Utf8(Some(n.clone())))),
             Value::Null => Ok(ScalarValue::Null),
+            // `IDENTIFIER(:tbl)`, Databricks' way to name a table by a parameter: the
+            // declared variable `tbl` (`tidemark --var tbl=...`), as the marker reads elsewhere.
+            Value::Placeholder(p) if p.starts_with(':') => {
+                let name = &p[1..];
+                vars.get(name)
+                    .map(|v| v.value.clone())
+                    .ok_or_else(|| unbound(name))
+            }
             other => Err(not_constant(&other.to_string())),
         },
         Expr::Identifier(i) => vars.lookup_bare(&i.value).ok_or_else(|| {
@@ -368,12 +376,7 @@ impl VisitorMut for VariableBinder<'_> {
                     self.replaced += 1;
                 }
                 None => {
-                    self.error = Some(Error::class(
-                        "UNBOUND_SQL_PARAMETER",
-                        format!(
-                            "parameter :{name} has no value: run tidemark with --var {name}=VALUE, or DECLARE VARIABLE {name} first"
-                        ),
-                    ));
+                    self.error = Some(unbound(&name));
                     return ControlFlow::Break(());
                 }
             }
@@ -460,6 +463,16 @@ impl VisitorMut for AliasCollector<'_> {
     }
 }
 
+/// A named parameter marker `:name` with no declared variable to read.
+fn unbound(name: &str) -> Error {
+    Error::class(
+        "UNBOUND_SQL_PARAMETER",
+        format!(
+            "parameter :{name} has no value: run tidemark with --var {name}=VALUE, or DECLARE VARIABLE {name} first"
+        ),
+    )
+}
+
 /// The name of a named parameter marker (`:name`), if `e` is one.
 fn named_marker(e: &Expr) -> Option<&str> {
     match e {
@@ -468,6 +481,29 @@ fn named_marker(e: &Expr) -> Option<&str> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// Refuse a named parameter marker in what a table stores (a column DEFAULT, a generated
+/// column, a CHECK constraint): Delta keeps the expression's text, so every later writer would
+/// read the marker in its own session, and other Delta writers cannot read it at all.
+pub fn refuse_markers(what: &str, expr: &Expr) -> Result<()> {
+    let mut found = None;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e: &Expr| {
+        if let Some(name) = named_marker(e) {
+            found = Some(name.to_string());
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    match found {
+        None => Ok(()),
+        Some(name) => Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "parameter marker :{name} in {what}: the table stores the expression, not the value; write the value itself"
+            ),
+        )),
     }
 }
 

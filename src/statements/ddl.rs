@@ -384,6 +384,7 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
             ColumnOption::NotNull => nullable = false,
             ColumnOption::Null => nullable = true,
             ColumnOption::Default(e) => {
+                check_default(&name, e)?;
                 meta.insert(DEFAULT_KEY.to_string(), e.to_string());
             }
             ColumnOption::Comment(c) => {
@@ -398,6 +399,10 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
                 generation_expr_mode: None | Some(GeneratedExpressionMode::Stored),
                 ..
             } => {
+                crate::engine::bind::refuse_markers(
+                    &format!("the generation expression of column '{name}'"),
+                    e,
+                )?;
                 // Column names as the table has them (lower case): delta-rs resolves them
                 // exactly.
                 let mut e = e.clone();
@@ -428,6 +433,60 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
         }
     }
     Ok((Field::new(name, data_type, nullable), meta))
+}
+
+/// A column DEFAULT is a constant expression: Delta stores its text and every writer
+/// (Databricks' too) computes it on insert, so it may not read a column, a session variable,
+/// a parameter marker or a subquery (Databricks' INVALID_DEFAULT_VALUE).
+pub(crate) fn check_default(column: &str, e: &Expr) -> Result<()> {
+    use std::ops::ControlFlow;
+    crate::engine::bind::refuse_markers(&format!("the DEFAULT of column '{column}'"), e)?;
+    // Names a lambda binds (`transform(a, x -> x + 1)`) are not columns.
+    let mut params: Vec<String> = vec![];
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x: &Expr| {
+        if let Expr::Lambda(l) = x {
+            params.extend(l.params.iter().map(|p| p.name.value.to_lowercase()));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let mut problem = None;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x: &Expr| {
+        problem = match x {
+            Expr::Identifier(i) if !params.contains(&i.value.to_lowercase()) => Some((
+                "INVALID_DEFAULT_VALUE.NOT_CONSTANT",
+                format!("it reads '{}', a column or variable", i.value),
+            )),
+            Expr::CompoundIdentifier(parts) => Some((
+                "INVALID_DEFAULT_VALUE.NOT_CONSTANT",
+                format!(
+                    "it reads '{}', a column or variable",
+                    parts
+                        .iter()
+                        .map(|p| p.value.as_str())
+                        .collect::<Vec<_>>()
+                        .join(".")
+                ),
+            )),
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => Some((
+                "INVALID_DEFAULT_VALUE.SUBQUERY_EXPRESSION",
+                "it holds a subquery".to_string(),
+            )),
+            _ => None,
+        };
+        match problem {
+            Some(_) => ControlFlow::Break(()),
+            None => ControlFlow::Continue(()),
+        }
+    });
+    match problem {
+        None => Ok(()),
+        Some((class, why)) => Err(Error::class(
+            class,
+            format!(
+                "DEFAULT {e} of column '{column}': {why}; a default must be a constant expression (literals, and functions of them such as current_timestamp())"
+            ),
+        )),
+    }
 }
 
 /// Delta's column metadata key for a generation expression.
@@ -866,6 +925,13 @@ async fn create_table_here(
     let mut defined = vec![];
     for col in &columns {
         let (field, meta) = column_field(col)?;
+        if let Some(d) = meta.get(DEFAULT_KEY) {
+            // Computed now, as ALTER COLUMN SET DEFAULT does: a default that cannot be a value
+            // of its column is refused here, not at the first INSERT.
+            super::table::default_value(session, d, field.data_type())
+                .await
+                .map_err(|e| e.context(format!("column '{}'", field.name())))?;
+        }
         typed.push((field.name().clone(), field.data_type().clone()));
         if !seen.insert(field.name().clone()) {
             return Err(Error::Invalid(format!(

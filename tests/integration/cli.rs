@@ -284,7 +284,8 @@ fn vars_from_the_command_line_reach_a_job_script() {
         &script,
         "CREATE TABLE IF NOT EXISTS events AS SELECT id, DATE '2024-01-01' + CAST(id AS INT) AS day FROM range(5);\n\
          SELECT count(*) AS n FROM events WHERE day >= :since;\n\
-         SELECT session.who AS who, length(:who) AS len, :since = since AS same;\n",
+         SELECT session.who AS who, length(:who) AS len, :since = since AS same;\n\
+         SELECT count(*) AS m FROM IDENTIFIER(:tbl);\n",
     )
     .unwrap();
     let out = tidemark(&wh)
@@ -296,6 +297,8 @@ fn vars_from_the_command_line_reach_a_job_script() {
             "since=2024-01-03",
             "-v",
             r"who=it's a\b",
+            "-v",
+            "tbl=main.default.events",
         ])
         .arg("-f")
         .arg(&script)
@@ -304,7 +307,7 @@ fn vars_from_the_command_line_reach_a_job_script() {
     assert!(out.status.success(), "{}", transcript(&out, &wh));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "num_affected_rows,num_inserted_rows\n5,5\nn\n3\nwho,len,same\nit's a\\b,8,true\n"
+        "num_affected_rows,num_inserted_rows\n5,5\nn\n3\nwho,len,same\nit's a\\b,8,true\nm\n5\n"
     );
     let out = tidemark(&wh)
         .args(["-q", "-c", "SELECT :missing"])

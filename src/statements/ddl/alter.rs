@@ -184,6 +184,7 @@ pub async fn add_constraint(
     check: &Expr,
 ) -> Result<Output> {
     let table = session.table_name(name)?;
+    crate::engine::bind::refuse_markers(&format!("CHECK constraint {constraint}"), check)?;
     let t = session.warehouse().open_for_write(&table).await?;
     let key = format!("delta.constraints.{}", constraint.to_lowercase());
     if let Some(existing) = t.snapshot()?.metadata().configuration().get(&key) {

@@ -200,6 +200,7 @@ async fn changed_field(
     let text = |s: &str| MetadataValue::String(s.to_string());
     match change {
         ColumnChange::SetDefault(e) => {
+            crate::statements::ddl::check_default(&name, e)?;
             let sql = e.to_string();
             default_value(session, &sql, &dt).await?;
             field.metadata.insert(DEFAULT_KEY.into(), text(&sql));

@@ -236,6 +236,7 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
             std::sync::Arc::new(tidemark::shell::Terminal)
                 as std::sync::Arc<dyn tidemark::ProgressView>
         }),
+        ..Settings::default()
     };
     let warehouse = match warehouse_dir(&args.warehouse) {
         Ok(w) => w,

@@ -866,6 +866,19 @@ impl Session {
                             .unwrap_or_default()
                     )));
                 }
+                // Past the newest commit is an error, as in Delta: a later commit could still
+                // land before that time, and the same query would then read other rows.
+                let newest = infos.iter().filter_map(|i| i.timestamp).max();
+                if let Some(newest) = newest.filter(|n| dt.timestamp_millis() > *n) {
+                    let newest =
+                        chrono::DateTime::from_timestamp_millis(newest).unwrap_or_default();
+                    return Err(Error::class(
+                        "DELTA_TIMESTAMP_GREATER_THAN_COMMIT",
+                        format!(
+                            "TIMESTAMP AS OF {dt} on {table} is after its latest version, committed at {newest}: use a time at or before it (or VERSION AS OF, see DESCRIBE HISTORY {table})"
+                        ),
+                    ));
+                }
                 t.load_with_datetime(dt).await.map_err(|e| {
                     Error::NotFound(format!("{table} has no version at or before {dt}: {e}"))
                 })?;

@@ -28,6 +28,8 @@ mod spark_time;
 pub use spark_time::{TO_TIMESTAMP, TRY_TO_TIMESTAMP};
 mod subscript;
 pub use subscript::ZeroBasedSubscript;
+mod guards;
+pub use guards::AsNullable;
 mod map_cast;
 mod type_of;
 pub use map_cast::CAST_MAP;
@@ -66,6 +68,9 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
         if let Ok(inner) = datafusion::execution::FunctionRegistry::udf(ctx, name) {
             ctx.register_udf(ScalarUDF::from(TryOf::new(inner)));
         }
+    }
+    for f in guards::udfs(ctx) {
+        ctx.register_udf(f);
     }
     ctx.register_udf(ScalarUDF::from(DateFormat::new()));
     ctx.register_udf(ScalarUDF::from(ToTimestampNtz {

@@ -59,6 +59,9 @@ pub struct Settings {
     pub delta_encoding: bool,
     /// What shows progress bars (the shell's, on a terminal); None: none shown.
     pub progress: Option<Arc<dyn progress::View>>,
+    /// VACUUM refuses to keep less than the table's `delta.deletedFileRetentionDuration`
+    /// (Delta's `spark.databricks.delta.retentionDurationCheck.enabled`).
+    pub retention_check: bool,
 }
 
 impl std::fmt::Debug for Settings {
@@ -68,6 +71,7 @@ impl std::fmt::Debug for Settings {
             .field("hard_links", &self.hard_links)
             .field("delta_encoding", &self.delta_encoding)
             .field("progress", &self.progress.is_some())
+            .field("retention_check", &self.retention_check)
             .finish()
     }
 }
@@ -79,6 +83,7 @@ impl Default for Settings {
             hard_links: true,
             delta_encoding: true,
             progress: None,
+            retention_check: true,
         }
     }
 }

@@ -13,6 +13,7 @@ pub(super) mod view;
 pub use alter::*;
 
 use datafusion::arrow::datatypes::Field;
+use datafusion::dataframe::DataFrame;
 use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, CreateTable, CreateTableOptions, Expr, GeneratedAs,
     GeneratedExpressionMode, HiveDistributionStyle, ObjectName, ObjectType, SchemaName, SqlOption,
@@ -467,6 +468,17 @@ pub(crate) fn check_default(column: &str, e: &Expr) -> Result<()> {
                         .join(".")
                 ),
             )),
+            // Each row of an INSERT would get its own value, or all one (as DataFusion
+            // plans a default once): not a constant either way.
+            Expr::Function(f)
+                if ["rand", "random", "randn", "uuid", "shuffle"]
+                    .contains(&f.name.to_string().to_lowercase().as_str()) =>
+            {
+                Some((
+                    "INVALID_DEFAULT_VALUE.NOT_CONSTANT",
+                    format!("{} is not deterministic", f.name),
+                ))
+            }
             Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => Some((
                 "INVALID_DEFAULT_VALUE.SUBQUERY_EXPRESSION",
                 "it holds a subquery".to_string(),
@@ -885,6 +897,7 @@ async fn create_table_here(
         return create_table_as(
             session,
             &table,
+            create.columns.clone(),
             *query,
             exists,
             partition_columns,
@@ -1073,10 +1086,72 @@ fn partition_expr_columns(e: &Expr) -> Result<Vec<String>> {
     }
 }
 
+/// The query's columns under the names and types `CREATE TABLE t (a INT, b STRING) AS query`
+/// declares (cast as CAST does: a value that does not fit fails); none declared, as they are.
+fn as_declared(df: DataFrame, table: &TableName, columns: &[ColumnDef]) -> Result<DataFrame> {
+    if columns.is_empty() {
+        return Ok(df);
+    }
+    let found = df.schema().fields().len();
+    if found != columns.len() {
+        return Err(Error::class(
+            "CREATE_TABLE_COLUMN_DESCRIPTOR_MISMATCH",
+            format!(
+                "CREATE TABLE {table} declares {} column(s) but its query gives {found}",
+                columns.len()
+            ),
+        ));
+    }
+    let mut exprs = vec![];
+    for (c, (qualifier, field)) in columns.iter().zip(df.schema().iter()) {
+        if let Some(opt) = c.options.first() {
+            return Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "CREATE TABLE {table} (...) AS query: column option {} of '{}' is not supported with a query; create the table first, then INSERT the query's rows",
+                    opt.option, c.name.value
+                ),
+            ));
+        }
+        let ty = sql_to_arrow(&c.data_type)
+            .map_err(|e| e.context(format!("column '{}'", c.name.value)))?;
+        let column =
+            datafusion::prelude::Expr::Column(datafusion::common::Column::from((qualifier, field)));
+        exprs.push(datafusion::prelude::cast(column, ty).alias(c.name.value.to_lowercase()));
+    }
+    Ok(df.select(exprs)?)
+}
+
+/// Every column of `df` nullable ([`crate::engine::functions::AsNullable`]): a table made from
+/// a query has no NOT NULL columns, as Delta makes it.
+fn as_nullable(df: DataFrame) -> Result<DataFrame> {
+    if df.schema().fields().iter().all(|f| f.is_nullable()) {
+        return Ok(df);
+    }
+    let udf = Arc::new(crate::engine::functions::AsNullable::udf());
+    let exprs: Vec<datafusion::prelude::Expr> = df
+        .schema()
+        .iter()
+        .map(|(qualifier, field)| {
+            let column = datafusion::prelude::Expr::Column(datafusion::common::Column::from((
+                qualifier, field,
+            )));
+            if field.is_nullable() {
+                column
+            } else {
+                udf.call(vec![column]).alias(field.name())
+            }
+        })
+        .collect();
+    Ok(df.select(exprs)?)
+}
+
 /// `CREATE [OR REPLACE] TABLE t AS query`: the query's rows and schema, streamed into Delta.
+#[allow(clippy::too_many_arguments)]
 async fn create_table_as(
     session: &Session,
     table: &TableName,
+    columns: Vec<ColumnDef>,
     query: datafusion::sql::sqlparser::ast::Query,
     exists: bool,
     partition_columns: Vec<String>,
@@ -1084,8 +1159,9 @@ async fn create_table_as(
     comment: Option<String>,
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
+    let df = as_declared(df, table, &columns)?;
     let df = crate::engine::progress::counted_rows(df)?;
-    let df = normalize_for_storage(df)?;
+    let df = as_nullable(normalize_for_storage(df)?)?;
     // Empty strings in STRING partition columns are stored as NULL (see
     // `catalog::string_partition_columns`).
     let string_partitions: Vec<String> = partition_columns

@@ -147,6 +147,12 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         partition =
             Some(static_partitions(session, name, partitions, &mut columns, &mut source).await?);
     }
+    if let Some(c) = repeated(columns.iter().map(String::as_str)) {
+        return Err(Error::class(
+            "COLUMN_ALREADY_EXISTS",
+            format!("INSERT INTO {name} names column '{c}' more than once"),
+        ));
+    }
     let how = match (insert.overwrite, partition) {
         // INSERT OVERWRITE t PARTITION (p = v): only that partition's rows are replaced.
         (true, Some(p)) => How::ReplaceWhere(Box::new(crate::parser::expr_text(&p)?)),
@@ -154,6 +160,12 @@ pub async fn insert(session: &Session, insert: Insert) -> Result<Output> {
         (false, _) => How::Append,
     };
     insert_rows(session, name, Columns::Listed(columns), *source, how).await
+}
+
+/// The first name given more than once.
+pub(super) fn repeated<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::HashSet::new();
+    names.into_iter().find(|n| !seen.insert(*n))
 }
 
 /// `INSERT INTO t PARTITION (p = v, ...) [(cols)] query`: the query's columns fill the listed
@@ -197,8 +209,21 @@ async fn static_partitions(
             }
         }
     }
+    let t = open_writable(session, &table).await?;
+    let partitioned: Vec<String> = t.snapshot()?.metadata().partition_columns().to_vec();
+    if let Some((c, _)) = values.iter().find(|(c, _)| !partitioned.contains(c)) {
+        return Err(Error::class(
+            "NON_PARTITION_COLUMN",
+            format!(
+                "INSERT INTO {table} PARTITION (...): '{c}' is not a partition column of {table}{}; give its value in the query",
+                match partitioned.is_empty() {
+                    true => " (it has none)".to_string(),
+                    false => format!(" (they are {})", partitioned.join(", ")),
+                }
+            ),
+        ));
+    }
     if columns.is_empty() {
-        let t = open_writable(session, &table).await?;
         let schema = super::table::arrow_schema(&t)?;
         *columns = schema
             .fields()
@@ -754,6 +779,9 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                 } else {
                     e
                 };
+                if sets.iter().any(|(c, _)| *c == col) {
+                    return Err(conflicting_set(&col));
+                }
                 sets.push((col, e));
             }
             // Generated columns follow the columns they read: each is its expression over
@@ -904,4 +932,15 @@ pub(crate) fn without_view_types(session: &Session) -> Arc<datafusion::execution
         .parquet
         .schema_force_view_types = false;
     Arc::new(state)
+}
+
+/// Two assignments of one column in one SET (Databricks' DELTA_CONFLICT_SET_COLUMN): which one
+/// wins is not defined, so neither is taken.
+pub(super) fn conflicting_set(column: &str) -> Error {
+    Error::class(
+        "DELTA_CONFLICT_SET_COLUMN",
+        format!(
+            "there is a conflict from these SET columns: column '{column}' is set more than once"
+        ),
+    )
 }

@@ -220,6 +220,9 @@ async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
         Sql::Set(ref set) if let Some(assignment) = declared_assignment(session, set) => {
             assign(session, assignment).await
         }
+        Sql::Set(ref set) if let Some(on) = retention_check(set) => {
+            set_retention_check(session, on)
+        }
         Sql::Set(ref set) if let Some(refused) = unavailable_setting(set) => Err(refused),
         Sql::Set(ref set) if is_ansi_mode(set) => Ok(Output::empty()),
         Sql::Set(_) | Sql::ShowVariable { .. } => query::run(session, stmt).await,
@@ -385,6 +388,49 @@ fn assign(
     (name, value): (String, datafusion::sql::sqlparser::ast::Expr),
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Output>> + Send + '_>> {
     Box::pin(variables::set(session, vec![(name, Some(value))]))
+}
+
+/// The key of Delta's guard against a VACUUM that keeps less than the table's retention.
+const RETENTION_CHECK: &str = "spark.databricks.delta.retentiondurationcheck.enabled";
+
+/// `SET spark.databricks.delta.retentionDurationCheck.enabled = true|false`: its value.
+fn retention_check(set: &datafusion::sql::sqlparser::ast::Set) -> Option<Result<bool>> {
+    use datafusion::sql::sqlparser::ast::Set;
+    let Set::SingleAssignment {
+        variable, values, ..
+    } = set
+    else {
+        return None;
+    };
+    if setting_key(variable).to_lowercase() != RETENTION_CHECK {
+        return None;
+    }
+    let value = match values.as_slice() {
+        [v] => v.to_string().trim_matches('\'').to_lowercase(),
+        _ => String::new(),
+    };
+    Some(match value.as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::Invalid(format!(
+            "SET {RETENTION_CHECK} takes true or false, not {}",
+            values
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    })
+}
+
+/// Turn the VACUUM retention guard on or off for this session.
+fn set_retention_check(session: &mut Session, on: Result<bool>) -> Result<Output> {
+    let settings = crate::engine::Settings {
+        retention_check: on?,
+        ..(*session.settings()).clone()
+    };
+    session.set_settings(Arc::new(settings));
+    Ok(Output::empty())
 }
 
 /// `SET ANSI_MODE = true` (or `spark.sql.ansi.enabled`): how tidemark always runs.

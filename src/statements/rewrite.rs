@@ -565,8 +565,8 @@ fn no_commit_between(metrics: serde_json::Value) -> CommitProperties {
 }
 
 /// `rows` with [`VIOLATION_COLUMN`]: for a row that breaks a rule, which rule (a NOT NULL
-/// column among `set` holding NULL, or a CHECK constraint of `t` that is false; NULL holds,
-/// as delta-rs checks appends), else NULL. Computed in the same evaluation as the values
+/// column among `set` holding NULL, or a CHECK constraint of `t` that is not true: false or
+/// NULL, as Delta's writers and this process's appends check it), else NULL. Computed in the same evaluation as the values
 /// written, so `SET x = random()` is checked on the values it writes.
 fn with_violations(
     session: &Session,
@@ -603,7 +603,7 @@ fn with_violations(
             .state()
             .create_logical_expr(&sql, rows.schema())?;
         rules.push((
-            datafusion::prelude::not(check),
+            check.is_not_true(),
             format!("CHECK constraint {name} ({sql}) is violated by a row of the result"),
         ));
     }

@@ -386,6 +386,9 @@ pub(super) fn merge_assignments(
             out.push((col, a.value.to_string()));
         }
     }
+    if let Some(c) = super::repeated(out.iter().map(|(c, _)| c.as_str())) {
+        return Err(super::conflicting_set(c));
+    }
     Ok(out)
 }
 
@@ -422,6 +425,12 @@ pub(super) fn merge_insert(
     } else {
         names
     };
+    if let Some(c) = super::repeated(names.iter().map(String::as_str)) {
+        return Err(Error::class(
+            "COLUMN_ALREADY_EXISTS",
+            format!("MERGE INSERT names column '{c}' more than once"),
+        ));
+    }
     if names.len() != row.len() {
         return Err(Error::Invalid(format!(
             "MERGE INSERT lists {} columns but {} values",

@@ -119,10 +119,31 @@ pub async fn vacuum(
     } else {
         session.warehouse().open_for_write(&table).await?
     };
-    let mut builder = t.vacuum().with_dry_run(dry_run);
+    // FULL, Databricks' default: every file of the table's directory that no version within
+    // the retention reads, files a killed write left behind among them (LITE, delta-rs'
+    // default, deletes only the files the log removed, and counted them again on every run).
+    let kept = {
+        use deltalake::table::config::TablePropertiesExt;
+        t.snapshot()?
+            .snapshot()
+            .table_properties()
+            .deleted_file_retention_duration()
+    };
+    let mut builder = t
+        .vacuum()
+        .with_mode(deltalake::operations::vacuum::VacuumMode::Full)
+        .with_dry_run(dry_run);
     if let Some(h) = retain_hours {
         if !(0.0..=876_000.0).contains(&h) {
             return Err(Error::Invalid(format!("RETAIN {h} HOURS is out of range")));
+        }
+        // Less than the table's retention is refused unless the session turned Delta's guard
+        // off: a reader (or a writer still committing) may need the files it would delete.
+        let kept_hours = kept.as_secs_f64() / 3600.0;
+        if session.settings().retention_check && h < kept_hours {
+            return Err(Error::Invalid(format!(
+                "cannot vacuum {table}: RETAIN {h} HOURS is less than its delta.deletedFileRetentionDuration ({kept_hours} hours): a reader of an older version, or a writer still committing, may need those files; to delete them anyway, SET spark.databricks.delta.retentionDurationCheck.enabled = false first"
+            )));
         }
         builder = builder
             .with_retention_period(chrono::Duration::milliseconds((h * 3_600_000.0) as i64))

@@ -195,6 +195,8 @@ impl Session {
         analyzer.insert(0, Arc::new(zone::WrittenWallClocks));
         analyzer.insert(0, Arc::new(zone::SessionZone));
         analyzer.push(Arc::new(zone::SessionZoneCasts));
+        // Casts Spark defines otherwise (a TIMESTAMP or DOUBLE as text, ...), after the zone's.
+        analyzer.push(Arc::new(functions::SparkCasts));
         builder = builder.with_analyzer_rules(analyzer);
         let state = builder.build();
         let ctx = SessionContext::new_with_state(state);

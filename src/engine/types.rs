@@ -164,6 +164,10 @@ pub fn cast_strict(
         safe: false,
         ..Default::default()
     };
+    // A TIMESTAMP or DOUBLE as text, a DOUBLE as a DECIMAL: as Spark casts them.
+    if let Some(cast) = crate::engine::functions::spark_cast_array(values, to, &strict) {
+        return cast;
+    }
     // Text bound for a UTC timestamp is read as a zone-less one (which Arrow reads as UTC:
     // the same instants) and labelled UTC, sparing a zone lookup for every value.
     if let (

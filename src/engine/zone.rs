@@ -258,7 +258,7 @@ impl AnalyzerRule for SessionZone {
 /// `plan` with `rewrite` applied to every node's expressions (typed against the node's
 /// inputs), an output expression (a projection's, an aggregate's, a window's) keeping its
 /// name: the nodes above refer to it by name (an aggregate's FILTER is part of its name).
-fn rewrite_expressions(
+pub(crate) fn rewrite_expressions(
     plan: LogicalPlan,
     mut rewrite: impl FnMut(Expr, &DFSchema) -> datafusion::common::Result<Transformed<Expr>>,
 ) -> datafusion::common::Result<LogicalPlan> {
@@ -351,10 +351,11 @@ pub fn typed(
     let expr = wall_clock_casts(expr, schema, true)?.data;
     let typed = expr.rewrite(&mut coercion)?.data;
     let typed = wall_clock_casts(typed, schema, false)?.data;
-    match zone {
-        Some(zone) => Ok(zone_casts(typed, schema, zone)?.data),
-        None => Ok(typed),
-    }
+    let zoned = match zone {
+        Some(zone) => zone_casts(typed, schema, zone)?.data,
+        None => typed,
+    };
+    Ok(crate::engine::functions::spark_casts(zoned, schema)?.data)
 }
 
 /// Whether a cast to TIMESTAMP_NTZ (microseconds, zone-less) is anywhere in `plan`.

@@ -257,6 +257,16 @@ pub fn convert(value: &ScalarValue, to: &DataType, what: &str) -> Result<ScalarV
     if value.is_null() {
         return Ok(ScalarValue::try_from(to)?);
     }
+    // A watermark kept as text keeps its zone (`2024-01-02T00:00:00Z`, not Spark's
+    // `2024-01-02 00:00:00`, which a session in another zone would read as another instant).
+    if to.is_string() && matches!(value.data_type(), DataType::Timestamp(_, Some(_))) {
+        return value.cast_to(to).map_err(|e| {
+            Error::Type(format!(
+                "{what}: cannot convert {value} to {}: {e}",
+                type_name(to)
+            ))
+        });
+    }
     crate::engine::types::cast_value(value, to).map_err(|e| {
         Error::Type(format!(
             "{what}: cannot convert {value} to {}: {e}",

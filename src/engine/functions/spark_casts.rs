@@ -1,0 +1,416 @@
+//! Casts whose result Databricks defines otherwise than Arrow's kernels compute it, planned as
+//! Spark computes them ([`spark_casts`], run after types are coerced, so the casts the engine
+//! adds, `concat('at ', ts)` or `ts LIKE '2024%'`, are covered too):
+//!
+//! * a TIMESTAMP as text is `yyyy-MM-dd HH:mm:ss[.f]` in its zone (the session's), without
+//!   the zone (Arrow wrote `2024-01-01T10:00:00Z`, or `+02:00`);
+//! * a DOUBLE or FLOAT as text is Java's `Double.toString`: `1.0E10`, `1.0E-5`, `123.0`
+//!   (Arrow wrote `10000000000.0` and `0.00001`);
+//! * a DOUBLE or FLOAT as a DECIMAL is the decimal of its shortest text, rounded half up
+//!   (`1.005` is 1.01 as DECIMAL(5,2); Arrow rounded the binary value, 1.00499..., to 1.00);
+//! * a TIMESTAMP as a number counts seconds since 1970 (Arrow gave microseconds), rounded down
+//!   to whole seconds for an integer type.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::timezone::Tz;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::datatypes::{
+    DataType, Float32Type, Float64Type, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, ScalarValue, exec_err};
+use datafusion::logical_expr::expr::{Cast, TryCast};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility, lit,
+};
+
+/// `__spark_text(x)`: a TIMESTAMP, DOUBLE or FLOAT as Spark's CAST to STRING writes it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct SparkText {
+    signature: Signature,
+}
+
+pub const SPARK_TEXT: &str = "__spark_text";
+
+impl SparkText {
+    pub fn udf() -> ScalarUDF {
+        ScalarUDF::from(SparkText {
+            signature: Signature::any(1, Volatility::Immutable),
+        })
+    }
+}
+
+impl ScalarUDFImpl for SparkText {
+    fn name(&self) -> &str {
+        SPARK_TEXT
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let input = args.args[0].to_array(n)?;
+        let out = text_of(&input)?;
+        Ok(match scalar {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+            false => ColumnarValue::Array(out),
+        })
+    }
+}
+
+/// `__spark_decimal_text(x)`: a DOUBLE or FLOAT as the plain decimal text of its shortest
+/// form (`1.005`, never `1.005e0`), for a cast to DECIMAL to round half up.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DecimalText {
+    signature: Signature,
+}
+
+pub const DECIMAL_TEXT: &str = "__spark_decimal_text";
+
+impl DecimalText {
+    pub fn udf() -> ScalarUDF {
+        ScalarUDF::from(DecimalText {
+            signature: Signature::any(1, Volatility::Immutable),
+        })
+    }
+}
+
+impl ScalarUDFImpl for DecimalText {
+    fn name(&self) -> &str {
+        DECIMAL_TEXT
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let input = args.args[0].to_array(n)?;
+        let mut out = StringBuilder::with_capacity(input.len(), input.len() * 8);
+        let mut push = |v: Option<String>| match v {
+            Some(s) => out.append_value(s),
+            None => out.append_null(),
+        };
+        match input.data_type() {
+            DataType::Float64 => {
+                for v in input.as_primitive::<Float64Type>().iter() {
+                    push(v.map(|v| format!("{v}")));
+                }
+            }
+            DataType::Float32 => {
+                for v in input.as_primitive::<Float32Type>().iter() {
+                    push(v.map(|v| format!("{v}")));
+                }
+            }
+            other => return exec_err!("{DECIMAL_TEXT} takes DOUBLE or FLOAT, not {other}"),
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        Ok(match scalar {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+            false => ColumnarValue::Array(out),
+        })
+    }
+}
+
+fn text_of(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    let mut out = StringBuilder::with_capacity(input.len(), input.len() * 20);
+    let mut push = |v: Option<String>| match v {
+        Some(s) => out.append_value(s),
+        None => out.append_null(),
+    };
+    match input.data_type() {
+        DataType::Float64 => {
+            for v in input.as_primitive::<Float64Type>().iter() {
+                push(v.map(|v| java_float(v, format!("{v}"), format!("{v:e}"))));
+            }
+        }
+        DataType::Float32 => {
+            for v in input.as_primitive::<Float32Type>().iter() {
+                push(v.map(|v| java_float(v as f64, format!("{v}"), format!("{v:e}"))));
+            }
+        }
+        DataType::Timestamp(unit, tz) => {
+            let tz: Option<Tz> = match tz {
+                Some(tz) => Some(tz.parse()?),
+                None => None,
+            };
+            let (values, per_second): (Vec<Option<i64>>, i64) = match unit {
+                TimeUnit::Second => (
+                    input.as_primitive::<TimestampSecondType>().iter().collect(),
+                    1,
+                ),
+                TimeUnit::Millisecond => (
+                    input
+                        .as_primitive::<TimestampMillisecondType>()
+                        .iter()
+                        .collect(),
+                    1_000,
+                ),
+                TimeUnit::Microsecond => (
+                    input
+                        .as_primitive::<TimestampMicrosecondType>()
+                        .iter()
+                        .collect(),
+                    1_000_000,
+                ),
+                TimeUnit::Nanosecond => (
+                    input
+                        .as_primitive::<TimestampNanosecondType>()
+                        .iter()
+                        .collect(),
+                    1_000_000_000,
+                ),
+            };
+            for v in values {
+                push(match v {
+                    Some(v) => Some(timestamp_text(v, per_second, tz.as_ref())?),
+                    None => None,
+                });
+            }
+        }
+        other => return exec_err!("{SPARK_TEXT} takes TIMESTAMP, DOUBLE or FLOAT, not {other}"),
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// Java's `Double.toString` (and `Float.toString`) from Rust's shortest forms of the same
+/// value, `plain` (`{}`) and `sci` (`{:e}`): plain between 10^-3 and 10^7, else
+/// `d.dddE±n`; always a digit after the point.
+fn java_float(v: f64, plain: String, sci: String) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let a = v.abs();
+    if a == 0.0 || (1e-3..1e7).contains(&a) {
+        return if plain.contains('.') {
+            plain
+        } else {
+            format!("{plain}.0")
+        };
+    }
+    let Some((mantissa, exponent)) = sci.split_once('e') else {
+        return sci;
+    };
+    if mantissa.contains('.') {
+        format!("{mantissa}E{exponent}")
+    } else {
+        format!("{mantissa}.0E{exponent}")
+    }
+}
+
+/// A timestamp of `per_second` units since 1970 as Spark writes it: `yyyy-MM-dd HH:mm:ss`,
+/// then the fraction of a second without trailing zeros, in `tz` (else as it is).
+fn timestamp_text(v: i64, per_second: i64, tz: Option<&Tz>) -> datafusion::error::Result<String> {
+    use chrono::{TimeZone, Timelike};
+    let seconds = v.div_euclid(per_second);
+    let nanos = (v.rem_euclid(per_second) * (1_000_000_000 / per_second)) as u32;
+    let Some(utc) = chrono::DateTime::from_timestamp(seconds, nanos) else {
+        return exec_err!("timestamp {v} is out of range");
+    };
+    let local = match tz {
+        Some(tz) => tz.from_utc_datetime(&utc.naive_utc()).naive_local(),
+        None => utc.naive_utc(),
+    };
+    let mut text = local.format("%Y-%m-%d %H:%M:%S").to_string();
+    let fraction = local.nanosecond();
+    if fraction > 0 {
+        let digits = format!("{fraction:09}");
+        text.push('.');
+        text.push_str(digits.trim_end_matches('0'));
+    }
+    Ok(text)
+}
+
+/// The casts in `e` (typed against `schema`) that Spark defines otherwise, as Spark computes
+/// them (see the module's documentation).
+pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Transformed<Expr>> {
+    e.transform_up(|e| {
+        let (inner, to) = match &e {
+            Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => {
+                (expr.as_ref(), field.data_type().clone())
+            }
+            _ => return Ok(Transformed::no(e)),
+        };
+        let from = inner.get_type(schema)?;
+        let float = matches!(from, DataType::Float32 | DataType::Float64);
+        let text = matches!(
+            to,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
+        let rewritten = match (&from, &to) {
+            (DataType::Timestamp(..), _) | (DataType::Float32 | DataType::Float64, _) if text => {
+                let t = Arc::new(SparkText::udf()).call(vec![inner.clone()]);
+                retarget(&e, t, &to)
+            }
+            (_, DataType::Decimal128(..) | DataType::Decimal256(..)) if float => {
+                let t = Arc::new(DecimalText::udf()).call(vec![inner.clone()]);
+                retarget(&e, t, &to)
+            }
+            (DataType::Timestamp(unit, _), _) if to.is_integer() || to.is_floating() => {
+                let per_second: i64 = match unit {
+                    TimeUnit::Second => 1,
+                    TimeUnit::Millisecond => 1_000,
+                    TimeUnit::Microsecond => 1_000_000,
+                    TimeUnit::Nanosecond => 1_000_000_000,
+                };
+                let raw = Expr::Cast(Cast::new(Box::new(inner.clone()), DataType::Int64));
+                let seconds = if to.is_integer() {
+                    // Rounded down (Spark's floorDiv), also before 1970.
+                    let f = lit(per_second);
+                    let below = (raw.clone() % f.clone() + f.clone()) % f.clone();
+                    (raw - below) / f
+                } else {
+                    Expr::Cast(Cast::new(Box::new(raw), DataType::Float64)) / lit(per_second as f64)
+                };
+                retarget(&e, seconds, &to)
+            }
+            _ => return Ok(Transformed::no(e)),
+        };
+        Ok(Transformed::yes(rewritten))
+    })
+}
+
+/// `value` cast to `to` as the original cast (or TRY_CAST) `e` did.
+fn retarget(e: &Expr, value: Expr, to: &DataType) -> Expr {
+    match e {
+        Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(value), to.clone())),
+        _ => Expr::Cast(Cast::new(Box::new(value), to.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn java(v: f64) -> String {
+        java_float(v, format!("{v}"), format!("{v:e}"))
+    }
+
+    #[test]
+    fn doubles_as_java_writes_them() {
+        assert_eq!(java(1e10), "1.0E10");
+        assert_eq!(java(1e-5), "1.0E-5");
+        assert_eq!(java(123456789.123), "1.23456789123E8");
+        assert_eq!(java(1e7), "1.0E7");
+        assert_eq!(java(9999999.0), "9999999.0");
+        assert_eq!(java(0.001), "0.001");
+        assert_eq!(java(0.0001), "1.0E-4");
+        assert_eq!(java(123.0), "123.0");
+        assert_eq!(java(-1.5), "-1.5");
+        assert_eq!(java(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(java(0.0), "0.0");
+        assert_eq!(java(-0.0), "-0.0");
+        assert_eq!(java(f64::NAN), "NaN");
+        assert_eq!(java(f64::NEG_INFINITY), "-Infinity");
+        let f = 12345678f32;
+        assert_eq!(
+            java_float(f as f64, format!("{f}"), format!("{f:e}")),
+            "1.2345678E7"
+        );
+    }
+
+    #[test]
+    fn timestamps_as_spark_writes_them() {
+        let la: Tz = "America/Los_Angeles".parse().unwrap();
+        // 2021-03-14 10:30:00 UTC.
+        let us = 1_615_717_800_000_000;
+        assert_eq!(
+            timestamp_text(us, 1_000_000, None).unwrap(),
+            "2021-03-14 10:30:00"
+        );
+        assert_eq!(
+            timestamp_text(us, 1_000_000, Some(&la)).unwrap(),
+            "2021-03-14 03:30:00"
+        );
+        assert_eq!(
+            timestamp_text(us + 500_000, 1_000_000, None).unwrap(),
+            "2021-03-14 10:30:00.5"
+        );
+        assert_eq!(
+            timestamp_text(-1, 1_000_000, None).unwrap(),
+            "1969-12-31 23:59:59.999999"
+        );
+    }
+}
+
+/// The analyzer rule that plans [`spark_casts`] in every statement, after types are coerced.
+#[derive(Debug, Default)]
+pub struct SparkCasts;
+
+impl datafusion::optimizer::AnalyzerRule for SparkCasts {
+    fn analyze(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
+        crate::engine::zone::rewrite_expressions(plan, spark_casts)
+    }
+
+    fn name(&self) -> &str {
+        "tidemark_spark_casts"
+    }
+}
+
+/// An array cast Spark defines otherwise ([`spark_casts`]' rules for the casts a statement
+/// plans, here for those tidemark makes itself: an INSERT's values into their columns, ...);
+/// None for every other cast.
+pub fn cast_array(
+    values: &ArrayRef,
+    to: &DataType,
+    options: &datafusion::arrow::compute::CastOptions,
+) -> Option<Result<ArrayRef, datafusion::arrow::error::ArrowError>> {
+    use datafusion::arrow::compute::cast_with_options;
+    let from = values.data_type();
+    let float = matches!(from, DataType::Float32 | DataType::Float64);
+    let text = matches!(
+        to,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    let arrow = |e: datafusion::error::DataFusionError| {
+        datafusion::arrow::error::ArrowError::CastError(e.to_string())
+    };
+    match from {
+        DataType::Timestamp(..) | DataType::Float32 | DataType::Float64 if text => Some(
+            text_of(values)
+                .map_err(arrow)
+                .and_then(|t| cast_with_options(&t, to, options)),
+        ),
+        DataType::Float32 | DataType::Float64
+            if float && matches!(to, DataType::Decimal128(..) | DataType::Decimal256(..)) =>
+        {
+            let plain: ArrayRef = Arc::new(match from {
+                DataType::Float64 => values
+                    .as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| v.map(|v| format!("{v}")))
+                    .collect::<datafusion::arrow::array::StringArray>(),
+                _ => values
+                    .as_primitive::<Float32Type>()
+                    .iter()
+                    .map(|v| v.map(|v| format!("{v}")))
+                    .collect::<datafusion::arrow::array::StringArray>(),
+            });
+            Some(cast_with_options(&plain, to, options))
+        }
+        _ => None,
+    }
+}

@@ -20,6 +20,11 @@ pub struct View {
     pub columns: Vec<String>,
     #[serde(default)]
     pub comment: Option<String>,
+    /// The query's columns when the view was made, for a query with `*`: the view reads
+    /// these (a column added to its table later is not the view's, as with Databricks'
+    /// schema binding); empty: the query's columns as it plans when read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bound_columns: Vec<String>,
 }
 
 /// A SQL function's definition (`CREATE FUNCTION f(p TYPE, ...) RETURNS ... RETURN ...`).

@@ -13,9 +13,11 @@ mod pivot;
 pub mod progress;
 pub(crate) mod routines;
 mod sample;
+mod set_ops;
 pub mod spark;
 pub mod types;
 pub mod variables;
+mod window_frames;
 pub mod zone;
 
 use std::sync::Arc;
@@ -194,6 +196,11 @@ impl Session {
         let mut analyzer = datafusion::optimizer::Analyzer::new().rules;
         analyzer.insert(0, Arc::new(zone::WrittenWallClocks));
         analyzer.insert(0, Arc::new(zone::SessionZone));
+        // A RANGE frame's integer offsets over a DATE order key as days, before coercion.
+        analyzer.insert(0, Arc::new(window_frames::DateRangeFrames));
+        // EXCEPT ALL and INTERSECT ALL counting copies of rows (before coercion, which may
+        // cast the join's keys).
+        analyzer.insert(0, Arc::new(set_ops::MultisetSetOps));
         analyzer.push(Arc::new(zone::SessionZoneCasts));
         // Casts Spark defines otherwise (a TIMESTAMP or DOUBLE as text, ...), after the zone's.
         analyzer.push(Arc::new(functions::SparkCasts));

@@ -641,6 +641,25 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
     if let Some(new) = super::collation::rewrite(expr)? {
         return Ok(Some(new));
     }
+    // `CAST(x AS DECIMAL)` without a precision is DECIMAL(10,0), as in Databricks (DataFusion
+    // reads DECIMAL(38,10): `CAST('1.7' AS DECIMAL)` was 1.7000000000, not 2).
+    if let Expr::Cast {
+        data_type:
+            datafusion::sql::sqlparser::ast::DataType::Decimal(info)
+            | datafusion::sql::sqlparser::ast::DataType::Numeric(info)
+            | datafusion::sql::sqlparser::ast::DataType::Dec(info),
+        ..
+    } = expr
+        && *info == datafusion::sql::sqlparser::ast::ExactNumberInfo::None
+    {
+        let mut cast = expr.clone();
+        if let Expr::Cast { data_type, .. } = &mut cast {
+            *data_type = datafusion::sql::sqlparser::ast::DataType::Decimal(
+                datafusion::sql::sqlparser::ast::ExactNumberInfo::PrecisionAndScale(10, 0),
+            );
+        }
+        return Ok(Some(cast));
+    }
     // ceil(x, d) / floor(x, d): to d digits (sqlparser reads the scale into the expression).
     if let Expr::Ceil { expr: x, field } | Expr::Floor { expr: x, field } = expr
         && let datafusion::sql::sqlparser::ast::CeilFloorKind::Scale(d) = field

@@ -736,11 +736,52 @@ fn names_of(t: &datafusion::sql::sqlparser::ast::TableWithJoins, table: &TableNa
     names
 }
 
+/// `x.c` read as the column `c` of the changed table, where `x` is a name it goes by in the
+/// statement (`UPDATE orders AS o SET o.total = o.qty * 2 WHERE o.id = 1`, as the Databricks
+/// reference writes it); not inside subqueries, where such a name is the outer row's
+/// (refused there by [`subqueries::inline`]).
+fn unqualified(expr: &mut Expr, names: &[String]) {
+    use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
+    struct Strip<'a> {
+        names: &'a [String],
+        depth: usize,
+    }
+    impl VisitorMut for Strip<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &mut Query) -> std::ops::ControlFlow<()> {
+            self.depth += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _: &mut Query) -> std::ops::ControlFlow<()> {
+            self.depth -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, e: &mut Expr) -> std::ops::ControlFlow<()> {
+            if self.depth == 0
+                && let Expr::CompoundIdentifier(parts) = e
+                && let [q, c] = parts.as_slice()
+                && self.names.iter().any(|n| n.eq_ignore_ascii_case(&q.value))
+            {
+                *e = Expr::Identifier(c.clone());
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let _ = expr.visit(&mut Strip { names, depth: 0 });
+}
+
 /// `UPDATE t SET c = e, ... [WHERE p]`.
 pub async fn update(session: &Session, update: Update) -> Result<Output> {
     super::clauses::update(&update)?;
     let table = session.table_name(single_table(&update.table)?)?;
     let names = names_of(&update.table, &table);
+    let mut update = update;
+    if let Some(w) = update.selection.as_mut() {
+        unqualified(w, &names);
+    }
+    for a in update.assignments.iter_mut() {
+        unqualified(&mut a.value, &names);
+    }
     let n = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let update = update.clone();
         let table = table.clone();
@@ -861,7 +902,11 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
     }
     let table = session.table_name(single_table(target)?)?;
     let names = names_of(target, &table);
-    let n = delete_where(session, &table, delete.selection, &names).await?;
+    let mut selection = delete.selection;
+    if let Some(w) = selection.as_mut() {
+        unqualified(w, &names);
+    }
+    let n = delete_where(session, &table, selection, &names).await?;
     Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))
 }
 

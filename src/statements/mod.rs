@@ -175,6 +175,10 @@ pub async fn execute_streaming(session: &mut Session, stmt: Statement) -> Result
 
 async fn stream_one(session: &mut Session, stmt: Statement) -> Result<Reply> {
     session.warehouse().root().begin_statement();
+    let mut stmt = stmt;
+    if let Statement::Sql(s) = &mut stmt {
+        with_before_dml(s)?;
+    }
     match stmt {
         Statement::Sql(s) if matches!(*s, Sql::Query(_)) => {
             clauses::queries(&s)?;
@@ -187,17 +191,93 @@ async fn stream_one(session: &mut Session, stmt: Statement) -> Result<Reply> {
     }
 }
 
+/// `WITH c AS (...) INSERT INTO t SELECT ... FROM c` (a common table expression before the
+/// INSERT, as Databricks writes it) as `INSERT INTO t WITH c AS (...) SELECT ...`; before
+/// UPDATE, DELETE or MERGE, refused by name (DataFusion's "not implemented").
+fn with_before_dml(stmt: &mut Sql) -> Result<()> {
+    let Sql::Query(q) = stmt else {
+        return Ok(());
+    };
+    if q.with.is_none() || matches!(*q.body, datafusion::sql::sqlparser::ast::SetExpr::Select(_)) {
+        return Ok(());
+    }
+    let taken = std::mem::replace(
+        stmt,
+        Sql::Flush {
+            object_type: datafusion::sql::sqlparser::ast::FlushType::Tables,
+            location: None,
+            channel: None,
+            read_lock: false,
+            export: false,
+            tables: vec![],
+        },
+    );
+    *stmt = moved_with(taken)?;
+    Ok(())
+}
+
+/// [`with_before_dml`] of a query with a WITH clause.
+fn moved_with(stmt: Sql) -> Result<Sql> {
+    use datafusion::sql::sqlparser::ast::SetExpr;
+    let Sql::Query(q) = stmt else {
+        return Ok(stmt);
+    };
+    let Some(with) = q.with.clone() else {
+        return Ok(Sql::Query(q));
+    };
+    match *q.body {
+        SetExpr::Insert(Sql::Insert(mut insert)) => {
+            let Some(source) = insert.source.as_mut() else {
+                return Ok(Sql::Insert(insert));
+            };
+            match source.with.as_mut() {
+                // The statement's own names first: the INSERT's query may read them.
+                Some(inner) => {
+                    let mut tables = with.cte_tables;
+                    tables.append(&mut inner.cte_tables);
+                    inner.cte_tables = tables;
+                    inner.recursive |= with.recursive;
+                }
+                None => source.with = Some(with),
+            }
+            Ok(Sql::Insert(insert))
+        }
+        body @ (SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_)) => {
+            let what = match body {
+                SetExpr::Update(_) => "UPDATE",
+                SetExpr::Delete(_) => "DELETE",
+                _ => "MERGE",
+            };
+            Err(Error::class(
+                "UNSUPPORTED_FEATURE",
+                format!(
+                    "WITH ... {what}: a common table expression before {what} is not supported; write its query as a subquery where the {what} reads it (MERGE INTO t USING (query) s ...)"
+                ),
+            ))
+        }
+        body => Ok(Sql::Query(Box::new(
+            datafusion::sql::sqlparser::ast::Query {
+                body: Box::new(body),
+                ..*q
+            },
+        ))),
+    }
+}
+
 /// Standard SQL statements: queries go to DataFusion, writes to Delta.
-async fn execute_sql(session: &mut Session, stmt: Sql) -> Result<Output> {
+async fn execute_sql(session: &mut Session, mut stmt: Sql) -> Result<Output> {
+    with_before_dml(&mut stmt)?;
     clauses::queries(&stmt)?;
     match stmt {
         Sql::Query(_) | Sql::Explain { .. } | Sql::ExplainTable { .. } => {
             query::run(session, stmt).await
         }
-        Sql::Insert(insert) => dml::insert(session, insert).await,
-        Sql::Update(update) => dml::update(session, update).await,
-        Sql::Delete(delete) => dml::delete(session, delete).await,
-        Sql::Merge(merge) => dml::merge(session, merge).await,
+        // Each in a frame of its own: scripts nest statements, and a statement's frame is as
+        // large as its largest arm's.
+        Sql::Insert(insert) => Box::pin(dml::insert(session, insert)).await,
+        Sql::Update(update) => Box::pin(dml::update(session, update)).await,
+        Sql::Delete(delete) => Box::pin(dml::delete(session, delete)).await,
+        Sql::Merge(merge) => Box::pin(dml::merge(session, merge)).await,
         Sql::CreateTable(create) => Box::pin(ddl::create_table(session, create)).await,
         Sql::CreateView(create) => ddl::view::create(session, create).await,
         s @ Sql::CreateSchema { .. } => {

@@ -53,8 +53,21 @@ impl RelationBinder<'_> {
                 "{name} is a view: it has no versions to travel to (time travel reads tables)"
             )));
         }
+        // A view made with `*` reads the columns its query had then.
+        let sql = match view.bound_columns.is_empty() {
+            true => view.sql.clone(),
+            false => format!(
+                "SELECT {} FROM ({}) AS __view_columns",
+                view.bound_columns
+                    .iter()
+                    .map(|c| crate::catalog::backquoted(c))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                view.sql
+            ),
+        };
         let query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-            .try_with_sql(&view.sql)?
+            .try_with_sql(&sql)?
             .parse_query()
             .map_err(|e| {
                 Error::Other(format!("view {name}: its stored query does not parse: {e}"))

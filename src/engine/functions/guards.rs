@@ -32,7 +32,7 @@ struct Guarded {
 
 /// The wrapped built-ins, to register over the originals (each under its own name).
 pub fn udfs(registry: &dyn datafusion::execution::FunctionRegistry) -> Vec<ScalarUDF> {
-    let mut out = vec![];
+    let mut out = vec![InitCap::udf()];
     for (name, guard) in [
         ("size", Guard::NullOfNull),
         ("lpad", Guard::NoNegativeLength),
@@ -185,5 +185,83 @@ impl ScalarUDFImpl for AsNullable {
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
         Ok(args.args[0].clone())
+    }
+}
+
+/// `initcap(s)` as Spark's: the string in lower case, with its first letter and every letter
+/// after a space in upper case (DataFusion's started a word after any character that is not
+/// a letter or digit: `hello-world` became `Hello-World`, Databricks gives `Hello-world`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct InitCap {
+    signature: datafusion::logical_expr::Signature,
+}
+
+impl InitCap {
+    pub fn udf() -> ScalarUDF {
+        ScalarUDF::from(InitCap {
+            signature: datafusion::logical_expr::Signature::string(
+                1,
+                datafusion::logical_expr::Volatility::Immutable,
+            ),
+        })
+    }
+}
+
+/// Spark's title case of one string.
+fn title_case(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut start = true;
+    for c in s.chars() {
+        if start {
+            out.extend(c.to_uppercase());
+        } else {
+            out.extend(c.to_lowercase());
+        }
+        start = c == ' ';
+    }
+    out
+}
+
+impl ScalarUDFImpl for InitCap {
+    fn name(&self) -> &str {
+        "initcap"
+    }
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        &self.signature
+    }
+    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let input = cast(&args.args[0].to_array(n)?, &DataType::Utf8)?;
+        let out: datafusion::arrow::array::StringArray = input
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.map(title_case))
+            .collect();
+        let out: datafusion::arrow::array::ArrayRef = Arc::new(out);
+        Ok(match scalar {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+            false => ColumnarValue::Array(out),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn title_case_starts_words_after_spaces_only() {
+        assert_eq!(
+            super::title_case("hello-world foo_bar"),
+            "Hello-world Foo_bar"
+        );
+        assert_eq!(super::title_case("o'NEIL  mcDONALD"), "O'neil  Mcdonald");
+        assert_eq!(super::title_case("sPark sql"), "Spark Sql");
+        assert_eq!(super::title_case(""), "");
     }
 }

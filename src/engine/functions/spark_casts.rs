@@ -24,7 +24,7 @@ use datafusion::common::{DFSchema, ScalarValue, exec_err};
 use datafusion::logical_expr::expr::{Cast, TryCast};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
-    Volatility, lit,
+    Volatility,
 };
 
 /// `__spark_text(x)`: a TIMESTAMP, DOUBLE or FLOAT as Spark's CAST to STRING writes it.
@@ -265,28 +265,82 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
                 let t = Arc::new(DecimalText::udf()).call(vec![inner.clone()]);
                 retarget(&e, t, &to)
             }
-            (DataType::Timestamp(unit, _), _) if to.is_integer() || to.is_floating() => {
-                let per_second: i64 = match unit {
-                    TimeUnit::Second => 1,
-                    TimeUnit::Millisecond => 1_000,
-                    TimeUnit::Microsecond => 1_000_000,
-                    TimeUnit::Nanosecond => 1_000_000_000,
-                };
-                let raw = Expr::Cast(Cast::new(Box::new(inner.clone()), DataType::Int64));
-                let seconds = if to.is_integer() {
-                    // Rounded down (Spark's floorDiv), also before 1970.
-                    let f = lit(per_second);
-                    let below = (raw.clone() % f.clone() + f.clone()) % f.clone();
-                    (raw - below) / f
-                } else {
-                    Expr::Cast(Cast::new(Box::new(raw), DataType::Float64)) / lit(per_second as f64)
-                };
+            (DataType::Timestamp(..), _) if to.is_integer() || to.is_floating() => {
+                let seconds =
+                    Arc::new(TimestampSeconds::udf(to.is_floating())).call(vec![inner.clone()]);
                 retarget(&e, seconds, &to)
             }
             _ => return Ok(Transformed::no(e)),
         };
         Ok(Transformed::yes(rewritten))
     })
+}
+
+/// `__timestamp_seconds(ts)`: seconds since 1970, rounded down (Spark's floorDiv, also before
+/// 1970) as a BIGINT, or exact as a DOUBLE (`__timestamp_seconds_double`). A function, not
+/// casts and arithmetic, so that a plan analysed twice is not rewritten twice.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TimestampSeconds {
+    signature: Signature,
+    floating: bool,
+}
+
+impl TimestampSeconds {
+    pub fn udf(floating: bool) -> ScalarUDF {
+        ScalarUDF::from(TimestampSeconds {
+            signature: Signature::any(1, Volatility::Immutable),
+            floating,
+        })
+    }
+}
+
+impl ScalarUDFImpl for TimestampSeconds {
+    fn name(&self) -> &str {
+        match self.floating {
+            true => "__timestamp_seconds_double",
+            false => "__timestamp_seconds",
+        }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(match self.floating {
+            true => DataType::Float64,
+            false => DataType::Int64,
+        })
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
+        let input = args.args[0].to_array(n)?;
+        let DataType::Timestamp(unit, _) = input.data_type() else {
+            return exec_err!("{} takes a TIMESTAMP", self.name());
+        };
+        let per_second: i64 = match unit {
+            TimeUnit::Second => 1,
+            TimeUnit::Millisecond => 1_000,
+            TimeUnit::Microsecond => 1_000_000,
+            TimeUnit::Nanosecond => 1_000_000_000,
+        };
+        let raw = datafusion::arrow::compute::cast(&input, &DataType::Int64)?;
+        let raw = raw.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        let out: ArrayRef = match self.floating {
+            true => Arc::new(raw.unary::<_, Float64Type>(|v| v as f64 / per_second as f64)),
+            false => Arc::new(
+                raw.unary::<_, datafusion::arrow::datatypes::Int64Type>(|v| {
+                    v.div_euclid(per_second)
+                }),
+            ),
+        };
+        Ok(match scalar {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+            false => ColumnarValue::Array(out),
+        })
+    }
 }
 
 /// `value` cast to `to` as the original cast (or TRY_CAST) `e` did.

@@ -27,6 +27,7 @@ pub async fn add_columns(
     let mut fields = Vec::new();
     let mut defaults = Vec::new();
     let mut typed_new = Vec::new();
+    let mut not_null = Vec::new();
     for col in &columns {
         let (field, meta) = column_field(col)?;
         if meta.contains_key(super::GENERATION_KEY) {
@@ -54,7 +55,11 @@ pub async fn add_columns(
         if let Some(d) = meta.get(DEFAULT_KEY) {
             defaults.push((field.name().clone(), d.clone(), field.data_type().clone()));
         }
-        // Delta adds columns as nullable; NOT NULL with a default is enforced on insert.
+        // Delta adds columns as nullable; a NOT NULL one becomes NOT NULL once its rows hold
+        // the default (below).
+        if !field.is_nullable() {
+            not_null.push(field.name().clone());
+        }
         let nullable = Field::new(field.name(), field.data_type().clone(), true);
         fields.push(delta_field(&nullable, &meta)?);
     }
@@ -65,7 +70,7 @@ pub async fn add_columns(
             CommitProperties::default(),
         )
         .await?;
-        return Ok(Output::empty());
+        return set_not_null(session, name, not_null).await;
     }
     // Existing rows get the DEFAULT in the same commit that adds the columns.
     let mut values = vec![];
@@ -105,6 +110,26 @@ pub async fn add_columns(
         }
     })
     .await?;
+    set_not_null(session, name, not_null).await
+}
+
+/// The added columns declared NOT NULL made so, as `ALTER COLUMN c SET NOT NULL` does (their
+/// rows hold the DEFAULT): one more commit, which checks the rows again.
+async fn set_not_null(
+    session: &Session,
+    name: &ObjectName,
+    columns: Vec<String>,
+) -> Result<Output> {
+    for column in columns {
+        let change = crate::parser::OnTable {
+            table: name.clone(),
+            action: crate::parser::TableAction::AlterColumn {
+                column: datafusion::sql::sqlparser::ast::Ident::new(column),
+                change: crate::parser::ColumnChange::SetNotNull,
+            },
+        };
+        Box::pin(super::on_table::execute(session, change)).await?;
+    }
     Ok(Output::empty())
 }
 

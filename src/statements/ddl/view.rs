@@ -48,8 +48,9 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
             }
         }
         bind(session, &mut query, name).await?;
-        check_columns(session, &query, &columns, name).await?;
+        let planned = check_columns(session, &query, &columns, name).await?;
         let view = View {
+            bound_columns: bound_columns(&mut query, planned),
             sql: query.to_string(),
             columns,
             comment: c.comment,
@@ -93,8 +94,9 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
             ),
         ));
     }
-    check_columns(session, &query, &columns, &name.to_string()).await?;
+    let planned = check_columns(session, &query, &columns, &name.to_string()).await?;
     let view = View {
+        bound_columns: bound_columns(&mut query, planned),
         sql: query.to_string(),
         columns,
         comment: c.comment,
@@ -103,13 +105,14 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
     Ok(Output::empty())
 }
 
-/// The query plans, and a column list names each of its columns.
+/// The query plans, and a column list names each of its columns. Returns the query's
+/// column names.
 async fn check_columns(
     session: &Session,
     query: &datafusion::sql::sqlparser::ast::Query,
     columns: &[String],
     name: &str,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let (df, _bound) = super::super::query::query_dataframe(session, query.clone()).await?;
     let n = df.schema().fields().len();
     if !columns.is_empty() && columns.len() != n {
@@ -118,7 +121,56 @@ async fn check_columns(
             columns.len()
         )));
     }
-    Ok(())
+    Ok(df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect())
+}
+
+/// The columns a view with `*` in its query keeps reading ([`View::bound_columns`]): the
+/// query's columns now, when their names are distinct; none for a query without `*`, whose
+/// columns do not change with its tables'.
+fn bound_columns(
+    query: &mut datafusion::sql::sqlparser::ast::Query,
+    planned: Vec<String>,
+) -> Vec<String> {
+    use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr, VisitMut, VisitorMut};
+    struct Stars(bool);
+    impl VisitorMut for Stars {
+        type Break = ();
+        fn pre_visit_query(
+            &mut self,
+            q: &mut datafusion::sql::sqlparser::ast::Query,
+        ) -> std::ops::ControlFlow<()> {
+            fn has(body: &SetExpr) -> bool {
+                match body {
+                    SetExpr::Select(s) => s.projection.iter().any(|i| {
+                        matches!(
+                            i,
+                            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+                        )
+                    }),
+                    SetExpr::SetOperation { left, right, .. } => has(left) || has(right),
+                    SetExpr::Query(q) => has(&q.body),
+                    _ => false,
+                }
+            }
+            if has(&q.body) {
+                self.0 = true;
+                return std::ops::ControlFlow::Break(());
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut stars = Stars(false);
+    let _ = query.visit(&mut stars);
+    let distinct: std::collections::HashSet<&String> = planned.iter().collect();
+    if !stars.0 || distinct.len() != planned.len() {
+        return vec![];
+    }
+    planned
 }
 
 /// Whether a query reads session variables (binding it replaces some).

@@ -27,6 +27,25 @@ pub struct View {
     pub bound_columns: Vec<String>,
 }
 
+impl View {
+    /// The query the view reads: its stored query, or for a view made with `*` the columns it
+    /// had then ([`View::bound_columns`]) selected from it.
+    pub fn effective_sql(&self) -> String {
+        if self.bound_columns.is_empty() {
+            return self.sql.clone();
+        }
+        format!(
+            "SELECT {} FROM ({}) AS __view_columns",
+            self.bound_columns
+                .iter()
+                .map(|c| super::backquoted(c))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.sql
+        )
+    }
+}
+
 /// A SQL function's definition (`CREATE FUNCTION f(p TYPE, ...) RETURNS ... RETURN ...`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Function {

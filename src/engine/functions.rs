@@ -36,6 +36,19 @@ mod map_cast;
 mod type_of;
 pub use map_cast::CAST_MAP;
 
+/// A function of one argument computed array by array: `f` of the argument as an array, a
+/// scalar again when the argument was one.
+fn each_array(
+    args: &ScalarFunctionArgs,
+    f: impl Fn(&ArrayRef) -> datafusion::error::Result<ArrayRef>,
+) -> datafusion::error::Result<ColumnarValue> {
+    let out = f(&args.args[0].to_array(args.number_rows)?)?;
+    Ok(match args.args[0] {
+        ColumnarValue::Scalar(_) => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
+        ColumnarValue::Array(_) => ColumnarValue::Array(out),
+    })
+}
+
 /// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));

@@ -211,7 +211,10 @@ async fn static_partitions(
     }
     let t = open_writable(session, &table).await?;
     let partitioned: Vec<String> = t.snapshot()?.metadata().partition_columns().to_vec();
-    if let Some((c, _)) = values.iter().find(|(c, _)| !partitioned.contains(c)) {
+    if let Some((c, _)) = values
+        .iter()
+        .find(|(c, _)| !partitioned.iter().any(|p| p.eq_ignore_ascii_case(c)))
+    {
         return Err(Error::class(
             "NON_PARTITION_COLUMN",
             format!(
@@ -740,10 +743,11 @@ fn names_of(t: &datafusion::sql::sqlparser::ast::TableWithJoins, table: &TableNa
 /// statement (`UPDATE orders AS o SET o.total = o.qty * 2 WHERE o.id = 1`, as the Databricks
 /// reference writes it); not inside subqueries, where such a name is the outer row's
 /// (refused there by [`subqueries::inline`]).
-fn unqualified(expr: &mut Expr, names: &[String]) {
+fn unqualified(expr: &mut Expr, names: &[String], columns: &[String]) {
     use datafusion::sql::sqlparser::ast::{VisitMut, VisitorMut};
     struct Strip<'a> {
         names: &'a [String],
+        columns: &'a [String],
         depth: usize,
     }
     impl VisitorMut for Strip<'_> {
@@ -761,13 +765,28 @@ fn unqualified(expr: &mut Expr, names: &[String]) {
                 && let Expr::CompoundIdentifier(parts) = e
                 && let [q, c] = parts.as_slice()
                 && self.names.iter().any(|n| n.eq_ignore_ascii_case(&q.value))
+                // A struct column named like the table (`s.field`) stays a field of it.
+                && self.columns.iter().any(|col| col.eq_ignore_ascii_case(&c.value))
+                && !self.columns.iter().any(|col| col.eq_ignore_ascii_case(&q.value))
             {
                 *e = Expr::Identifier(c.clone());
             }
             std::ops::ControlFlow::Continue(())
         }
     }
-    let _ = expr.visit(&mut Strip { names, depth: 0 });
+    let _ = expr.visit(&mut Strip {
+        names,
+        columns,
+        depth: 0,
+    });
+}
+
+/// The column names of `table`, as its schema has them.
+async fn table_columns(session: &Session, table: &TableName) -> Result<Vec<String>> {
+    let t = session.warehouse().open(table).await?;
+    Ok(super::column_names(
+        super::table::arrow_schema(&t)?.fields(),
+    ))
 }
 
 /// `UPDATE t SET c = e, ... [WHERE p]`.
@@ -776,11 +795,12 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
     let table = session.table_name(single_table(&update.table)?)?;
     let names = names_of(&update.table, &table);
     let mut update = update;
+    let columns = table_columns(session, &table).await?;
     if let Some(w) = update.selection.as_mut() {
-        unqualified(w, &names);
+        unqualified(w, &names, &columns);
     }
     for a in update.assignments.iter_mut() {
-        unqualified(&mut a.value, &names);
+        unqualified(&mut a.value, &names, &columns);
     }
     let n = super::retry::on_conflict(super::retry::WHOLE_STATEMENT, || {
         let update = update.clone();
@@ -904,7 +924,7 @@ pub async fn delete(session: &Session, delete: Delete) -> Result<Output> {
     let names = names_of(target, &table);
     let mut selection = delete.selection;
     if let Some(w) = selection.as_mut() {
-        unqualified(w, &names);
+        unqualified(w, &names, &table_columns(session, &table).await?);
     }
     let n = delete_where(session, &table, selection, &names).await?;
     Ok(counts(&[("num_affected_rows", n), ("num_deleted_rows", n)]))

@@ -195,73 +195,42 @@ async fn stream_one(session: &mut Session, stmt: Statement) -> Result<Reply> {
 /// INSERT, as Databricks writes it) as `INSERT INTO t WITH c AS (...) SELECT ...`; before
 /// UPDATE, DELETE or MERGE, refused by name (DataFusion's "not implemented").
 fn with_before_dml(stmt: &mut Sql) -> Result<()> {
-    let Sql::Query(q) = stmt else {
-        return Ok(());
-    };
-    if q.with.is_none() || matches!(*q.body, datafusion::sql::sqlparser::ast::SetExpr::Select(_)) {
-        return Ok(());
-    }
-    let taken = std::mem::replace(
-        stmt,
-        Sql::Flush {
-            object_type: datafusion::sql::sqlparser::ast::FlushType::Tables,
-            location: None,
-            channel: None,
-            read_lock: false,
-            export: false,
-            tables: vec![],
-        },
-    );
-    *stmt = moved_with(taken)?;
-    Ok(())
-}
-
-/// [`with_before_dml`] of a query with a WITH clause.
-fn moved_with(stmt: Sql) -> Result<Sql> {
     use datafusion::sql::sqlparser::ast::SetExpr;
     let Sql::Query(q) = stmt else {
-        return Ok(stmt);
+        return Ok(());
     };
     let Some(with) = q.with.clone() else {
-        return Ok(Sql::Query(q));
+        return Ok(());
     };
-    match *q.body {
-        SetExpr::Insert(Sql::Insert(mut insert)) => {
-            let Some(source) = insert.source.as_mut() else {
-                return Ok(Sql::Insert(insert));
-            };
-            match source.with.as_mut() {
-                // The statement's own names first: the INSERT's query may read them.
-                Some(inner) => {
-                    let mut tables = with.cte_tables;
-                    tables.append(&mut inner.cte_tables);
-                    inner.cte_tables = tables;
-                    inner.recursive |= with.recursive;
+    let what = match q.body.as_ref() {
+        SetExpr::Insert(Sql::Insert(insert)) => {
+            let mut insert = insert.clone();
+            if let Some(source) = insert.source.as_mut() {
+                match source.with.as_mut() {
+                    // The statement's own names first: the INSERT's query may read them.
+                    Some(inner) => {
+                        let mut tables = with.cte_tables;
+                        tables.append(&mut inner.cte_tables);
+                        inner.cte_tables = tables;
+                        inner.recursive |= with.recursive;
+                    }
+                    None => source.with = Some(with),
                 }
-                None => source.with = Some(with),
             }
-            Ok(Sql::Insert(insert))
+            *stmt = Sql::Insert(insert);
+            return Ok(());
         }
-        body @ (SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_)) => {
-            let what = match body {
-                SetExpr::Update(_) => "UPDATE",
-                SetExpr::Delete(_) => "DELETE",
-                _ => "MERGE",
-            };
-            Err(Error::class(
-                "UNSUPPORTED_FEATURE",
-                format!(
-                    "WITH ... {what}: a common table expression before {what} is not supported; write its query as a subquery where the {what} reads it (MERGE INTO t USING (query) s ...)"
-                ),
-            ))
-        }
-        body => Ok(Sql::Query(Box::new(
-            datafusion::sql::sqlparser::ast::Query {
-                body: Box::new(body),
-                ..*q
-            },
-        ))),
-    }
+        SetExpr::Update(_) => "UPDATE",
+        SetExpr::Delete(_) => "DELETE",
+        SetExpr::Merge(_) => "MERGE",
+        _ => return Ok(()),
+    };
+    Err(Error::class(
+        "UNSUPPORTED_FEATURE",
+        format!(
+            "WITH ... {what}: a common table expression before {what} is not supported; write its query as a subquery where the {what} reads it (MERGE INTO t USING (query) s ...)"
+        ),
+    ))
 }
 
 /// Standard SQL statements: queries go to DataFusion, writes to Delta.

@@ -199,7 +199,7 @@ pub async fn describe(session: &Session, name: &ObjectName, extended: bool) -> R
     let mut rows: Vec<ColumnRow> = if let Some(view) = view {
         // A view's columns are its query's: planned, not run.
         let query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
-            .try_with_sql(&view.sql)?
+            .try_with_sql(&view.effective_sql())?
             .parse_query()?;
         let (df, _bound) = super::query::query_dataframe(session, *query).await?;
         df.schema()

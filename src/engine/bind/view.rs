@@ -54,18 +54,7 @@ impl RelationBinder<'_> {
             )));
         }
         // A view made with `*` reads the columns its query had then.
-        let sql = match view.bound_columns.is_empty() {
-            true => view.sql.clone(),
-            false => format!(
-                "SELECT {} FROM ({}) AS __view_columns",
-                view.bound_columns
-                    .iter()
-                    .map(|c| crate::catalog::backquoted(c))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                view.sql
-            ),
-        };
+        let sql = view.effective_sql();
         let query = datafusion::sql::sqlparser::parser::Parser::new(&crate::parser::DIALECT)
             .try_with_sql(&sql)?
             .parse_query()

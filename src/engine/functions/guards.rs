@@ -6,6 +6,9 @@
 //! * `lpad`, `rpad`, `left` and `right` with a length below 1 give `''` (DataFusion's `left`
 //!   and `right` read a negative length as PostgreSQL does, "all but the last n", and its
 //!   `lpad` of a negative length read from a column panicked).
+//!
+//! Also two built-ins written whole: `initcap` (words start after spaces only, as Spark's) and
+//! `__nullable`, which CREATE TABLE ... AS uses to make every column nullable.
 
 use std::sync::Arc;
 
@@ -236,18 +239,13 @@ impl ScalarUDFImpl for InitCap {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
-        let n = args.number_rows;
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let input = cast(&args.args[0].to_array(n)?, &DataType::Utf8)?;
-        let out: datafusion::arrow::array::StringArray = input
-            .as_string::<i32>()
-            .iter()
-            .map(|v| v.map(title_case))
-            .collect();
-        let out: datafusion::arrow::array::ArrayRef = Arc::new(out);
-        Ok(match scalar {
-            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
-            false => ColumnarValue::Array(out),
+        super::each_array(&args, |input| {
+            let out: datafusion::arrow::array::StringArray = cast(input, &DataType::Utf8)?
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.map(title_case))
+                .collect();
+            Ok(Arc::new(out) as datafusion::arrow::array::ArrayRef)
         })
     }
 }

@@ -20,7 +20,7 @@ use datafusion::arrow::datatypes::{
     TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
 };
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, ScalarValue, exec_err};
+use datafusion::common::{DFSchema, exec_err};
 use datafusion::logical_expr::expr::{Cast, TryCast};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -57,14 +57,7 @@ impl ScalarUDFImpl for SparkText {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
-        let n = args.number_rows;
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let input = args.args[0].to_array(n)?;
-        let out = text_of(&input)?;
-        Ok(match scalar {
-            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
-            false => ColumnarValue::Array(out),
-        })
+        super::each_array(&args, text_of)
     }
 }
 
@@ -99,33 +92,33 @@ impl ScalarUDFImpl for DecimalText {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
-        let n = args.number_rows;
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let input = args.args[0].to_array(n)?;
-        let mut out = StringBuilder::with_capacity(input.len(), input.len() * 8);
-        let mut push = |v: Option<String>| match v {
-            Some(s) => out.append_value(s),
-            None => out.append_null(),
-        };
-        match input.data_type() {
-            DataType::Float64 => {
-                for v in input.as_primitive::<Float64Type>().iter() {
-                    push(v.map(|v| format!("{v}")));
-                }
-            }
-            DataType::Float32 => {
-                for v in input.as_primitive::<Float32Type>().iter() {
-                    push(v.map(|v| format!("{v}")));
-                }
-            }
-            other => return exec_err!("{DECIMAL_TEXT} takes DOUBLE or FLOAT, not {other}"),
-        }
-        let out: ArrayRef = Arc::new(out.finish());
-        Ok(match scalar {
-            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
-            false => ColumnarValue::Array(out),
-        })
+        super::each_array(&args, plain_text)
     }
+}
+
+/// A DOUBLE or FLOAT array as the plain text of each value's shortest form as a DOUBLE
+/// (`1.005`, never `1.005e0`; Rust's `{}`), which a cast to DECIMAL rounds half up. A FLOAT
+/// is widened first, as Spark does (`0.1F` is `0.10000000149011612`). A value below any
+/// DECIMAL's last digit (10^-38) is `0`: its plain text would be too long to parse.
+fn plain_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    let text = |v: f64| match v.abs() < 1e-39 && v.is_finite() {
+        true => "0".to_string(),
+        false => format!("{v}"),
+    };
+    let out: datafusion::arrow::array::StringArray = match input.data_type() {
+        DataType::Float64 => input
+            .as_primitive::<Float64Type>()
+            .iter()
+            .map(|v| v.map(text))
+            .collect(),
+        DataType::Float32 => input
+            .as_primitive::<Float32Type>()
+            .iter()
+            .map(|v| v.map(|v| text(v as f64)))
+            .collect(),
+        other => return exec_err!("{DECIMAL_TEXT} takes DOUBLE or FLOAT, not {other}"),
+    };
+    Ok(Arc::new(out))
 }
 
 fn text_of(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
@@ -250,7 +243,9 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
             }
             _ => return Ok(Transformed::no(e)),
         };
-        let from = inner.get_type(schema)?;
+        let Ok(from) = inner.get_type(schema) else {
+            return Ok(Transformed::no(e));
+        };
         let float = matches!(from, DataType::Float32 | DataType::Float64);
         let text = matches!(
             to,
@@ -314,9 +309,12 @@ impl ScalarUDFImpl for TimestampSeconds {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
-        let n = args.number_rows;
-        let scalar = matches!(args.args[0], ColumnarValue::Scalar(_));
-        let input = args.args[0].to_array(n)?;
+        super::each_array(&args, |input| self.seconds(input))
+    }
+}
+
+impl TimestampSeconds {
+    fn seconds(&self, input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
         let DataType::Timestamp(unit, _) = input.data_type() else {
             return exec_err!("{} takes a TIMESTAMP", self.name());
         };
@@ -328,17 +326,13 @@ impl ScalarUDFImpl for TimestampSeconds {
         };
         let raw = datafusion::arrow::compute::cast(&input, &DataType::Int64)?;
         let raw = raw.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
-        let out: ArrayRef = match self.floating {
+        Ok(match self.floating {
             true => Arc::new(raw.unary::<_, Float64Type>(|v| v as f64 / per_second as f64)),
             false => Arc::new(
                 raw.unary::<_, datafusion::arrow::datatypes::Int64Type>(|v| {
                     v.div_euclid(per_second)
                 }),
             ),
-        };
-        Ok(match scalar {
-            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?),
-            false => ColumnarValue::Array(out),
         })
     }
 }
@@ -348,6 +342,60 @@ fn retarget(e: &Expr, value: Expr, to: &DataType) -> Expr {
     match e {
         Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(value), to.clone())),
         _ => Expr::Cast(Cast::new(Box::new(value), to.clone())),
+    }
+}
+
+/// The analyzer rule that plans [`spark_casts`] in every statement, after types are coerced.
+#[derive(Debug, Default)]
+pub struct SparkCasts;
+
+impl datafusion::optimizer::AnalyzerRule for SparkCasts {
+    fn analyze(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
+        crate::engine::zone::rewrite_expressions(plan, spark_casts)
+    }
+
+    fn name(&self) -> &str {
+        "tidemark_spark_casts"
+    }
+}
+
+/// An array cast Spark defines otherwise ([`spark_casts`]' rules for the casts a statement
+/// plans, here for those tidemark makes itself: an INSERT's values into their columns, ...);
+/// None for every other cast.
+pub fn cast_array(
+    values: &ArrayRef,
+    to: &DataType,
+    options: &datafusion::arrow::compute::CastOptions,
+) -> Option<Result<ArrayRef, datafusion::arrow::error::ArrowError>> {
+    use datafusion::arrow::compute::cast_with_options;
+    let from = values.data_type();
+    let text = matches!(
+        to,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
+    let arrow = |e: datafusion::error::DataFusionError| {
+        datafusion::arrow::error::ArrowError::CastError(e.to_string())
+    };
+    match from {
+        DataType::Timestamp(..) | DataType::Float32 | DataType::Float64 if text => Some(
+            text_of(values)
+                .map_err(arrow)
+                .and_then(|t| cast_with_options(&t, to, options)),
+        ),
+        DataType::Float32 | DataType::Float64
+            if matches!(to, DataType::Decimal128(..) | DataType::Decimal256(..)) =>
+        {
+            let plain = match plain_text(values) {
+                Ok(p) => p,
+                Err(e) => return Some(Err(arrow(e))),
+            };
+            Some(cast_with_options(&plain, to, options))
+        }
+        _ => None,
     }
 }
 
@@ -403,68 +451,5 @@ mod tests {
             timestamp_text(-1, 1_000_000, None).unwrap(),
             "1969-12-31 23:59:59.999999"
         );
-    }
-}
-
-/// The analyzer rule that plans [`spark_casts`] in every statement, after types are coerced.
-#[derive(Debug, Default)]
-pub struct SparkCasts;
-
-impl datafusion::optimizer::AnalyzerRule for SparkCasts {
-    fn analyze(
-        &self,
-        plan: datafusion::logical_expr::LogicalPlan,
-        _config: &datafusion::config::ConfigOptions,
-    ) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
-        crate::engine::zone::rewrite_expressions(plan, spark_casts)
-    }
-
-    fn name(&self) -> &str {
-        "tidemark_spark_casts"
-    }
-}
-
-/// An array cast Spark defines otherwise ([`spark_casts`]' rules for the casts a statement
-/// plans, here for those tidemark makes itself: an INSERT's values into their columns, ...);
-/// None for every other cast.
-pub fn cast_array(
-    values: &ArrayRef,
-    to: &DataType,
-    options: &datafusion::arrow::compute::CastOptions,
-) -> Option<Result<ArrayRef, datafusion::arrow::error::ArrowError>> {
-    use datafusion::arrow::compute::cast_with_options;
-    let from = values.data_type();
-    let float = matches!(from, DataType::Float32 | DataType::Float64);
-    let text = matches!(
-        to,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    );
-    let arrow = |e: datafusion::error::DataFusionError| {
-        datafusion::arrow::error::ArrowError::CastError(e.to_string())
-    };
-    match from {
-        DataType::Timestamp(..) | DataType::Float32 | DataType::Float64 if text => Some(
-            text_of(values)
-                .map_err(arrow)
-                .and_then(|t| cast_with_options(&t, to, options)),
-        ),
-        DataType::Float32 | DataType::Float64
-            if float && matches!(to, DataType::Decimal128(..) | DataType::Decimal256(..)) =>
-        {
-            let plain: ArrayRef = Arc::new(match from {
-                DataType::Float64 => values
-                    .as_primitive::<Float64Type>()
-                    .iter()
-                    .map(|v| v.map(|v| format!("{v}")))
-                    .collect::<datafusion::arrow::array::StringArray>(),
-                _ => values
-                    .as_primitive::<Float32Type>()
-                    .iter()
-                    .map(|v| v.map(|v| format!("{v}")))
-                    .collect::<datafusion::arrow::array::StringArray>(),
-            });
-            Some(cast_with_options(&plain, to, options))
-        }
-        _ => None,
     }
 }

@@ -221,7 +221,8 @@ pub(crate) fn compile(session: &Session, routine: &Routine, stack: &[String]) ->
     // query's do (the body is planned outside a query, without the analyzer's rules).
     let planned = match &zone {
         Some(z) => crate::engine::zone::typed(planned, &df_schema, Some(z))?,
-        None => planned,
+        // Casts as Spark defines them (a TIMESTAMP or DOUBLE as text, ...), as in a query.
+        None => crate::engine::functions::spark_casts(planned, &df_schema)?.data,
     };
     let body = session
         .ctx()

@@ -53,6 +53,17 @@ pub async fn add_columns(
             )));
         }
         if let Some(d) = meta.get(DEFAULT_KEY) {
+            // Computed now, as CREATE TABLE and SET DEFAULT do: one that is not a value of the
+            // column's type, or NULL for a NOT NULL column, changes nothing.
+            let value = super::super::table::default_value(session, d, field.data_type())
+                .await
+                .map_err(|e| e.context(format!("column '{}'", field.name())))?;
+            if value.is_null() && !field.is_nullable() {
+                return Err(Error::Invalid(format!(
+                    "cannot add NOT NULL column '{}' with DEFAULT {d}: the default is NULL",
+                    field.name()
+                )));
+            }
             defaults.push((field.name().clone(), d.clone(), field.data_type().clone()));
         }
         // Delta adds columns as nullable; a NOT NULL one becomes NOT NULL once its rows hold

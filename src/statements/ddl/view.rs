@@ -50,7 +50,7 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
         bind(session, &mut query, name).await?;
         let planned = check_columns(session, &query, &columns, name).await?;
         let view = View {
-            bound_columns: bound_columns(&mut query, planned),
+            bound_columns: bound_columns(&query, planned),
             sql: query.to_string(),
             columns,
             comment: c.comment,
@@ -96,7 +96,7 @@ pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
     }
     let planned = check_columns(session, &query, &columns, &name.to_string()).await?;
     let view = View {
-        bound_columns: bound_columns(&mut query, planned),
+        bound_columns: bound_columns(&query, planned),
         sql: query.to_string(),
         columns,
         comment: c.comment,
@@ -133,16 +133,16 @@ async fn check_columns(
 /// query's columns now, when their names are distinct; none for a query without `*`, whose
 /// columns do not change with its tables'.
 fn bound_columns(
-    query: &mut datafusion::sql::sqlparser::ast::Query,
+    query: &datafusion::sql::sqlparser::ast::Query,
     planned: Vec<String>,
 ) -> Vec<String> {
-    use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr, VisitMut, VisitorMut};
+    use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr, Visit, Visitor};
     struct Stars(bool);
-    impl VisitorMut for Stars {
+    impl Visitor for Stars {
         type Break = ();
         fn pre_visit_query(
             &mut self,
-            q: &mut datafusion::sql::sqlparser::ast::Query,
+            q: &datafusion::sql::sqlparser::ast::Query,
         ) -> std::ops::ControlFlow<()> {
             fn has(body: &SetExpr) -> bool {
                 match body {

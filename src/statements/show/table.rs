@@ -48,7 +48,7 @@ pub async fn execute(
                 if let Some(c) = &view.comment {
                     sql.push_str(&format!(" COMMENT {}", literal(c)));
                 }
-                sql.push_str(&format!(" AS {}", as_typed(&view.sql, true)));
+                sql.push_str(&format!(" AS {}", as_typed(&view.effective_sql(), true)));
                 Ok(strings("createtab_stmt", vec![sql]))
             }
             _ => Err(Error::Invalid(format!(

@@ -27,74 +27,72 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
+/// A function of one argument that the cast rewrites call: a name, a result type and what it
+/// computes on an array. A function, not casts and arithmetic, so that a plan analysed twice
+/// is not rewritten twice.
+#[derive(Debug)]
+struct ArrayFunction {
+    name: &'static str,
+    returns: DataType,
+    signature: Signature,
+    f: fn(&ArrayRef) -> datafusion::error::Result<ArrayRef>,
+}
+
+/// One function per name: equal by name (a function pointer's address is not an identity).
+impl PartialEq for ArrayFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for ArrayFunction {}
+
+impl std::hash::Hash for ArrayFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ArrayFunction {
+    fn call(
+        name: &'static str,
+        returns: DataType,
+        f: fn(&ArrayRef) -> datafusion::error::Result<ArrayRef>,
+        arg: Expr,
+    ) -> Expr {
+        let udf = ScalarUDF::from(ArrayFunction {
+            name,
+            returns,
+            signature: Signature::any(1, Volatility::Immutable),
+            f,
+        });
+        Arc::new(udf).call(vec![arg])
+    }
+}
+
+impl ScalarUDFImpl for ArrayFunction {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(self.returns.clone())
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        super::each_array(&args, self.f)
+    }
+}
+
 /// `__spark_text(x)`: a TIMESTAMP, DOUBLE or FLOAT as Spark's CAST to STRING writes it.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SparkText {
-    signature: Signature,
-}
+const SPARK_TEXT: &str = "__spark_text";
 
-pub const SPARK_TEXT: &str = "__spark_text";
-
-impl SparkText {
-    pub fn udf() -> ScalarUDF {
-        ScalarUDF::from(SparkText {
-            signature: Signature::any(1, Volatility::Immutable),
-        })
-    }
-}
-
-impl ScalarUDFImpl for SparkText {
-    fn name(&self) -> &str {
-        SPARK_TEXT
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(
-        &self,
-        args: ScalarFunctionArgs,
-    ) -> datafusion::error::Result<ColumnarValue> {
-        super::each_array(&args, text_of)
-    }
-}
-
-/// `__spark_decimal_text(x)`: a DOUBLE or FLOAT as the plain decimal text of its shortest
-/// form (`1.005`, never `1.005e0`), for a cast to DECIMAL to round half up.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct DecimalText {
-    signature: Signature,
-}
-
-pub const DECIMAL_TEXT: &str = "__spark_decimal_text";
-
-impl DecimalText {
-    pub fn udf() -> ScalarUDF {
-        ScalarUDF::from(DecimalText {
-            signature: Signature::any(1, Volatility::Immutable),
-        })
-    }
-}
-
-impl ScalarUDFImpl for DecimalText {
-    fn name(&self) -> &str {
-        DECIMAL_TEXT
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(
-        &self,
-        args: ScalarFunctionArgs,
-    ) -> datafusion::error::Result<ColumnarValue> {
-        super::each_array(&args, plain_text)
-    }
-}
+/// `__spark_decimal_text(x)`: a DOUBLE or FLOAT as [`plain_text`], for a cast to DECIMAL.
+const DECIMAL_TEXT: &str = "__spark_decimal_text";
 
 /// A DOUBLE or FLOAT array as the plain text of each value's shortest form as a DOUBLE
 /// (`1.005`, never `1.005e0`; Rust's `{}`), which a cast to DECIMAL rounds half up. A FLOAT
@@ -253,16 +251,30 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
         );
         let rewritten = match (&from, &to) {
             (DataType::Timestamp(..), _) | (DataType::Float32 | DataType::Float64, _) if text => {
-                let t = Arc::new(SparkText::udf()).call(vec![inner.clone()]);
+                let t = ArrayFunction::call(SPARK_TEXT, DataType::Utf8, text_of, inner.clone());
                 retarget(&e, t, &to)
             }
             (_, DataType::Decimal128(..) | DataType::Decimal256(..)) if float => {
-                let t = Arc::new(DecimalText::udf()).call(vec![inner.clone()]);
+                let t =
+                    ArrayFunction::call(DECIMAL_TEXT, DataType::Utf8, plain_text, inner.clone());
                 retarget(&e, t, &to)
             }
-            (DataType::Timestamp(..), _) if to.is_integer() || to.is_floating() => {
-                let seconds =
-                    Arc::new(TimestampSeconds::udf(to.is_floating())).call(vec![inner.clone()]);
+            (DataType::Timestamp(..), _) if to.is_floating() => {
+                let seconds = ArrayFunction::call(
+                    "__timestamp_seconds_double",
+                    DataType::Float64,
+                    exact_seconds,
+                    inner.clone(),
+                );
+                retarget(&e, seconds, &to)
+            }
+            (DataType::Timestamp(..), _) if to.is_integer() => {
+                let seconds = ArrayFunction::call(
+                    "__timestamp_seconds",
+                    DataType::Int64,
+                    whole_seconds,
+                    inner.clone(),
+                );
                 retarget(&e, seconds, &to)
             }
             _ => return Ok(Transformed::no(e)),
@@ -271,70 +283,40 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
     })
 }
 
-/// `__timestamp_seconds(ts)`: seconds since 1970, rounded down (Spark's floorDiv, also before
-/// 1970) as a BIGINT, or exact as a DOUBLE (`__timestamp_seconds_double`). A function, not
-/// casts and arithmetic, so that a plan analysed twice is not rewritten twice.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct TimestampSeconds {
-    signature: Signature,
-    floating: bool,
+/// A TIMESTAMP array's values since 1970 and its units per second.
+fn units(input: &ArrayRef) -> datafusion::error::Result<(ArrayRef, i64)> {
+    let DataType::Timestamp(unit, _) = input.data_type() else {
+        return exec_err!("a TIMESTAMP was expected, found {}", input.data_type());
+    };
+    let per_second: i64 = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    Ok((
+        datafusion::arrow::compute::cast(input, &DataType::Int64)?,
+        per_second,
+    ))
 }
 
-impl TimestampSeconds {
-    pub fn udf(floating: bool) -> ScalarUDF {
-        ScalarUDF::from(TimestampSeconds {
-            signature: Signature::any(1, Volatility::Immutable),
-            floating,
-        })
-    }
+/// `__timestamp_seconds(ts)`: whole seconds since 1970, rounded down (Spark's floorDiv, also
+/// before 1970).
+fn whole_seconds(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    let (raw, per_second) = units(input)?;
+    let raw = raw.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+    Ok(Arc::new(
+        raw.unary::<_, datafusion::arrow::datatypes::Int64Type>(|v| v.div_euclid(per_second)),
+    ))
 }
 
-impl ScalarUDFImpl for TimestampSeconds {
-    fn name(&self) -> &str {
-        match self.floating {
-            true => "__timestamp_seconds_double",
-            false => "__timestamp_seconds",
-        }
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _types: &[DataType]) -> datafusion::error::Result<DataType> {
-        Ok(match self.floating {
-            true => DataType::Float64,
-            false => DataType::Int64,
-        })
-    }
-    fn invoke_with_args(
-        &self,
-        args: ScalarFunctionArgs,
-    ) -> datafusion::error::Result<ColumnarValue> {
-        super::each_array(&args, |input| self.seconds(input))
-    }
-}
-
-impl TimestampSeconds {
-    fn seconds(&self, input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
-        let DataType::Timestamp(unit, _) = input.data_type() else {
-            return exec_err!("{} takes a TIMESTAMP", self.name());
-        };
-        let per_second: i64 = match unit {
-            TimeUnit::Second => 1,
-            TimeUnit::Millisecond => 1_000,
-            TimeUnit::Microsecond => 1_000_000,
-            TimeUnit::Nanosecond => 1_000_000_000,
-        };
-        let raw = datafusion::arrow::compute::cast(&input, &DataType::Int64)?;
-        let raw = raw.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
-        Ok(match self.floating {
-            true => Arc::new(raw.unary::<_, Float64Type>(|v| v as f64 / per_second as f64)),
-            false => Arc::new(
-                raw.unary::<_, datafusion::arrow::datatypes::Int64Type>(|v| {
-                    v.div_euclid(per_second)
-                }),
-            ),
-        })
-    }
+/// `__timestamp_seconds_double(ts)`: seconds since 1970, with their fraction.
+fn exact_seconds(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    let (raw, per_second) = units(input)?;
+    let raw = raw.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+    Ok(Arc::new(
+        raw.unary::<_, Float64Type>(|v| v as f64 / per_second as f64),
+    ))
 }
 
 /// `value` cast to `to` as the original cast (or TRY_CAST) `e` did.

@@ -31,7 +31,7 @@ pub use subscript::ZeroBasedSubscript;
 mod guards;
 mod spark_casts;
 pub use guards::AsNullable;
-pub use spark_casts::{SparkCasts, cast_array as spark_cast_array, spark_casts};
+pub use spark_casts::{LikeOperands, SparkCasts, cast_array as spark_cast_array, spark_casts};
 mod map_cast;
 mod type_of;
 pub use map_cast::CAST_MAP;

@@ -201,6 +201,8 @@ impl Session {
         // EXCEPT ALL and INTERSECT ALL counting copies of rows (before coercion, which may
         // cast the join's keys).
         analyzer.insert(0, Arc::new(set_ops::MultisetSetOps));
+        // LIKE over a value that is not text reads its text, as Spark's implicit cast.
+        analyzer.insert(0, Arc::new(functions::LikeOperands));
         analyzer.push(Arc::new(zone::SessionZoneCasts));
         // Casts Spark defines otherwise (a TIMESTAMP or DOUBLE as text, ...), after the zone's.
         analyzer.push(Arc::new(functions::SparkCasts));

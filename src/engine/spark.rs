@@ -725,9 +725,9 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ..
     } = expr
     {
-        return Ok(Some(Expr::Nested(Box::new(parse_expr(&format!(
-            "CAST(CAST(pmod(unix_micros(CAST(({x}) AS TIMESTAMP)), 60000000) AS DECIMAL(14, 6)) / 1000000 AS DECIMAL(8, 6))"
-        ))?))));
+        return Ok(Some(Expr::Nested(Box::new(parse_expr(
+            &seconds_with_fraction(x),
+        )?))));
     }
     // extract(HOUR FROM '2024-01-01 10:00:00+02:00'): Spark reads the text as a TIMESTAMP
     // (the engine's date_part takes no text; SECOND and EPOCH are read above).
@@ -1393,6 +1393,18 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         {
             epoch_seconds(x)
         }
+        // date_part('SECOND', ts): with the fraction, as extract(SECOND FROM ts).
+        ("date_part" | "datepart", [_, _])
+            if scalar
+                && string_literal(exprs[0]).is_some_and(|f| {
+                    matches!(
+                        f.to_uppercase().as_str(),
+                        "SECOND" | "S" | "SEC" | "SECONDS" | "SECS"
+                    )
+                }) =>
+        {
+            seconds_with_fraction(exprs[1])
+        }
         // (`to_timestamp_ltz`: Databricks' name for it, a TIMESTAMP being an LTZ.)
         ("to_timestamp" | "to_timestamp_ltz", [s, _]) if scalar => format!(
             "to_timestamp_micros({s}, {})",
@@ -1864,6 +1876,20 @@ fn decode(e: &str, rest: &[String]) -> String {
 /// Spark's date_part has none).
 fn epoch_seconds(ts: &str) -> String {
     format!("(CAST(unix_micros(CAST({ts} AS TIMESTAMP)) AS DOUBLE) / 1000000.0)")
+}
+
+/// The seconds of timestamp `ts` within its minute, with their fraction: DECIMAL(8,6), as
+/// Spark's `extract(SECOND FROM ts)` and `date_part('SECOND', ts)`.
+/// A text is read as a TIMESTAMP. (An INTERVAL is refused, as before: the engine's
+/// `date_part` takes none.)
+fn seconds_with_fraction(x: &Expr) -> String {
+    let value = match string_literal(x) {
+        Some(_) => format!("CAST({x} AS TIMESTAMP)"),
+        None => format!("({x})"),
+    };
+    format!(
+        "CAST(CAST(date_part('microsecond', {value}) AS DECIMAL(14, 0)) / 1000000 AS DECIMAL(8, 6))"
+    )
 }
 
 /// Whole seconds since 1970 of timestamp `ts`, rounded down as Spark's `unix_timestamp`

@@ -202,3 +202,38 @@ fn describe_extended_lists_columns_then_details() {
     let view: Vec<(String, String)> = rows(&wh, "DESCRIBE EXTENDED v").iter().map(pair).collect();
     assert!(view.contains(&("Type".into(), "VIEW".into())), "{view:?}");
 }
+
+/// VACUUM runs FULL, as Databricks': a data file no version names (a killed write's) is
+/// deleted once older than the retention, the log and hidden files are not, and a file gone
+/// already is not counted again.
+#[test]
+fn vacuum_deletes_orphaned_files_once() {
+    let (_d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE t (id INT)");
+    ok(&wh, "INSERT INTO t VALUES (1), (2)");
+    let dir = wh.join("main/default/t");
+    let orphan = dir.join("part-00000-0d7e1a3c-5b7e-4a0e-9a53-1f2f3c4d5e6f-c000.snappy.parquet");
+    std::fs::write(&orphan, b"PAR1 left by a killed write").unwrap();
+    let hidden = dir.join("_scratch");
+    std::fs::write(&hidden, b"not Delta's").unwrap();
+    let vacuum = |sql: &str| {
+        let all = rows(
+            &wh,
+            &format!("SET spark.databricks.delta.retentionDurationCheck.enabled = false; {sql}"),
+        );
+        all.last().unwrap()["num_files_deleted"].as_i64().unwrap()
+    };
+    assert_eq!(vacuum("VACUUM t RETAIN 0 HOURS DRY RUN"), 1);
+    assert!(orphan.exists());
+    assert_eq!(vacuum("VACUUM t RETAIN 0 HOURS"), 1);
+    assert!(!orphan.exists() && hidden.exists());
+    assert_eq!(vacuum("VACUUM t RETAIN 0 HOURS"), 0);
+    assert_eq!(
+        ok(&wh, "SELECT sum(id) FROM t").trim().lines().last(),
+        Some("3")
+    );
+    // Within the retention (7 days by default), a new orphan stays.
+    std::fs::write(&orphan, b"PAR1 again").unwrap();
+    assert_eq!(vacuum("VACUUM t"), 0);
+    assert!(orphan.exists());
+}

@@ -309,6 +309,258 @@ impl ScalarUDFImpl for FormatNumber {
     }
 }
 
+/// `format_string(fmt, ...)` (datafusion-spark's) with the values its `%f` conversions write
+/// rounded first as Java's `Formatter` rounds them: half up, a DOUBLE from its shortest
+/// decimal form (`format_string('%.2f', 1.005)` is `1.01`, `'%.1f'` of `0.25` is `0.3`,
+/// `'%.2f'` of a DECIMAL `2.345` is `2.35`; datafusion-spark rounded half to even, a DOUBLE by
+/// its binary value). Each `%f` of a constant format gets a copy of its argument rounded to
+/// its precision, a DECIMAL of that scale that the function writes exactly, added after the
+/// others; the format then names every conversion's argument by its index (`%2$s`), so the
+/// other conversions keep theirs.
+pub(super) fn java_fixed_arguments(args: &mut ScalarFunctionArgs) -> Result<()> {
+    let (fmt, text) = match args.args.first() {
+        Some(ColumnarValue::Scalar(s)) => match s.try_as_str() {
+            Some(Some(f)) => (f.to_string(), s.data_type()),
+            _ => return Ok(()),
+        },
+        _ => return Ok(()),
+    };
+    let Some(specs) = conversions(&fmt) else {
+        return Ok(());
+    };
+    if !specs.iter().any(|s| s.conversion == "f") {
+        return Ok(());
+    }
+    let mut out = String::with_capacity(fmt.len() + 8);
+    let mut at = 0;
+    for spec in &specs {
+        out.push_str(&fmt[at..spec.start]);
+        at = spec.end;
+        let mut arg = spec.arg;
+        let value = args.args.get(arg + 1);
+        if spec.conversion == "f"
+            && let Some(value) = value
+            && let Some(rounded) = half_up(value, spec.precision.unwrap_or(6))?
+        {
+            let field = args.arg_fields[arg + 1]
+                .as_ref()
+                .clone()
+                .with_data_type(rounded.data_type());
+            args.arg_fields.push(Arc::new(field));
+            args.args.push(rounded);
+            arg = args.args.len() - 2;
+        }
+        let precision = spec.precision.map(|p| format!(".{p}")).unwrap_or_default();
+        out.push_str(&format!(
+            "%{}${}{}{precision}{}",
+            arg + 1,
+            spec.flags,
+            spec.width,
+            spec.conversion
+        ));
+    }
+    out.push_str(&fmt[at..]);
+    args.args[0] = ColumnarValue::Scalar(ScalarValue::Utf8(Some(out)).cast_to(&text)?);
+    Ok(())
+}
+
+/// A conversion of a Java format string that takes an argument.
+#[derive(Debug, PartialEq)]
+struct Spec {
+    /// Where it is in the format (bytes, from its `%` to past its conversion).
+    start: usize,
+    end: usize,
+    /// Its argument, 0-based: `%2$s` names it, `%<s` takes the previous conversion's, the
+    /// others take the next in order.
+    arg: usize,
+    flags: String,
+    width: String,
+    precision: Option<usize>,
+    /// `f`, `s`, ... (`tY` for a date part).
+    conversion: String,
+}
+
+/// The conversions of a Java format string that take an argument (`%%` and `%n` take none);
+/// None for a format this does not read through (the function then reports it).
+fn conversions(fmt: &str) -> Option<Vec<Spec>> {
+    let b = fmt.as_bytes();
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        &fmt[start..*i]
+    };
+    let (mut out, mut i, mut next, mut last) = (vec![], 0, 0usize, None::<usize>);
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i += 1;
+        // An argument index (`2$`) or a width: digits either way.
+        let mut explicit = None;
+        let before = i;
+        let n = digits(&mut i);
+        if !n.is_empty() && b.get(i) == Some(&b'$') {
+            explicit = n.parse::<usize>().ok();
+            i += 1;
+        } else {
+            i = before;
+        }
+        let (mut flags, mut previous) = (String::new(), false);
+        while i < b.len() && b"-#+ 0,(<".contains(&b[i]) {
+            match b[i] {
+                b'<' => previous = true,
+                c => flags.push(c as char),
+            }
+            i += 1;
+        }
+        let width = digits(&mut i).to_string();
+        let precision = if b.get(i) == Some(&b'.') {
+            i += 1;
+            digits(&mut i).parse::<usize>().ok()
+        } else {
+            None
+        };
+        let &c = b.get(i)?;
+        if !c.is_ascii_alphabetic() && c != b'%' {
+            return None;
+        }
+        i += 1;
+        if c == b'%' || c == b'n' {
+            continue;
+        }
+        let mut conversion = (c as char).to_string();
+        if c == b't' || c == b'T' {
+            let &part = b.get(i).filter(|p| p.is_ascii_alphabetic())?;
+            conversion.push(part as char);
+            i += 1;
+        }
+        let arg = match (explicit, previous) {
+            (Some(0), _) => return None,
+            (Some(n), _) => n - 1,
+            (None, true) => last?,
+            (None, false) => {
+                next += 1;
+                next - 1
+            }
+        };
+        last = Some(arg);
+        out.push(Spec {
+            start,
+            end: i,
+            arg,
+            flags,
+            width,
+            precision,
+            conversion,
+        });
+    }
+    Some(out)
+}
+
+/// A DOUBLE, FLOAT or DECIMAL value rounded half up to `places`, as a DECIMAL of that scale;
+/// None when it is another type, or a value would not fit (or is NaN, infinite, or a negative
+/// number that rounds to zero, which Java writes as `-0.00`): then it is left as it is.
+fn half_up(value: &ColumnarValue, places: usize) -> Result<Option<ColumnarValue>> {
+    use datafusion::arrow::array::{Array, AsArray, Decimal128Array};
+    use datafusion::arrow::datatypes::{Decimal128Type, Float32Type, Float64Type};
+    let ty = DataType::Decimal128(38, places as i8);
+    let one = |v: &ScalarValue| -> Option<Option<i128>> {
+        match v {
+            ScalarValue::Float64(Some(f)) => float_half_up(*f, places).map(Some),
+            ScalarValue::Float32(Some(f)) => float_half_up(f64::from(*f), places).map(Some),
+            ScalarValue::Decimal128(Some(u), _, s) => decimal_half_up(*u, *s, places).map(Some),
+            ScalarValue::Float64(None)
+            | ScalarValue::Float32(None)
+            | ScalarValue::Decimal128(None, ..) => Some(None),
+            _ => None,
+        }
+    };
+    match value {
+        ColumnarValue::Scalar(s) => {
+            Ok(one(s).map(|u| ColumnarValue::Scalar(ScalarValue::Decimal128(u, 38, places as i8))))
+        }
+        ColumnarValue::Array(a) => {
+            let rounded: Option<Vec<Option<i128>>> = match a.data_type() {
+                DataType::Float64 => a
+                    .as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| v.map_or(Some(None), |f| float_half_up(f, places).map(Some)))
+                    .collect(),
+                DataType::Float32 => a
+                    .as_primitive::<Float32Type>()
+                    .iter()
+                    .map(|v| {
+                        v.map_or(Some(None), |f| {
+                            float_half_up(f64::from(f), places).map(Some)
+                        })
+                    })
+                    .collect(),
+                DataType::Decimal128(_, s) => a
+                    .as_primitive::<Decimal128Type>()
+                    .iter()
+                    .map(|v| v.map_or(Some(None), |u| decimal_half_up(u, *s, places).map(Some)))
+                    .collect(),
+                _ => None,
+            };
+            let Some(rounded) = rounded else {
+                return Ok(None);
+            };
+            let out = Decimal128Array::from(rounded).with_data_type(ty);
+            Ok(Some(ColumnarValue::Array(Arc::new(out) as ArrayRef)))
+        }
+    }
+}
+
+/// A double's shortest decimal form rounded half up to `places`, unscaled.
+fn float_half_up(f: f64, places: usize) -> Option<i128> {
+    if !f.is_finite() {
+        return None;
+    }
+    let text = format!("{}", f.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let mut unscaled: i128 = 0;
+    let kept = frac.bytes().chain(std::iter::repeat(b'0')).take(places);
+    for d in int.bytes().chain(kept) {
+        unscaled = unscaled
+            .checked_mul(10)?
+            .checked_add(i128::from(d - b'0'))?;
+    }
+    if frac.as_bytes().get(places).is_some_and(|d| *d >= b'5') {
+        unscaled = unscaled.checked_add(1)?;
+    }
+    if unscaled > 10i128.pow(38) - 1 {
+        return None;
+    }
+    match f.is_sign_negative() {
+        true if unscaled == 0 => None,
+        true => Some(-unscaled),
+        false => Some(unscaled),
+    }
+}
+
+/// An unscaled DECIMAL of scale `scale` rounded half up (away from zero) to `places`.
+fn decimal_half_up(u: i128, scale: i8, places: usize) -> Option<i128> {
+    let scale = usize::try_from(scale).ok()?;
+    if scale <= places {
+        return u.checked_mul(10i128.checked_pow((places - scale) as u32)?);
+    }
+    let divisor = 10i128.checked_pow((scale - places) as u32)?;
+    let (q, r) = (u / divisor, u % divisor);
+    let rounded = if r.unsigned_abs() * 2 >= divisor.unsigned_abs() {
+        q + u.signum()
+    } else {
+        q
+    };
+    if rounded == 0 && u < 0 {
+        return None;
+    }
+    Some(rounded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +588,51 @@ mod tests {
         );
         assert_eq!(places(2).write(&float_digits(2.675, 2).unwrap()), "2.67");
         assert_eq!(places(1).write(&float_digits(0.25, 1).unwrap()), "0.2");
+    }
+
+    #[test]
+    fn format_string_arguments_round_as_java_formats_them() {
+        let shown = |f: &str| -> Vec<(usize, String, Option<usize>)> {
+            conversions(f)
+                .unwrap()
+                .into_iter()
+                .map(|s| {
+                    (
+                        s.arg,
+                        format!("{}{}{}", s.flags, s.width, s.conversion),
+                        s.precision,
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            shown("%s: %.2f%% %<,.1f %3$e %n %-8d %tY"),
+            vec![
+                (0, "s".into(), None),
+                (1, "f".into(), Some(2)),
+                (1, ",f".into(), Some(1)),
+                (2, "e".into(), None),
+                (2, "-8d".into(), None),
+                (3, "tY".into(), None)
+            ]
+        );
+        let spec = &conversions("a %08.3f b").unwrap()[0];
+        assert!(conversions("%<s").is_none() && conversions("100%").is_none());
+        assert_eq!(
+            (spec.start, spec.end, &spec.flags[..], &spec.width[..]),
+            (2, 8, "0", "8")
+        );
+        assert_eq!(float_half_up(1.005, 2), Some(101));
+        assert_eq!(float_half_up(0.25, 1), Some(3));
+        assert_eq!(float_half_up(-2.5, 0), Some(-3));
+        assert_eq!(float_half_up(0.1 + 0.2, 2), Some(30));
+        assert_eq!(float_half_up(1e-7, 6), Some(0));
+        assert_eq!(float_half_up(-1e-7, 6), None);
+        assert_eq!(float_half_up(1e300, 2), None);
+        assert_eq!(float_half_up(f64::NAN, 2), None);
+        assert_eq!(decimal_half_up(2345, 3, 2), Some(235));
+        assert_eq!(decimal_half_up(-2345, 3, 2), Some(-235));
+        assert_eq!(decimal_half_up(2344, 3, 2), Some(234));
+        assert_eq!(decimal_half_up(12, 1, 3), Some(1200));
     }
 }

@@ -5,7 +5,9 @@
 //!   (datafusion-spark's `size` gives the legacy -1);
 //! * `lpad`, `rpad`, `left` and `right` with a length below 1 give `''` (DataFusion's `left`
 //!   and `right` read a negative length as PostgreSQL does, "all but the last n", and its
-//!   `lpad` of a negative length read from a column panicked).
+//!   `lpad` of a negative length read from a column panicked);
+//! * `format_string`'s `%f` rounds half up, a DOUBLE from its shortest decimal form, as
+//!   Java's `Formatter` (datafusion-spark's rounded half to even).
 //!
 //! Also two built-ins written whole: `initcap` (words start after spaces only, as Spark's) and
 //! `__nullable`, which CREATE TABLE ... AS uses to make every column nullable.
@@ -25,6 +27,8 @@ enum Guard {
     NullOfNull,
     /// The second argument (a length) at least 0.
     NoNegativeLength,
+    /// `%f` arguments rounded half up first, as Java's `Formatter` rounds them.
+    JavaFixed,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -42,6 +46,7 @@ pub fn udfs(registry: &dyn datafusion::execution::FunctionRegistry) -> Vec<Scala
         ("rpad", Guard::NoNegativeLength),
         ("left", Guard::NoNegativeLength),
         ("right", Guard::NoNegativeLength),
+        ("format_string", Guard::JavaFixed),
     ] {
         if let Ok(inner) = registry.udf(name) {
             out.push(ScalarUDF::from(Guarded { inner, guard }));
@@ -73,7 +78,7 @@ impl ScalarUDFImpl for Guarded {
         let field = self.inner.return_field_from_args(args)?;
         Ok(match self.guard {
             Guard::NullOfNull => Arc::new(field.as_ref().clone().with_nullable(true)),
-            Guard::NoNegativeLength => field,
+            Guard::NoNegativeLength | Guard::JavaFixed => field,
         })
     }
     fn invoke_with_args(
@@ -105,6 +110,10 @@ impl ScalarUDFImpl for Guarded {
                 if let Some(length) = args.args.get_mut(1) {
                     *length = at_least_zero(length)?;
                 }
+                self.inner.invoke_with_args(args)
+            }
+            Guard::JavaFixed => {
+                super::format::java_fixed_arguments(&mut args)?;
                 self.inner.invoke_with_args(args)
             }
         }

@@ -175,9 +175,115 @@ fn text_of(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
                 });
             }
         }
+        t if nested(t) => return nested_text(input),
         other => return exec_err!("{SPARK_TEXT} takes TIMESTAMP, DOUBLE or FLOAT, not {other}"),
     }
     Ok(Arc::new(out.finish()))
+}
+
+/// An ARRAY, STRUCT or MAP type, whose text Spark writes itself.
+fn nested(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(..)
+            | DataType::Struct(_)
+            | DataType::Map(..)
+    )
+}
+
+/// An ARRAY, STRUCT or MAP array as Spark's CAST to STRING writes it: `[1, null, 3]`,
+/// `{1, a}` (a STRUCT's values, not its names), `{k1 -> v1, k2 -> v2}`, each element as its
+/// own cast to STRING (a TIMESTAMP or DOUBLE as [`text_of`]).
+fn nested_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    use datafusion::arrow::array::{ListArray, StringArray};
+    // Every element's text (NULL as `null`), and each row's range of them.
+    let element_text = |a: &ArrayRef| -> datafusion::error::Result<Vec<String>> {
+        let text = element_texts(a)?;
+        Ok((0..text.len())
+            .map(|i| match text.is_null(i) {
+                true => "null".to_string(),
+                false => text.value(i).to_string(),
+            })
+            .collect())
+    };
+    let mut out = StringBuilder::with_capacity(input.len(), input.len() * 16);
+    let lists = |list: &ListArray, out: &mut StringBuilder| -> datafusion::error::Result<()> {
+        let values = element_text(list.values())?;
+        for row in 0..list.len() {
+            if list.is_null(row) {
+                out.append_null();
+                continue;
+            }
+            let (start, end) = (
+                list.value_offsets()[row] as usize,
+                list.value_offsets()[row + 1] as usize,
+            );
+            out.append_value(format!("[{}]", values[start..end].join(", ")));
+        }
+        Ok(())
+    };
+    match input.data_type() {
+        DataType::List(_) => lists(input.as_list::<i32>(), &mut out)?,
+        DataType::LargeList(_) | DataType::FixedSizeList(..) => {
+            let field = match input.data_type() {
+                DataType::LargeList(f) | DataType::FixedSizeList(f, _) => f.clone(),
+                _ => unreachable!(),
+            };
+            let list = datafusion::arrow::compute::cast(input, &DataType::List(field))?;
+            lists(list.as_list::<i32>(), &mut out)?
+        }
+        DataType::Struct(_) => {
+            let st = input.as_struct();
+            let fields: Vec<Vec<String>> = st
+                .columns()
+                .iter()
+                .map(element_text)
+                .collect::<datafusion::error::Result<_>>()?;
+            for row in 0..st.len() {
+                if st.is_null(row) {
+                    out.append_null();
+                    continue;
+                }
+                let shown: Vec<&str> = fields.iter().map(|f| f[row].as_str()).collect();
+                out.append_value(format!("{{{}}}", shown.join(", ")));
+            }
+        }
+        DataType::Map(..) => {
+            let map = input.as_map();
+            let keys = element_text(map.keys())?;
+            let values = element_text(map.values())?;
+            for row in 0..map.len() {
+                if map.is_null(row) {
+                    out.append_null();
+                    continue;
+                }
+                let (start, end) = (
+                    map.value_offsets()[row] as usize,
+                    map.value_offsets()[row + 1] as usize,
+                );
+                let pairs: Vec<String> = (start..end)
+                    .map(|i| format!("{} -> {}", keys[i], values[i]))
+                    .collect();
+                out.append_value(format!("{{{}}}", pairs.join(", ")));
+            }
+        }
+        other => return exec_err!("{SPARK_TEXT}: {other} is not an ARRAY, STRUCT or MAP"),
+    }
+    let text: StringArray = out.finish();
+    Ok(Arc::new(text))
+}
+
+/// The elements of a nested value as text: Spark's for what it writes otherwise, the
+/// engine's cast for the rest (integers, DECIMALs, DATEs, BOOLEANs, text).
+fn element_texts(a: &ArrayRef) -> datafusion::error::Result<datafusion::arrow::array::StringArray> {
+    let text = match a.data_type() {
+        DataType::Timestamp(..) | DataType::Float32 | DataType::Float64 => text_of(a)?,
+        t if nested(t) => nested_text(a)?,
+        _ => datafusion::arrow::compute::cast(a, &DataType::Utf8)?,
+    };
+    Ok(text.as_string::<i32>().clone())
 }
 
 /// Java's `Double.toString` (and `Float.toString`) from Rust's shortest forms of the same
@@ -251,6 +357,10 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
         );
         let rewritten = match (&from, &to) {
             (DataType::Timestamp(..), _) | (DataType::Float32 | DataType::Float64, _) if text => {
+                let t = ArrayFunction::call(SPARK_TEXT, DataType::Utf8, text_of, inner.clone());
+                retarget(&e, t, &to)
+            }
+            (t, _) if text && nested(t) => {
                 let t = ArrayFunction::call(SPARK_TEXT, DataType::Utf8, text_of, inner.clone());
                 retarget(&e, t, &to)
             }
@@ -345,6 +455,59 @@ impl datafusion::optimizer::AnalyzerRule for SparkCasts {
     }
 }
 
+/// `x LIKE p` (ILIKE, RLIKE's regexp_like aside) over a value that is not text reads the
+/// value as text, as Spark's implicit cast does (`ts LIKE '2024-01%'`, `id LIKE '12%'`); the
+/// engine's coercion refused it. Runs before coercion: the cast it adds is then Spark's text
+/// ([`SparkCasts`]).
+#[derive(Debug, Default)]
+pub struct LikeOperands;
+
+impl datafusion::optimizer::AnalyzerRule for LikeOperands {
+    fn analyze(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
+        crate::engine::zone::rewrite_expressions(plan, |e, schema| {
+            e.transform_up(|e| {
+                let Expr::Like(mut like) = e else {
+                    return Ok(Transformed::no(e));
+                };
+                let texts = |t: &DataType| match t {
+                    DataType::Dictionary(_, v) => v.is_string() || v.is_null(),
+                    t => t.is_string() || t.is_null(),
+                };
+                let mut changed = false;
+                for side in [&mut like.expr, &mut like.pattern] {
+                    if let Ok(t) = side.get_type(schema)
+                        && !texts(&t)
+                        && !matches!(
+                            t,
+                            DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+                        )
+                    {
+                        let value = std::mem::replace(
+                            side.as_mut(),
+                            Expr::Literal(datafusion::common::ScalarValue::Null, None),
+                        );
+                        **side = Expr::Cast(Cast::new(Box::new(value), DataType::Utf8));
+                        changed = true;
+                    }
+                }
+                Ok(if changed {
+                    Transformed::yes(Expr::Like(like))
+                } else {
+                    Transformed::no(Expr::Like(like))
+                })
+            })
+        })
+    }
+
+    fn name(&self) -> &str {
+        "tidemark_like_operands"
+    }
+}
+
 /// An array cast Spark defines otherwise ([`spark_casts`]' rules for the casts a statement
 /// plans, here for those tidemark makes itself: an INSERT's values into their columns, ...);
 /// None for every other cast.
@@ -364,6 +527,11 @@ pub fn cast_array(
     };
     match from {
         DataType::Timestamp(..) | DataType::Float32 | DataType::Float64 if text => Some(
+            text_of(values)
+                .map_err(arrow)
+                .and_then(|t| cast_with_options(&t, to, options)),
+        ),
+        t if text && nested(t) => Some(
             text_of(values)
                 .map_err(arrow)
                 .and_then(|t| cast_with_options(&t, to, options)),

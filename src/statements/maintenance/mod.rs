@@ -129,31 +129,62 @@ pub async fn vacuum(
             .table_properties()
             .deleted_file_retention_duration()
     };
-    let mut builder = t
-        .vacuum()
-        .with_mode(deltalake::operations::vacuum::VacuumMode::Full)
-        .with_dry_run(dry_run);
-    if let Some(h) = retain_hours {
-        if !(0.0..=876_000.0).contains(&h) {
-            return Err(Error::Invalid(format!("RETAIN {h} HOURS is out of range")));
+    let retain = match retain_hours {
+        Some(h) => {
+            if !(0.0..=876_000.0).contains(&h) {
+                return Err(Error::Invalid(format!("RETAIN {h} HOURS is out of range")));
+            }
+            // Less than the table's retention is refused unless the session turned Delta's
+            // guard off: a reader (or a writer still committing) may need the files it would
+            // delete.
+            let kept_hours = kept.as_secs_f64() / 3600.0;
+            if session.settings().retention_check && h < kept_hours {
+                return Err(Error::Invalid(format!(
+                    "cannot vacuum {table}: RETAIN {h} HOURS is less than its delta.deletedFileRetentionDuration ({kept_hours} hours): a reader of an older version, or a writer still committing, may need those files; to delete them anyway, SET spark.databricks.delta.retentionDurationCheck.enabled = false first"
+                )));
+            }
+            Some(chrono::Duration::milliseconds((h * 3_600_000.0) as i64))
         }
-        // Less than the table's retention is refused unless the session turned Delta's guard
-        // off: a reader (or a writer still committing) may need the files it would delete.
-        let kept_hours = kept.as_secs_f64() / 3600.0;
-        if session.settings().retention_check && h < kept_hours {
-            return Err(Error::Invalid(format!(
-                "cannot vacuum {table}: RETAIN {h} HOURS is less than its delta.deletedFileRetentionDuration ({kept_hours} hours): a reader of an older version, or a writer still committing, may need those files; to delete them anyway, SET spark.databricks.delta.retentionDurationCheck.enabled = false first"
-            )));
+        None => None,
+    };
+    let vacuum = |t: deltalake::DeltaTable, dry_run: bool| {
+        let mut builder = t
+            .vacuum()
+            .with_mode(deltalake::operations::vacuum::VacuumMode::Full)
+            .with_dry_run(dry_run);
+        if let Some(period) = retain {
+            builder = builder
+                .with_retention_period(period)
+                .with_enforce_retention_duration(false);
         }
-        builder = builder
-            .with_retention_period(chrono::Duration::milliseconds((h * 3_600_000.0) as i64))
-            .with_enforce_retention_duration(false);
+        builder
+    };
+    let failed =
+        |e: deltalake::DeltaTableError| Error::from(e).context(format!("cannot vacuum {table}"));
+    // The files the log removed are candidates even once they are gone (an earlier VACUUM
+    // deleted them; delta-rs counts them as deleted again, on every run): only the ones that
+    // are there count, as Databricks lists the directory.
+    let store = t.log_store().object_store(None);
+    let (t, planned) = vacuum(t, true).await.map_err(failed)?;
+    let mut present = std::collections::HashSet::new();
+    for file in planned.files_deleted {
+        let path = deltalake::logstore::object_store::path::Path::from(file.as_str());
+        match deltalake::logstore::object_store::ObjectStoreExt::head(&store, &path).await {
+            Ok(_) => {
+                present.insert(file);
+            }
+            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(failed(e.into())),
+        }
     }
-    let (_, metrics) = builder
-        .await
-        .map_err(|e| Error::from(e).context(format!("cannot vacuum {table}")))?;
-    Ok(counts(&[(
-        "num_files_deleted",
-        metrics.files_deleted.len() as i64,
-    )]))
+    if dry_run || present.is_empty() {
+        return Ok(counts(&[("num_files_deleted", present.len() as i64)]));
+    }
+    let (_, metrics) = vacuum(t, false).await.map_err(failed)?;
+    let deleted = metrics
+        .files_deleted
+        .iter()
+        .filter(|f| present.contains(*f))
+        .count();
+    Ok(counts(&[("num_files_deleted", deleted as i64)]))
 }

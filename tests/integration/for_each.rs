@@ -190,6 +190,24 @@ fn the_one_statement_job_copies_in_parallel_and_skips_inactive_rows() {
         18,
         "{again}"
     );
+    // A pair named by two rows is copied by neither, even when the WHERE keeps one of them;
+    // the rows after it are still read as their own.
+    ok(&wh, "INSERT INTO ctl VALUES ('s5', 't5', 'id', -1, true)");
+    let out = run(
+        &wh,
+        "COPY INCREMENTAL USING CONTROL TABLE ctl WHERE source_table IN ('s5', 's6') AND last_watermark > 0 CONCURRENCY 2",
+    );
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[1].contains(",s5,t5,") && lines[1].contains("has 2 rows for source_table"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains(",s6,t6,") && lines[2].contains(",nothing_new,"),
+        "{out}"
+    );
 }
 
 /// A control table with a CHECK constraint is advanced by an UPDATE that checks it (the

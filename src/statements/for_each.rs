@@ -41,19 +41,6 @@ struct IterationResult {
 }
 
 impl IterationResult {
-    /// The result of an iteration that failed before it started.
-    fn failed(e: Error) -> Self {
-        IterationResult {
-            started_at_us: chrono::Utc::now().timestamp_micros(),
-            duration_ms: 0,
-            rows_affected: 0,
-            rows_to_copy: None,
-            marks: None,
-            error: Some(e.to_string()),
-            status: "failed".into(),
-        }
-    }
-
     /// The result of a `what` whose task ended without returning (a panic, an abort).
     fn stopped(what: &str, e: tokio::task::JoinError) -> Self {
         IterationResult {
@@ -92,25 +79,17 @@ pub(super) fn rows_of(batches: &[RecordBatch]) -> Result<Vec<Vec<(String, Scalar
     let mut rows = Vec::new();
     for b in batches {
         for r in 0..b.num_rows() {
-            rows.push(row_of(b, r)?);
+            let mut row = Vec::with_capacity(b.num_columns());
+            for (i, f) in b.schema().fields().iter().enumerate() {
+                row.push((
+                    f.name().to_lowercase(),
+                    ScalarValue::try_from_array(b.column(i), r)?,
+                ));
+            }
+            rows.push(row);
         }
     }
     Ok(rows)
-}
-
-/// Row `r` of `b` as (column, value) pairs.
-fn row_of(b: &RecordBatch, r: usize) -> Result<Vec<(String, ScalarValue)>> {
-    b.schema()
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            Ok((
-                f.name().to_lowercase(),
-                ScalarValue::try_from_array(b.column(i), r)?,
-            ))
-        })
-        .collect()
 }
 
 /// Run the body statements of one iteration in `session`, stopping at the first error.
@@ -343,37 +322,30 @@ const WAITING_PER_SLOT: usize = 32;
 /// `COPY INCREMENTAL USING CONTROL TABLE ctl [WHERE p] [CONCURRENCY n] [DRY RUN]`.
 pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> Result<Output> {
     let ctl = session.table_name(&c.control)?;
-    let selected = selected(session, &c, &ctl).await?;
-    let total: usize = selected.batches.iter().map(|b| b.num_rows()).sum();
+    let Selected {
+        batches,
+        known,
+        paused,
+        has_active,
+    } = selected(session, &c, &ctl).await?;
+    let rows = rows_of(&batches)?;
     let n = c.concurrency.unwrap_or(4) as usize;
-    let progress = LoopProgress::start(session.settings().progress.as_ref(), total as u64);
+    let progress = LoopProgress::start(session.settings().progress.as_ref(), rows.len() as u64);
     let quiet = quiet_settings(session);
     // n copies work at once; more wait in group commits, their slots lent to the next ones.
     let slots = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
-    // Each copy's row is taken from the batches as its copy starts, not all of them up front:
-    // a job over thousands of tables keeps only the rows of the copies under way.
-    let mut places: Vec<(usize, usize)> = Vec::with_capacity(total);
-    for (b, batch) in selected.batches.iter().enumerate() {
-        places.extend((0..batch.num_rows()).map(|r| (b, r)));
-    }
     let mut indexed: Vec<(usize, IterationResult)> =
-        futures::stream::iter(places.into_iter().enumerate())
-            .map(|(i, (b, r))| {
-                let row = row_of(&selected.batches[b], r);
-                let known_row = selected.known(i, b, r);
+        futures::stream::iter(rows.into_iter().zip(known).enumerate())
+            .map(|(i, (row, known_row))| {
                 let mut s = session.clone();
                 s.set_settings(quiet.clone());
                 let line = progress.clone();
                 let ctl_name = c.control.clone();
                 let dry_run = c.dry_run;
-                let paused = selected.has_active && selected.paused[i];
+                let paused = has_active && paused[i];
                 let slots = slots.clone();
                 // A task per copy: copies run on every core, not interleaved on one.
                 let task = AbortOnDrop(tokio::spawn(async move {
-                    let row = match row {
-                        Ok(row) => row,
-                        Err(e) => return (i, IterationResult::failed(e)),
-                    };
                     let copy = copy_row(&s, i, &row, known_row, ctl_name, dry_run, paused, &line);
                     (i, super::group_commit::in_slot(slots, copy).await)
                 }));
@@ -388,33 +360,17 @@ pub async fn copy_using_control(session: &mut Session, c: CopyUsingControl) -> R
     progress.finish();
     indexed.sort_by_key(|(i, _)| *i);
     let results: Vec<IterationResult> = indexed.into_iter().map(|(_, r)| r).collect();
-    finish(result_table(&selected.batches, &results)?, &results)
+    finish(result_table(&batches, &results)?, &results)
 }
 
-/// The control rows a one-statement job copies (WHERE applied), and for each whether it is
-/// paused (`active = false`) and its row as read (None for a pair named by several rows).
+/// The control rows a one-statement job copies (WHERE applied), each with its row as read
+/// (None for a pair named by several rows) and whether it is paused (`active = false`).
 struct Selected {
     /// `source_table`, `target_table` and `watermark_column` of each row.
     batches: Vec<datafusion::arrow::array::RecordBatch>,
-    /// The same rows with every column, as read.
-    full: Vec<datafusion::arrow::array::RecordBatch>,
-    /// Whether each row's (source, target) pair is named by that row alone in the whole
-    /// control table.
-    alone: Vec<bool>,
-    ctl: crate::catalog::TableName,
+    known: Vec<Option<ControlRow>>,
     paused: Vec<bool>,
     has_active: bool,
-}
-
-impl Selected {
-    /// Control row `i` (row `r` of batch `b`), as its copy starts from it: None when its pair
-    /// is named by several rows (its copy then reports them) or it does not read.
-    fn known(&self, i: usize, b: usize, r: usize) -> Option<ControlRow> {
-        match self.alone[i] {
-            true => control::row_at(&self.ctl, &self.full[b], r).ok().flatten(),
-            false => None,
-        }
-    }
 }
 
 async fn selected(
@@ -465,8 +421,10 @@ async fn selected(
             })
             .collect::<std::result::Result<_, _>>()?;
     }
-    // Each copy gets its row from this one read of the control table.
-    let (mut paused, mut alone) = (vec![], vec![]);
+    // Each copy gets its row from this one read of the control table (a pair named by
+    // several rows gets none: its copy then reports them).
+    let mut known: Vec<Option<ControlRow>> = vec![];
+    let mut paused: Vec<bool> = vec![];
     for b in &full {
         let active = b
             .column_by_name("active")
@@ -477,15 +435,11 @@ async fn selected(
                     .as_ref()
                     .is_some_and(|a| a.is_valid(r) && !a.value(r)),
             );
-            alone.push(
-                control::row_at(ctl, b, r)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|row| {
-                        control::pair_of(session, &row.source_value, row.target_value.as_deref())
-                            .is_some_and(|pair| counts.get(&pair) == Some(&1))
-                    }),
-            );
+            let row = control::row_at(ctl, b, r).ok().flatten().filter(|row| {
+                control::pair_of(session, &row.source_value, row.target_value.as_deref())
+                    .is_some_and(|pair| counts.get(&pair) == Some(&1))
+            });
+            known.push(row);
         }
     }
     let batches = full
@@ -500,9 +454,7 @@ async fn selected(
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(Selected {
         batches,
-        full,
-        alone,
-        ctl: ctl.clone(),
+        known,
         paused,
         has_active,
     })

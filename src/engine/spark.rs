@@ -1878,17 +1878,13 @@ fn epoch_seconds(ts: &str) -> String {
     format!("(CAST(unix_micros(CAST({ts} AS TIMESTAMP)) AS DOUBLE) / 1000000.0)")
 }
 
-/// The seconds of timestamp `ts` within its minute, with their fraction: DECIMAL(8,6), as
-/// Spark's `extract(SECOND FROM ts)` and `date_part('SECOND', ts)`.
-/// A text is read as a TIMESTAMP. (An INTERVAL is refused, as before: the engine's
-/// `date_part` takes none.)
+/// The seconds of timestamp `x` within its minute, with their fraction: DECIMAL(8,6), as
+/// Spark's `extract(SECOND FROM ts)` and `date_part('SECOND', ts)` (a text, a DATE or NULL
+/// read as a TIMESTAMP; the seconds as the session's zone reads them). An INTERVAL is
+/// refused, as before.
 fn seconds_with_fraction(x: &Expr) -> String {
-    let value = match string_literal(x) {
-        Some(_) => format!("CAST({x} AS TIMESTAMP)"),
-        None => format!("({x})"),
-    };
     format!(
-        "CAST(CAST(date_part('microsecond', {value}) AS DECIMAL(14, 0)) / 1000000 AS DECIMAL(8, 6))"
+        "CAST(CAST(date_part('microsecond', CAST(({x}) AS TIMESTAMP)) AS DECIMAL(14, 0)) / 1000000 AS DECIMAL(8, 6))"
     )
 }
 

@@ -53,11 +53,12 @@ pub async fn query_dataframe(
 }
 
 /// The engine's plan of a statement. The engine names an unnamed `CAST(x AS t)` like `x`
-/// itself, so `SELECT CAST(i AS STRING) FROM t ORDER BY i` and `SELECT a, CAST(a AS INT)`
-/// were refused ("Projections require unique expression names", apache/datafusion#13558,
-/// #4478). Such a statement is planned again with each unnamed cast in a select list named
-/// as written (`CAST(i AS STRING)`, the name Databricks gives it); statements the engine
-/// plans keep the engine's names.
+/// itself, as Spark does, but refuses two select items of one name, so `SELECT a, CAST(a AS
+/// INT)` and `SELECT CAST(x AS STRING) FROM t ORDER BY x` (ordering adds `x` beside it) were
+/// refused ("Projections require unique expression names", apache/datafusion#13558, #4478).
+/// Such a statement is planned again with each unnamed cast in a select list named: after its
+/// column, as Spark names it (so `ORDER BY x` orders by the cast, as in Spark), or, where
+/// another item of the list has that name (or a `*` may), as written (`CAST(a AS INT)`).
 async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::LogicalPlan> {
     let state = session.ctx().state();
     let again = stmt.clone();
@@ -78,12 +79,39 @@ async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::
     }
 }
 
-/// Name each unnamed cast of the select lists of a query statement as written (in set
-/// operations, parentheses and derived tables too); whether any was.
+/// Name each unnamed cast of the select lists of a query statement (in set operations,
+/// parentheses and derived tables too), as [`plan`] says; whether any was.
 fn name_casts(stmt: &mut Sql) -> bool {
     use datafusion::sql::sqlparser::ast::{
         Expr, Ident, SelectItem, SetExpr, TableFactor, TableWithJoins,
     };
+    /// The column a cast reads, when it reads one directly.
+    fn cast_column(e: &Expr) -> Option<&Ident> {
+        match e {
+            Expr::Cast { expr, .. } => match expr.as_ref() {
+                Expr::Identifier(i) => Some(i),
+                Expr::CompoundIdentifier(parts) => parts.last(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    /// The name an item of a select list has (None for a wildcard: any names).
+    fn item_name(item: &SelectItem) -> Option<String> {
+        match item {
+            SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.to_lowercase()),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+                parts.last().map(|i| i.value.to_lowercase())
+            }
+            SelectItem::UnnamedExpr(e) => Some(
+                cast_column(e)
+                    .map(|i| i.value.to_lowercase())
+                    .unwrap_or_else(|| e.to_string()),
+            ),
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.to_lowercase()),
+            _ => None,
+        }
+    }
     fn query(q: &mut Query) -> bool {
         body(&mut q.body)
     }
@@ -106,10 +134,18 @@ fn name_casts(stmt: &mut Sql) -> bool {
     fn body(b: &mut SetExpr) -> bool {
         match b {
             SetExpr::Select(select) => {
+                let names: Vec<Option<String>> = select.projection.iter().map(item_name).collect();
+                let wildcard = names.iter().any(Option::is_none);
                 let mut any = false;
-                for item in &mut select.projection {
+                for (i, item) in select.projection.iter_mut().enumerate() {
                     if let SelectItem::UnnamedExpr(e @ Expr::Cast { .. }) = item {
-                        let alias = Ident::with_quote('`', e.to_string());
+                        let own = names[i].as_ref();
+                        let alone =
+                            !wildcard && names.iter().filter(|n| n.as_ref() == own).count() == 1;
+                        let alias = match cast_column(e) {
+                            Some(column) if alone => column.clone(),
+                            _ => Ident::with_quote('`', e.to_string()),
+                        };
                         *item = SelectItem::ExprWithAlias {
                             expr: e.clone(),
                             alias,

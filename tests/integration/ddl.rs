@@ -236,4 +236,29 @@ fn vacuum_deletes_orphaned_files_once() {
     std::fs::write(&orphan, b"PAR1 again").unwrap();
     assert_eq!(vacuum("VACUUM t"), 0);
     assert!(orphan.exists());
+    // A partition value that is escaped in the path (`p=a%3Ab%20c`) is found all the same.
+    ok(
+        &wh,
+        "CREATE TABLE parts (id INT, p STRING) PARTITIONED BY (p)",
+    );
+    ok(&wh, "INSERT INTO parts VALUES (1, 'a:b c'), (2, 'plain')");
+    ok(&wh, "INSERT OVERWRITE parts VALUES (3, 'a:b c')");
+    let parquet = |dir: &str| {
+        std::fs::read_dir(wh.join("main/default/parts").join(dir))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let escaped = std::fs::read_dir(wh.join("main/default/parts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with("p=a"))
+        .unwrap();
+    assert_eq!((parquet(&escaped), parquet("p=plain")), (2, 1));
+    assert_eq!(vacuum("VACUUM parts RETAIN 0 HOURS DRY RUN"), 2);
+    assert_eq!(vacuum("VACUUM parts RETAIN 0 HOURS"), 2);
+    assert_eq!((parquet(&escaped), parquet("p=plain")), (1, 0));
+    ok(&wh, "INSERT OVERWRITE parts VALUES (4, 'a:b c')");
+    assert_eq!(vacuum("VACUUM parts RETAIN 0 HOURS"), 1);
+    assert_eq!(parquet(&escaped), 1);
+    assert_eq!(ok(&wh, "SELECT id FROM parts").lines().last(), Some("4"));
 }

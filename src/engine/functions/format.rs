@@ -309,14 +309,13 @@ impl ScalarUDFImpl for FormatNumber {
     }
 }
 
-/// `format_string(fmt, ...)` (datafusion-spark's) with the values its `%f` conversions write
-/// rounded first as Java's `Formatter` rounds them: half up, a DOUBLE from its shortest
-/// decimal form (`format_string('%.2f', 1.005)` is `1.01`, `'%.1f'` of `0.25` is `0.3`,
-/// `'%.2f'` of a DECIMAL `2.345` is `2.35`; datafusion-spark rounded half to even, a DOUBLE by
-/// its binary value). Each `%f` of a constant format gets a copy of its argument rounded to
-/// its precision, a DECIMAL of that scale that the function writes exactly, added after the
-/// others; the format then names every conversion's argument by its index (`%2$s`), so the
-/// other conversions keep theirs.
+/// `format_string(fmt, ...)` (datafusion-spark's) with the DOUBLEs its `%f` conversions
+/// write rounded first as Java's `Formatter` rounds them: half up from the shortest decimal
+/// form (`format_string('%.2f', 1.005)` is `1.01`, `'%.1f'` of `0.25` is `0.3`;
+/// datafusion-spark rounded the binary value, half to even). Each `%f` of a constant format
+/// gets a copy of its argument so rounded, added after the others; the format then names
+/// every conversion's argument by its index (`%2$s`), so the other conversions keep theirs.
+/// DECIMALs are left to the function (Spark's `%f` of a DECIMAL is not settled here).
 pub(super) fn java_fixed_arguments(args: &mut ScalarFunctionArgs) -> Result<()> {
     let (fmt, text) = match args.args.first() {
         Some(ColumnarValue::Scalar(s)) => match s.try_as_str() {
@@ -328,7 +327,10 @@ pub(super) fn java_fixed_arguments(args: &mut ScalarFunctionArgs) -> Result<()> 
     let Some(specs) = conversions(&fmt) else {
         return Ok(());
     };
-    if !specs.iter().any(|s| s.conversion == "f") {
+    // A conversion past the last argument is the function's error to report (the copies
+    // added below must never stand in for a missing argument).
+    let given = args.args.len() - 1;
+    if !specs.iter().any(|s| s.conversion == "f") || specs.iter().any(|s| s.arg >= given) {
         return Ok(());
     }
     let mut out = String::with_capacity(fmt.len() + 8);
@@ -438,10 +440,11 @@ fn conversions(fmt: &str) -> Option<Vec<Spec>> {
             conversion.push(part as char);
             i += 1;
         }
+        // `<` takes the previous argument, whatever index is written with it (Java).
         let arg = match (explicit, previous) {
+            (_, true) => last?,
             (Some(0), _) => return None,
             (Some(n), _) => n - 1,
-            (None, true) => last?,
             (None, false) => {
                 next += 1;
                 next - 1
@@ -461,62 +464,38 @@ fn conversions(fmt: &str) -> Option<Vec<Spec>> {
     Some(out)
 }
 
-/// A DOUBLE, FLOAT or DECIMAL value rounded half up to `places`, as a DECIMAL of that scale;
-/// None when it is another type, or a value would not fit (or is NaN, infinite, or a negative
-/// number that rounds to zero, which Java writes as `-0.00`): then it is left as it is.
+/// A DOUBLE or FLOAT argument with each value rounded half up to `places` from its shortest
+/// decimal form, as a DOUBLE the function's `%f` then writes to those places exactly (a
+/// negative value that rounds to zero stays negative: `-0.00`, as Java writes it); a value
+/// whose rounded form has more than 15 digits, NaN or an infinity is left as it is. None for
+/// another type.
 fn half_up(value: &ColumnarValue, places: usize) -> Result<Option<ColumnarValue>> {
-    use datafusion::arrow::array::{Array, AsArray, Decimal128Array};
-    use datafusion::arrow::datatypes::{Decimal128Type, Float32Type, Float64Type};
-    let ty = DataType::Decimal128(38, places as i8);
-    let one = |v: &ScalarValue| -> Option<Option<i128>> {
-        match v {
-            ScalarValue::Float64(Some(f)) => float_half_up(*f, places).map(Some),
-            ScalarValue::Float32(Some(f)) => float_half_up(f64::from(*f), places).map(Some),
-            ScalarValue::Decimal128(Some(u), _, s) => decimal_half_up(*u, *s, places).map(Some),
-            ScalarValue::Float64(None)
-            | ScalarValue::Float32(None)
-            | ScalarValue::Decimal128(None, ..) => Some(None),
-            _ => None,
+    use datafusion::arrow::array::{AsArray, Float64Array};
+    use datafusion::arrow::datatypes::{Float32Type, Float64Type};
+    let one = |f: f64| float_half_up(f, places).unwrap_or(f);
+    Ok(match value {
+        ColumnarValue::Scalar(ScalarValue::Float64(f)) => {
+            Some(ColumnarValue::Scalar(ScalarValue::Float64(f.map(one))))
         }
-    };
-    match value {
-        ColumnarValue::Scalar(s) => {
-            Ok(one(s).map(|u| ColumnarValue::Scalar(ScalarValue::Decimal128(u, 38, places as i8))))
+        ColumnarValue::Scalar(ScalarValue::Float32(f)) => Some(ColumnarValue::Scalar(
+            ScalarValue::Float64(f.map(|f| one(f64::from(f)))),
+        )),
+        ColumnarValue::Array(a) if a.data_type() == &DataType::Float64 => {
+            let out: Float64Array = a.as_primitive::<Float64Type>().unary(one);
+            Some(ColumnarValue::Array(Arc::new(out)))
         }
-        ColumnarValue::Array(a) => {
-            let rounded: Option<Vec<Option<i128>>> = match a.data_type() {
-                DataType::Float64 => a
-                    .as_primitive::<Float64Type>()
-                    .iter()
-                    .map(|v| v.map_or(Some(None), |f| float_half_up(f, places).map(Some)))
-                    .collect(),
-                DataType::Float32 => a
-                    .as_primitive::<Float32Type>()
-                    .iter()
-                    .map(|v| {
-                        v.map_or(Some(None), |f| {
-                            float_half_up(f64::from(f), places).map(Some)
-                        })
-                    })
-                    .collect(),
-                DataType::Decimal128(_, s) => a
-                    .as_primitive::<Decimal128Type>()
-                    .iter()
-                    .map(|v| v.map_or(Some(None), |u| decimal_half_up(u, *s, places).map(Some)))
-                    .collect(),
-                _ => None,
-            };
-            let Some(rounded) = rounded else {
-                return Ok(None);
-            };
-            let out = Decimal128Array::from(rounded).with_data_type(ty);
-            Ok(Some(ColumnarValue::Array(Arc::new(out) as ArrayRef)))
+        ColumnarValue::Array(a) if a.data_type() == &DataType::Float32 => {
+            let out: Float64Array = a.as_primitive::<Float32Type>().unary(|f| one(f64::from(f)));
+            Some(ColumnarValue::Array(Arc::new(out)))
         }
-    }
+        _ => None,
+    })
 }
 
-/// A double's shortest decimal form rounded half up to `places`, unscaled.
-fn float_half_up(f: f64, places: usize) -> Option<i128> {
+/// A double's shortest decimal form rounded half up to `places`, as the nearest double;
+/// None when that is not exact enough to be written back to `places` (15 digits or more),
+/// or the value is NaN or infinite.
+fn float_half_up(f: f64, places: usize) -> Option<f64> {
     if !f.is_finite() {
         return None;
     }
@@ -530,35 +509,22 @@ fn float_half_up(f: f64, places: usize) -> Option<i128> {
             .checked_add(i128::from(d - b'0'))?;
     }
     if frac.as_bytes().get(places).is_some_and(|d| *d >= b'5') {
-        unscaled = unscaled.checked_add(1)?;
+        unscaled += 1;
     }
-    if unscaled > 10i128.pow(38) - 1 {
+    if unscaled >= 1_000_000_000_000_000 {
         return None;
     }
-    match f.is_sign_negative() {
-        true if unscaled == 0 => None,
-        true => Some(-unscaled),
-        false => Some(unscaled),
-    }
-}
-
-/// An unscaled DECIMAL of scale `scale` rounded half up (away from zero) to `places`.
-fn decimal_half_up(u: i128, scale: i8, places: usize) -> Option<i128> {
-    let scale = usize::try_from(scale).ok()?;
-    if scale <= places {
-        return u.checked_mul(10i128.checked_pow((places - scale) as u32)?);
-    }
-    let divisor = 10i128.checked_pow((scale - places) as u32)?;
-    let (q, r) = (u / divisor, u % divisor);
-    let rounded = if r.unsigned_abs() * 2 >= divisor.unsigned_abs() {
-        q + u.signum()
-    } else {
-        q
+    let digits = unscaled.to_string();
+    let (whole, fraction) = match digits.len() > places {
+        true => digits.split_at(digits.len() - places),
+        false => ("0", digits.as_str()),
     };
-    if rounded == 0 && u < 0 {
-        return None;
-    }
-    Some(rounded)
+    let rounded: f64 = format!("{whole}.{fraction:0>places$}0").parse().ok()?;
+    Some(if f.is_sign_negative() {
+        -rounded
+    } else {
+        rounded
+    })
 }
 
 #[cfg(test)]
@@ -618,21 +584,21 @@ mod tests {
         );
         let spec = &conversions("a %08.3f b").unwrap()[0];
         assert!(conversions("%<s").is_none() && conversions("100%").is_none());
+        assert_eq!(conversions("%s %2$<s").unwrap()[1].arg, 0);
         assert_eq!(
             (spec.start, spec.end, &spec.flags[..], &spec.width[..]),
             (2, 8, "0", "8")
         );
-        assert_eq!(float_half_up(1.005, 2), Some(101));
-        assert_eq!(float_half_up(0.25, 1), Some(3));
-        assert_eq!(float_half_up(-2.5, 0), Some(-3));
-        assert_eq!(float_half_up(0.1 + 0.2, 2), Some(30));
-        assert_eq!(float_half_up(1e-7, 6), Some(0));
-        assert_eq!(float_half_up(-1e-7, 6), None);
+        assert_eq!(float_half_up(1.005, 2), Some(1.01));
+        assert_eq!(float_half_up(0.25, 1), Some(0.3));
+        assert_eq!(float_half_up(-2.5, 0), Some(-3.0));
+        assert_eq!(float_half_up(0.1 + 0.2, 2), Some(0.3));
+        assert_eq!(float_half_up(1e-7, 6), Some(0.0));
+        assert!(float_half_up(-1e-7, 6).is_some_and(|z| z == 0.0 && z.is_sign_negative()));
+        assert_eq!(float_half_up(0.0, 2), Some(0.0));
+        assert_eq!(float_half_up(123456.785, 2), Some(123456.79));
+        assert_eq!(float_half_up(0.1, 20), None);
         assert_eq!(float_half_up(1e300, 2), None);
         assert_eq!(float_half_up(f64::NAN, 2), None);
-        assert_eq!(decimal_half_up(2345, 3, 2), Some(235));
-        assert_eq!(decimal_half_up(-2345, 3, 2), Some(-235));
-        assert_eq!(decimal_half_up(2344, 3, 2), Some(234));
-        assert_eq!(decimal_half_up(12, 1, 3), Some(1200));
     }
 }

@@ -6,8 +6,8 @@
 //! * `lpad`, `rpad`, `left` and `right` with a length below 1 give `''` (DataFusion's `left`
 //!   and `right` read a negative length as PostgreSQL does, "all but the last n", and its
 //!   `lpad` of a negative length read from a column panicked);
-//! * `format_string`'s `%f` rounds half up, a DOUBLE from its shortest decimal form, as
-//!   Java's `Formatter` (datafusion-spark's rounded half to even).
+//! * `format_string`'s `%f` rounds a DOUBLE half up from its shortest decimal form, as
+//!   Java's `Formatter` (datafusion-spark's rounded its binary value half to even).
 //!
 //! Also two built-ins written whole: `initcap` (words start after spaces only, as Spark's) and
 //! `__nullable`, which CREATE TABLE ... AS uses to make every column nullable.

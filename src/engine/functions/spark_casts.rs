@@ -457,7 +457,8 @@ impl datafusion::optimizer::AnalyzerRule for SparkCasts {
 
 /// `x LIKE p` (ILIKE, RLIKE's regexp_like aside) over a value that is not text reads the
 /// value as text, as Spark's implicit cast does (`ts LIKE '2024-01%'`, `id LIKE '12%'`); the
-/// engine's coercion refused it. Runs before coercion: the cast it adds is then Spark's text
+/// engine's coercion refused it. An ARRAY, STRUCT or MAP stays refused, as in Spark (BINARY is
+/// left to the engine). Runs before coercion: the cast it adds is then Spark's text
 /// ([`SparkCasts`]).
 #[derive(Debug, Default)]
 pub struct LikeOperands;
@@ -481,6 +482,7 @@ impl datafusion::optimizer::AnalyzerRule for LikeOperands {
                 for side in [&mut like.expr, &mut like.pattern] {
                     if let Ok(t) = side.get_type(schema)
                         && !texts(&t)
+                        && !t.is_nested()
                         && !matches!(
                             t,
                             DataType::Binary | DataType::LargeBinary | DataType::BinaryView

@@ -3,6 +3,7 @@
 pub(crate) mod partitions;
 
 use datafusion::sql::sqlparser::ast::{Expr, ObjectName};
+use futures::{StreamExt, TryStreamExt};
 
 use super::counts;
 use super::upkeep::Layout;
@@ -166,17 +167,27 @@ pub async fn vacuum(
     // are there count, as Databricks lists the directory.
     let store = t.log_store().object_store(None);
     let (t, planned) = vacuum(t, true).await.map_err(failed)?;
-    let mut present = std::collections::HashSet::new();
-    for file in planned.files_deleted {
-        let path = deltalake::logstore::object_store::path::Path::from(file.as_str());
-        match deltalake::logstore::object_store::ObjectStoreExt::head(&store, &path).await {
-            Ok(_) => {
-                present.insert(file);
+    // (The paths are the store's, already encoded: `p=a%3Ab` is parsed, not encoded again.)
+    let present: std::collections::HashSet<String> = futures::stream::iter(planned.files_deleted)
+        .map(|file| {
+            let store = store.clone();
+            async move {
+                use deltalake::logstore::object_store::{
+                    Error as StoreError, ObjectStoreExt, path::Path,
+                };
+                let path = Path::parse(&file).unwrap_or_else(|_| Path::from(file.as_str()));
+                match store.head(&path).await {
+                    Ok(_) => Ok(Some(file)),
+                    Err(StoreError::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
             }
-            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(failed(e.into())),
-        }
-    }
+        })
+        .buffer_unordered(16)
+        .try_filter_map(|f| async move { Ok(f) })
+        .try_collect()
+        .await
+        .map_err(|e| failed(e.into()))?;
     if dry_run || present.is_empty() {
         return Ok(counts(&[("num_files_deleted", present.len() as i64)]));
     }

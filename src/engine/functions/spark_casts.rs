@@ -209,19 +209,22 @@ fn nested_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
             .collect())
     };
     let mut out = StringBuilder::with_capacity(input.len(), input.len() * 16);
+    // Each row of a list or map: NULL, or the text of its range of elements.
+    let each_range = |array: &dyn Array,
+                      offsets: &[i32],
+                      out: &mut StringBuilder,
+                      text: &dyn Fn(std::ops::Range<usize>) -> String| {
+        for row in 0..array.len() {
+            match array.is_null(row) {
+                true => out.append_null(),
+                false => out.append_value(text(offsets[row] as usize..offsets[row + 1] as usize)),
+            }
+        }
+    };
     let lists = |list: &ListArray, out: &mut StringBuilder| -> datafusion::error::Result<()> {
         let values = element_text(list.values())?;
-        for row in 0..list.len() {
-            if list.is_null(row) {
-                out.append_null();
-                continue;
-            }
-            let (start, end) = (
-                list.value_offsets()[row] as usize,
-                list.value_offsets()[row + 1] as usize,
-            );
-            out.append_value(format!("[{}]", values[start..end].join(", ")));
-        }
+        let text = |r: std::ops::Range<usize>| format!("[{}]", values[r].join(", "));
+        each_range(list, list.value_offsets(), out, &text);
         Ok(())
     };
     match input.data_type() {
@@ -254,20 +257,12 @@ fn nested_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
             let map = input.as_map();
             let keys = element_text(map.keys())?;
             let values = element_text(map.values())?;
-            for row in 0..map.len() {
-                if map.is_null(row) {
-                    out.append_null();
-                    continue;
-                }
-                let (start, end) = (
-                    map.value_offsets()[row] as usize,
-                    map.value_offsets()[row + 1] as usize,
-                );
-                let pairs: Vec<String> = (start..end)
-                    .map(|i| format!("{} -> {}", keys[i], values[i]))
-                    .collect();
-                out.append_value(format!("{{{}}}", pairs.join(", ")));
-            }
+            let text = |r: std::ops::Range<usize>| {
+                let pairs: Vec<String> =
+                    r.map(|i| format!("{} -> {}", keys[i], values[i])).collect();
+                format!("{{{}}}", pairs.join(", "))
+            };
+            each_range(map, map.value_offsets(), &mut out, &text);
         }
         other => return exec_err!("{SPARK_TEXT}: {other} is not an ARRAY, STRUCT or MAP"),
     }

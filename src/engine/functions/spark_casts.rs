@@ -181,6 +181,14 @@ fn text_of(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
     Ok(Arc::new(out.finish()))
 }
 
+/// A type whose text Spark writes otherwise than the engine's cast: [`text_of`]'s.
+fn spark_text(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Timestamp(..) | DataType::Float32 | DataType::Float64
+    ) || nested(t)
+}
+
 /// An ARRAY, STRUCT or MAP type, whose text Spark writes itself.
 fn nested(t: &DataType) -> bool {
     matches!(
@@ -273,10 +281,9 @@ fn nested_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
 /// The elements of a nested value as text: Spark's for what it writes otherwise, the
 /// engine's cast for the rest (integers, DECIMALs, DATEs, BOOLEANs, text).
 fn element_texts(a: &ArrayRef) -> datafusion::error::Result<datafusion::arrow::array::StringArray> {
-    let text = match a.data_type() {
-        DataType::Timestamp(..) | DataType::Float32 | DataType::Float64 => text_of(a)?,
-        t if nested(t) => nested_text(a)?,
-        _ => datafusion::arrow::compute::cast(a, &DataType::Utf8)?,
+    let text = match spark_text(a.data_type()) {
+        true => text_of(a)?,
+        false => datafusion::arrow::compute::cast(a, &DataType::Utf8)?,
     };
     Ok(text.as_string::<i32>().clone())
 }
@@ -351,11 +358,7 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
         );
         let rewritten = match (&from, &to) {
-            (DataType::Timestamp(..), _) | (DataType::Float32 | DataType::Float64, _) if text => {
-                let t = ArrayFunction::call(SPARK_TEXT, DataType::Utf8, text_of, inner.clone());
-                retarget(&e, t, &to)
-            }
-            (t, _) if text && nested(t) => {
+            (t, _) if text && spark_text(t) => {
                 let t = ArrayFunction::call(SPARK_TEXT, DataType::Utf8, text_of, inner.clone());
                 retarget(&e, t, &to)
             }
@@ -523,12 +526,7 @@ pub fn cast_array(
         datafusion::arrow::error::ArrowError::CastError(e.to_string())
     };
     match from {
-        DataType::Timestamp(..) | DataType::Float32 | DataType::Float64 if text => Some(
-            text_of(values)
-                .map_err(arrow)
-                .and_then(|t| cast_with_options(&t, to, options)),
-        ),
-        t if text && nested(t) => Some(
+        t if text && spark_text(t) => Some(
             text_of(values)
                 .map_err(arrow)
                 .and_then(|t| cast_with_options(&t, to, options)),

@@ -9,6 +9,7 @@ pub mod functions;
 pub mod headers;
 pub mod json;
 mod lateral;
+pub mod literals;
 mod pivot;
 pub mod progress;
 pub(crate) mod routines;

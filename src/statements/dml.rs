@@ -82,7 +82,13 @@ async fn generated_values(
     let batches = selected.collect().await?;
     let computed = datafusion::arrow::compute::concat_batches(&schema, &batches)?;
     for (i, (name, _)) in generated.iter().enumerate() {
-        out.insert(name.clone(), computed.column(i).clone());
+        // Stored as its column's type (`y BIGINT GENERATED ALWAYS AS (x * 2)` of an INT `x`
+        // computes an INT).
+        let value = match target.fields().iter().find(|f| f.name() == name) {
+            Some(f) => cast_column(computed.column(i), name, f.data_type(), None)?,
+            None => computed.column(i).clone(),
+        };
+        out.insert(name.clone(), value);
     }
     Ok(out)
 }

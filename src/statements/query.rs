@@ -62,7 +62,7 @@ pub async fn query_dataframe(
 async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::LogicalPlan> {
     let state = session.ctx().state();
     let again = stmt.clone();
-    match state
+    let plan = match state
         .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
         .await
     {
@@ -71,12 +71,13 @@ async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::
             if !name_casts(&mut named) {
                 return Err(e.into());
             }
-            Ok(state
+            state
                 .statement_to_plan(DFStatement::Statement(Box::new(named)))
-                .await?)
+                .await?
         }
-        other => Ok(other?),
-    }
+        other => other?,
+    };
+    Ok(crate::engine::literals::int_literals(plan)?)
 }
 
 /// Name each unnamed cast of the select lists of a query statement (in set operations,
@@ -112,6 +113,14 @@ fn name_casts(stmt: &mut Sql) -> bool {
             _ => None,
         }
     }
+    /// Whether a cast is somewhere inside `e` (the engine names a cast like what it casts).
+    fn has_cast(e: &Expr) -> bool {
+        datafusion::sql::sqlparser::ast::visit_expressions(e, |x| match x {
+            Expr::Cast { .. } => std::ops::ControlFlow::Break(()),
+            _ => std::ops::ControlFlow::Continue(()),
+        })
+        .is_break()
+    }
     fn query(q: &mut Query) -> bool {
         body(&mut q.body)
     }
@@ -146,6 +155,16 @@ fn name_casts(stmt: &mut Sql) -> bool {
                             Some(column) if alone => column.clone(),
                             _ => Ident::with_quote('`', e.to_string()),
                         };
+                        *item = SelectItem::ExprWithAlias {
+                            expr: e.clone(),
+                            alias,
+                        };
+                        any = true;
+                    } else if let SelectItem::UnnamedExpr(e) = item
+                        && has_cast(e)
+                    {
+                        // A cast inside (`CAST(1 AS BIGINT) + 1` beside `1 + 1`): as written.
+                        let alias = Ident::with_quote('`', e.to_string());
                         *item = SelectItem::ExprWithAlias {
                             expr: e.clone(),
                             alias,

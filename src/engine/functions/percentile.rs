@@ -138,6 +138,7 @@ impl AggregateUDFImpl for PercentileApprox {
         if let Some(a) = args.exprs.get(2).filter(|_| !self.exact) {
             match a.downcast_ref::<Literal>().map(|l| l.value()) {
                 Some(ScalarValue::Int64(Some(a))) if *a > 0 => {}
+                Some(ScalarValue::Int32(Some(a))) if *a > 0 => {}
                 _ => {
                     return plan_err!(
                         "percentile_approx: the accuracy is a positive integer constant"

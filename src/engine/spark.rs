@@ -37,6 +37,10 @@ pub const SPELLED: &[&str] = &[
     "approx_count_distinct",
     "count_if",
     "current_catalog",
+    "current_user",
+    "user",
+    "session_user",
+    "assert_true",
     "current_schema",
     "current_database",
     "date_add",
@@ -1009,6 +1013,16 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("curdate", []) if scalar => "current_date()".to_string(),
         ("current_catalog", []) if scalar => quoted(catalog),
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
+        // The user tidemark runs as (Databricks: the signed-in user).
+        ("current_user" | "user" | "session_user", []) if scalar => quoted(&user_name()),
+        // NULL when true; otherwise (FALSE or NULL) the query fails, with Spark's message.
+        ("assert_true", [c]) if scalar => format!(
+            "CASE WHEN coalesce({c}, false) THEN NULL ELSE raise_error({}) END",
+            quoted(&format!("'{}' is not true!", exprs[0]))
+        ),
+        ("assert_true", [c, message]) if scalar => {
+            format!("CASE WHEN coalesce({c}, false) THEN NULL ELSE raise_error({message}) END")
+        }
         ("iff", [c, a, b]) if scalar => format!("CASE WHEN {c} THEN {a} ELSE {b} END"),
         // Map lambdas `(k, v) -> ...` over the map's entries, the map read once (a key made
         // twice by transform_keys is [DUPLICATED_MAP_KEY], as in Databricks).
@@ -1939,4 +1953,39 @@ fn with_clauses(
         (None, None) => None,
     };
     Ok(Some(Expr::Function(g)))
+}
+
+/// The name of the user this process runs as: `$USER` (or `$LOGNAME`), else the system's
+/// account of the effective user id (cron may set neither variable).
+fn user_name() -> String {
+    for var in ["USER", "LOGNAME"] {
+        if let Ok(v) = std::env::var(var)
+            && !v.is_empty()
+        {
+            return v;
+        }
+    }
+    #[cfg(unix)]
+    {
+        let mut buf = vec![0 as libc::c_char; 4096];
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: getpwuid_r writes only into `pwd` and `buf` (of the length given) and sets
+        // `found` to `&pwd` or NULL; the name is read before either goes out of scope.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                libc::geteuid(),
+                &mut pwd,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == 0 && !found.is_null() && !pwd.pw_name.is_null() {
+            // SAFETY: a non-NULL pw_name points at a NUL-terminated string inside `buf`.
+            let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+            return name.to_string_lossy().into_owned();
+        }
+    }
+    "unknown".into()
 }

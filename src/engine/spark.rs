@@ -41,6 +41,9 @@ pub const SPELLED: &[&str] = &[
     "user",
     "session_user",
     "assert_true",
+    "make_timestamp_ntz",
+    "try_make_timestamp",
+    "convert_timezone",
     "current_schema",
     "current_database",
     "date_add",
@@ -1049,14 +1052,29 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         // NULL for a day that does not exist (DataFusion's is an error).
         ("make_date", [y, m, d]) if scalar => safe_date(y, m, d),
-        ("make_timestamp", [y, mo, d, h, mi, sec]) if scalar => {
+        // A day, hour, minute or second that does not exist is NULL in both.
+        ("make_timestamp" | "try_make_timestamp", [y, mo, d, h, mi, sec]) if scalar => {
             // The fields read in the session's zone: as a wall-clock time, then an instant.
             format!(
                 "CAST(arrow_cast(arrow_cast({}, 'Timestamp(Microsecond, Some(\"UTC\"))'), 'Timestamp(Microsecond, None)') AS TIMESTAMP)",
                 make_timestamp(&safe_date(y, mo, d), h, mi, sec)
             )
         }
-        ("make_timestamp", [y, mo, d, h, mi, sec, _]) if scalar => format!(
+        ("make_timestamp_ntz", [y, mo, d, h, mi, sec]) if scalar => format!(
+            "CAST({} AS TIMESTAMP_NTZ)",
+            make_timestamp(&safe_date(y, mo, d), h, mi, sec)
+        ),
+        // The wall-clock time `ts` in zone `from` as a wall-clock time in zone `to`.
+        ("convert_timezone", [_, _, ts]) if scalar => format!(
+            "from_utc_timestamp(to_utc_timestamp(CAST({ts} AS TIMESTAMP_NTZ), {}), {})",
+            zone_arg(exprs[0]),
+            zone_arg(exprs[1])
+        ),
+        ("convert_timezone", [_, ts]) if scalar => format!(
+            "from_utc_timestamp(to_utc_timestamp(CAST({ts} AS TIMESTAMP_NTZ), current_timezone()), {})",
+            zone_arg(exprs[0])
+        ),
+        ("make_timestamp" | "try_make_timestamp", [y, mo, d, h, mi, sec, _]) if scalar => format!(
             "to_utc_timestamp({}, {})",
             make_timestamp(&safe_date(y, mo, d), h, mi, sec),
             zone_arg(exprs[6])

@@ -667,6 +667,11 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         return Ok(Some(cast));
     }
+    if let Expr::Function(f) = expr
+        && let Some(g) = listagg(f)?
+    {
+        return Ok(Some(Expr::Function(g)));
+    }
     // ceil(x, d) / floor(x, d): to d digits (sqlparser reads the scale into the expression).
     if let Expr::Ceil { expr: x, field } | Expr::Floor { expr: x, field } = expr
         && let datafusion::sql::sqlparser::ast::CeilFloorKind::Scale(d) = field
@@ -2006,4 +2011,52 @@ fn user_name() -> String {
         }
     }
     "unknown".into()
+}
+
+/// `listagg([DISTINCT] x [, delimiter]) [WITHIN GROUP (ORDER BY ...)]` and `string_agg` spelled
+/// so: the engine's `string_agg(x, delimiter ORDER BY ...)`, the delimiter '' when not given
+/// (Databricks': none). None for a call the engine takes as it is.
+fn listagg(
+    f: &datafusion::sql::sqlparser::ast::Function,
+) -> Result<Option<datafusion::sql::sqlparser::ast::Function>> {
+    use datafusion::sql::sqlparser::ast::FunctionArgumentClause;
+    let name = f.name.to_string().to_lowercase();
+    if name != "listagg" && name != "string_agg" {
+        return Ok(None);
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return Ok(None);
+    };
+    let plain = list.args.len() == 2 && f.within_group.is_empty() && name == "string_agg";
+    if plain || list.args.is_empty() || list.args.len() > 2 {
+        return Ok(None);
+    }
+    if !f.within_group.is_empty()
+        && list
+            .clauses
+            .iter()
+            .any(|c| matches!(c, FunctionArgumentClause::OrderBy(_)))
+    {
+        return Err(Error::Invalid(format!(
+            "{name}: ORDER BY both inside the call and in WITHIN GROUP; keep one"
+        )));
+    }
+    let mut g = f.clone();
+    g.name = datafusion::sql::sqlparser::ast::ObjectName::from(vec![
+        datafusion::sql::sqlparser::ast::Ident::new("string_agg"),
+    ]);
+    let mut args = list.clone();
+    if args.args.len() == 1 {
+        args.args
+            .push(FunctionArg::Unnamed(FunctionArgExpr::Expr(parse_expr(
+                "''",
+            )?)));
+    }
+    if !f.within_group.is_empty() {
+        args.clauses
+            .push(FunctionArgumentClause::OrderBy(f.within_group.clone()));
+        g.within_group = vec![];
+    }
+    g.args = FunctionArguments::List(args);
+    Ok(Some(g))
 }

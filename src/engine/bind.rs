@@ -911,7 +911,7 @@ impl Session {
             .state()
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(sql))
             .await?;
-        self.one_value(super::literals::int_literals(plan)?).await
+        self.one_value(plan).await
     }
 
     /// Evaluate a planned constant expression (e.g. `mark - INTERVAL 1 HOUR`) to one value.

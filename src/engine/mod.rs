@@ -9,7 +9,6 @@ pub mod functions;
 pub mod headers;
 pub mod json;
 mod lateral;
-pub mod literals;
 mod pivot;
 pub mod progress;
 pub(crate) mod routines;

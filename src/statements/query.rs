@@ -62,7 +62,7 @@ pub async fn query_dataframe(
 async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::LogicalPlan> {
     let state = session.ctx().state();
     let again = stmt.clone();
-    let plan = match state
+    match state
         .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
         .await
     {
@@ -71,13 +71,12 @@ async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::
             if !name_casts(&mut named) {
                 return Err(e.into());
             }
-            state
+            Ok(state
                 .statement_to_plan(DFStatement::Statement(Box::new(named)))
-                .await?
+                .await?)
         }
-        other => other?,
-    };
-    Ok(crate::engine::literals::int_literals(plan)?)
+        other => Ok(other?),
+    }
 }
 
 /// Name each unnamed cast of the select lists of a query statement (in set operations,

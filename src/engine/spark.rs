@@ -1065,8 +1065,9 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                 make_timestamp(&safe_date(y, mo, d), h, mi, sec)
             )
         }
+        // The fields as a wall-clock time, in no zone (not read in the session's).
         ("make_timestamp_ntz", [y, mo, d, h, mi, sec]) if scalar => format!(
-            "CAST({} AS TIMESTAMP_NTZ)",
+            "arrow_cast(arrow_cast({}, 'Timestamp(Microsecond, Some(\"UTC\"))'), 'Timestamp(Microsecond, None)')",
             make_timestamp(&safe_date(y, mo, d), h, mi, sec)
         ),
         // The wall-clock time `ts` in zone `from` as a wall-clock time in zone `to`.

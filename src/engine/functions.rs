@@ -34,7 +34,6 @@ pub use guards::AsNullable;
 pub use spark_casts::{LikeOperands, SparkCasts, cast_array as spark_cast_array, spark_casts};
 mod map_cast;
 mod mask;
-mod monotonic;
 mod murmur;
 mod type_of;
 pub use map_cast::CAST_MAP;
@@ -57,7 +56,6 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(murmur::Murmur3::new()));
     ctx.register_udf(ScalarUDF::from(mask::Mask::new()));
-    ctx.register_udf(ScalarUDF::from(monotonic::MonotonicId::new()));
     ctx.register_udf(ScalarUDF::from(map_cast::CastMap::new()));
     for f in arithmetic::udfs() {
         ctx.register_udf(f);

@@ -41,6 +41,7 @@ pub const SPELLED: &[&str] = &[
     "user",
     "session_user",
     "assert_true",
+    "monotonically_increasing_id",
     "make_timestamp_ntz",
     "try_make_timestamp",
     "convert_timezone",
@@ -667,6 +668,18 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         return Ok(Some(cast));
     }
+    // `CAST(x AS BINARY)`: the engine's planner knows the type only as BYTEA.
+    if let Expr::Cast {
+        data_type: datafusion::sql::sqlparser::ast::DataType::Binary(None),
+        ..
+    } = expr
+    {
+        let mut cast = expr.clone();
+        if let Expr::Cast { data_type, .. } = &mut cast {
+            *data_type = datafusion::sql::sqlparser::ast::DataType::Bytea;
+        }
+        return Ok(Some(cast));
+    }
     if let Expr::Function(f) = expr
         && let Some(g) = listagg(f)?
     {
@@ -1023,10 +1036,20 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         ("current_schema" | "current_database", []) if scalar => quoted(schema),
         // The user tidemark runs as (Databricks: the signed-in user).
         ("current_user" | "user" | "session_user", []) if scalar => quoted(&user_name()),
+        // Spark numbers each partition's rows from partition << 33; here the query's rows are
+        // numbered from 0 in the order they reach the projection: unique and increasing, the
+        // same ids each time a CTE is read, starting again at 0 in each statement.
+        ("monotonically_increasing_id", []) if scalar => {
+            "(CAST(row_number() OVER () AS BIGINT) - 1)".to_string()
+        }
         // NULL when true; otherwise (FALSE or NULL) the query fails, with Spark's message.
         ("assert_true", [c]) if scalar => format!(
             "CASE WHEN coalesce({c}, false) THEN NULL ELSE raise_error({}) END",
-            quoted(&format!("'{}' is not true!", exprs[0]))
+            // Spark prints a binary operation in parentheses: '(1 > 2)' is not true!
+            quoted(&match exprs[0] {
+                Expr::BinaryOp { .. } => format!("'({})' is not true!", exprs[0]),
+                e => format!("'{e}' is not true!"),
+            })
         ),
         ("assert_true", [c, message]) if scalar => {
             format!("CASE WHEN coalesce({c}, false) THEN NULL ELSE raise_error({message}) END")
@@ -1057,7 +1080,8 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
         }
         // NULL for a day that does not exist (DataFusion's is an error).
         ("make_date", [y, m, d]) if scalar => safe_date(y, m, d),
-        // A day, hour, minute or second that does not exist is NULL in both.
+        // A day, hour, minute or second that does not exist is NULL, as in Databricks SQL (a
+        // Databricks Runtime cluster with ANSI on raises DATETIME_FIELD_OUT_OF_BOUNDS).
         ("make_timestamp" | "try_make_timestamp", [y, mo, d, h, mi, sec]) if scalar => {
             // The fields read in the session's zone: as a wall-clock time, then an instant.
             format!(
@@ -2060,4 +2084,68 @@ fn listagg(
     }
     g.args = FunctionArguments::List(args);
     Ok(Some(g))
+}
+
+/// `current_user`, `user` and `session_user` written without parentheses, where no column of
+/// that name exists (Spark resolves a column first, then the function): each unquoted
+/// identifier `name` in `stmt` becomes the user's name, a bare select item named `name()` as
+/// Databricks names it. Only the one at `at` (line, column), where the engine says which it
+/// could not resolve: another may be a column of a table in its own scope. Whether any was
+/// replaced.
+pub fn bare_user_function(
+    stmt: &mut datafusion::sql::sqlparser::ast::Statement,
+    name: &str,
+    at: Option<(u64, u64)>,
+) -> bool {
+    if !matches!(name, "current_user" | "user" | "session_user") {
+        return false;
+    }
+    let is_it = |e: &Expr| {
+        matches!(e, Expr::Identifier(i)
+            if i.quote_style.is_none()
+                && i.value.eq_ignore_ascii_case(name)
+                && at.is_none_or(|(line, column)| i.span.start.line == line && i.span.start.column == column))
+    };
+    struct Items<'a>(&'a dyn Fn(&Expr) -> bool, &'a str);
+    impl VisitorMut for Items<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            fn body(set: &mut SetExpr, items: &Items) {
+                match set {
+                    SetExpr::Select(select) => {
+                        for item in &mut select.projection {
+                            if let SelectItem::UnnamedExpr(e) = item
+                                && (items.0)(e)
+                            {
+                                *item = SelectItem::ExprWithAlias {
+                                    expr: e.clone(),
+                                    alias: datafusion::sql::sqlparser::ast::Ident::with_quote(
+                                        '`',
+                                        format!("{}()", items.1),
+                                    ),
+                                };
+                            }
+                        }
+                    }
+                    SetExpr::SetOperation { left, right, .. } => {
+                        body(left, items);
+                        body(right, items);
+                    }
+                    _ => {}
+                }
+            }
+            body(query.body.as_mut(), self);
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = datafusion::sql::sqlparser::ast::VisitMut::visit(stmt, &mut Items(&is_it, name));
+    let mut any = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(stmt, |e| {
+        if is_it(e) {
+            *e = Expr::value(Value::SingleQuotedString(user_name()));
+            any = true;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    any
 }

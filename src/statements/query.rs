@@ -59,10 +59,14 @@ pub async fn query_dataframe(
 /// Such a statement is planned again with each unnamed cast in a select list named: after its
 /// column, as Spark names it (so `ORDER BY x` orders by the cast, as in Spark), or, where
 /// another item of the list has that name (or a `*` may), as written (`CAST(a AS INT)`).
+///
+/// `current_user` (and `user`, `session_user`) without parentheses is a column where one of that
+/// name exists, else the function, as in Spark. A `*` among a function's arguments
+/// (`hash(*)`, `concat_ws('|', *)`) stands for the columns the function reads.
 async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::LogicalPlan> {
     let state = session.ctx().state();
     let again = stmt.clone();
-    match state
+    let planned = match state
         .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
         .await
     {
@@ -71,12 +75,123 @@ async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::
             if !name_casts(&mut named) {
                 return Err(e.into());
             }
-            Ok(state
+            state
                 .statement_to_plan(DFStatement::Statement(Box::new(named)))
-                .await?)
+                .await?
         }
-        other => Ok(other?),
-    }
+        Err(e) if let Some(name) = missing_user_column(&e.to_string()) => {
+            let mut called = again;
+            let at = e
+                .diagnostic()
+                .and_then(|d| d.span)
+                .map(|span| (span.start.line, span.start.column));
+            if !crate::engine::spark::bare_user_function(&mut called, name, at) {
+                return Err(e.into());
+            }
+            Box::pin(plan(session, called)).await?
+        }
+        other => other?,
+    };
+    Ok(expand_argument_wildcards(planned)?)
+}
+
+/// The function name in "No field named current_user" (or `user`, `session_user`).
+fn missing_user_column(error: &str) -> Option<&'static str> {
+    ["current_user", "session_user", "user"]
+        .into_iter()
+        .find(|name| {
+            error.contains(&format!("No field named {name}."))
+                || error.contains(&format!("No field named {name}"))
+                    && !error.contains(&format!("No field named {name}_"))
+        })
+}
+
+/// Each `*` among a scalar function's arguments replaced by the columns of the node's input
+/// (those of one table for `t.*`); the engine's planner leaves it for the physical planner,
+/// which refuses it ("Physical plan does not support logical expression Wildcard").
+#[allow(deprecated)] // Expr::Wildcard: the planner still makes it for a function's `*`
+fn expand_argument_wildcards(
+    plan: datafusion::logical_expr::LogicalPlan,
+) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::logical_expr::{Expr, LogicalPlan};
+    plan.transform_up(|node| {
+        let [mut input] = node.inputs()[..] else {
+            return Ok(Transformed::no(node));
+        };
+        // The window functions of a select list are computed below it; `*` is the columns
+        // they read (as in Spark), not those they add.
+        while let LogicalPlan::Window(w) = input {
+            input = w.input.as_ref();
+        }
+        let columns: Vec<(Option<datafusion::common::TableReference>, String)> = input
+            .schema()
+            .iter()
+            .map(|(q, f)| (q.cloned(), f.name().clone()))
+            .collect();
+        let is_projection = matches!(node, LogicalPlan::Projection(_));
+        let expanded = node.map_expressions(|top| {
+            let name = top.schema_name().to_string();
+            let new = top.transform_up(|e| match e {
+                Expr::ScalarFunction(mut f)
+                    if f.args.iter().any(|a| matches!(a, Expr::Wildcard { .. })) =>
+                {
+                    let mut args = Vec::with_capacity(f.args.len() + columns.len());
+                    for a in f.args {
+                        match a {
+                            Expr::Wildcard { qualifier, options } => {
+                                if *options != Default::default() {
+                                    return datafusion::common::plan_err!(
+                                        "{}: a * with EXCEPT, REPLACE, ILIKE or RENAME among a \
+                                         function's arguments is not supported; name the columns",
+                                        f.func.name()
+                                    );
+                                }
+                                let before = args.len();
+                                args.extend(
+                                    columns
+                                        .iter()
+                                        .filter(|(q, _)| {
+                                            qualifier.is_none() || q.as_ref() == qualifier.as_ref()
+                                        })
+                                        .map(|(q, n)| {
+                                            Expr::Column(datafusion::common::Column::new(
+                                                q.clone(),
+                                                n,
+                                            ))
+                                        }),
+                                );
+                                if args.len() == before {
+                                    return datafusion::common::plan_err!(
+                                        "{}: no columns for {}.*",
+                                        f.func.name(),
+                                        qualifier.map(|q| q.to_string()).unwrap_or_default()
+                                    );
+                                }
+                            }
+                            other => args.push(other),
+                        }
+                    }
+                    f.args = args;
+                    Ok(Transformed::yes(Expr::ScalarFunction(f)))
+                }
+                other => Ok(Transformed::no(other)),
+            })?;
+            // A projection keeps the column name it had (`hash(*)`), which the nodes above
+            // refer to.
+            Ok(if new.transformed && is_projection {
+                new.update_data(|e| e.alias(name))
+            } else {
+                new
+            })
+        })?;
+        if expanded.transformed {
+            expanded.map_data(|p| p.recompute_schema())
+        } else {
+            Ok(expanded)
+        }
+    })
+    .map(|t| t.data)
 }
 
 /// Name each unnamed cast of the select lists of a query statement (in set operations,

@@ -1,14 +1,19 @@
 //! `mask(str [, upperChar [, lowerChar [, digitChar [, otherChar]]]])`, as Databricks masks:
 //! each upper-case letter becomes `upperChar` ('X'), each lower-case letter `lowerChar` ('x'),
 //! each decimal digit `digitChar` ('n') and any other character `otherChar` (NULL: kept). A
-//! NULL replacement keeps its class of characters as they are. Letters and digits are Java's
-//! (`Character.isUpperCase`, `isLowerCase`, `isDigit`): Unicode's, so `Ä` is upper case.
+//! NULL replacement keeps its class of characters as they are.
+//!
+//! Spark walks the string as Java does, one UTF-16 unit at a time, and classes each unit by its
+//! general category (`Character.getType`): only Lu is upper case, Ll lower case and Nd a digit.
+//! So `Ⓐ` (So), `Ⅻ` (Nl), `ǅ` (Lt) and `ª` (Lo) are other characters, and a character outside
+//! the Basic Multilingual Plane (`😀`, `𝐀`) is two surrogate units, each masked as "other".
+//! The replacements must be constants, as Spark requires.
 
 use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::array::{Array, AsArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result, exec_err};
+use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
@@ -31,6 +36,7 @@ impl Mask {
 
 /// The replacement for each class: upper, lower, digit, other (None keeps the character).
 const DEFAULTS: [Option<char>; 4] = [Some('X'), Some('x'), Some('n'), None];
+const NAMES: [&str; 4] = ["upperChar", "lowerChar", "digitChar", "otherChar"];
 
 impl ScalarUDFImpl for Mask {
     fn name(&self) -> &str {
@@ -43,62 +49,87 @@ impl ScalarUDFImpl for Mask {
         Ok(DataType::Utf8)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let mut with = DEFAULTS;
+        for (k, arg) in args.args[1..].iter().enumerate() {
+            with[k] = match arg {
+                ColumnarValue::Scalar(ScalarValue::Utf8(None)) => None,
+                ColumnarValue::Scalar(ScalarValue::Utf8(Some(s))) => Some(replacement(s, k)?),
+                _ => {
+                    return plan_err!(
+                        "[DATATYPE_MISMATCH.NON_FOLDABLE_INPUT] mask: {} must be a constant \
+                         string (a literal or NULL), not a column or an expression over one",
+                        NAMES[k]
+                    );
+                }
+            };
+        }
         let n = args.number_rows;
-        let arrays: Vec<ArrayRef> = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<Result<_>>()?;
-        let texts = arrays[0].as_string::<i32>();
+        let texts = args.args[0].to_array(n)?;
+        let texts = texts.as_string::<i32>();
         let mut out = StringBuilder::with_capacity(n, texts.value_data().len());
+        let mut masked = String::new();
         for row in 0..n {
             if texts.is_null(row) {
                 out.append_null();
                 continue;
             }
-            let mut with = DEFAULTS;
-            for (k, a) in arrays[1..].iter().enumerate() {
-                let a = a.as_string::<i32>();
-                with[k] = if a.is_null(row) {
-                    None
-                } else {
-                    let mut chars = a.value(row).chars();
-                    match (chars.next(), chars.next()) {
-                        (Some(c), None) => Some(c),
-                        _ => {
-                            return exec_err!(
-                                "mask: the replacement '{}' is not one character",
-                                a.value(row)
-                            );
-                        }
+            masked.clear();
+            for c in texts.value(row).chars() {
+                match with[class(c)] {
+                    None => masked.push(c),
+                    // Outside the BMP: two surrogate units, each replaced.
+                    Some(r) if c.len_utf16() == 2 => {
+                        masked.push(r);
+                        masked.push(r);
                     }
-                };
+                    Some(r) => masked.push(r),
+                }
             }
-            let masked: String = texts
-                .value(row)
-                .chars()
-                .map(|c| {
-                    let class = if c.is_uppercase() {
-                        0
-                    } else if c.is_lowercase() {
-                        1
-                    } else if is_digit(c) {
-                        2
-                    } else {
-                        3
-                    };
-                    with[class].unwrap_or(c)
-                })
-                .collect();
-            out.append_value(masked);
+            out.append_value(&masked);
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
     }
 }
 
-/// Java's `Character.isDigit`: Unicode's decimal digits (general category Nd).
-fn is_digit(c: char) -> bool {
-    static ND: LazyLock<regex::Regex> =
-        LazyLock::new(|| regex::Regex::new(r"^\p{Nd}$").expect("a valid pattern"));
-    c.is_ascii_digit() || (!c.is_ascii() && ND.is_match(c.encode_utf8(&mut [0; 4])))
+/// A replacement string's character: it must be one character, and (as Spark takes its first
+/// UTF-16 unit) one inside the Basic Multilingual Plane.
+fn replacement(s: &str, k: usize) -> Result<char> {
+    let mut chars = s.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if c.len_utf16() == 1 => Ok(c),
+        (Some(_), None) => exec_err!(
+            "mask: the {} '{s}' is outside the Basic Multilingual Plane; Databricks would \
+             write half of it (one UTF-16 unit), so use a character up to U+FFFF",
+            NAMES[k]
+        ),
+        _ => exec_err!(
+            "[DATATYPE_MISMATCH.INPUT_SIZE_NOT_ONE] mask: the {} '{s}' is not one character",
+            NAMES[k]
+        ),
+    }
+}
+
+/// Java's `Character.getType` class of a character: 0 upper (Lu), 1 lower (Ll), 2 decimal digit
+/// (Nd), 3 anything else, including every character outside the BMP (surrogate units in Java).
+fn class(c: char) -> usize {
+    static CATEGORIES: LazyLock<[regex::Regex; 3]> = LazyLock::new(|| {
+        [r"^\p{Lu}$", r"^\p{Ll}$", r"^\p{Nd}$"].map(|p| regex::Regex::new(p).expect("valid"))
+    });
+    if c.is_ascii() {
+        return match c {
+            'A'..='Z' => 0,
+            'a'..='z' => 1,
+            '0'..='9' => 2,
+            _ => 3,
+        };
+    }
+    if c.len_utf16() == 2 {
+        return 3;
+    }
+    let mut buf = [0; 4];
+    let text = c.encode_utf8(&mut buf);
+    CATEGORIES
+        .iter()
+        .position(|re| re.is_match(text))
+        .unwrap_or(3)
 }

@@ -4,7 +4,8 @@
 //! TINYINT or BOOLEAN as a 4-byte int, a BIGINT or TIMESTAMP as an 8-byte long, a FLOAT or
 //! DOUBLE by its bits (-0.0 as 0.0), a DECIMAL of up to 18 digits as its unscaled long (a wider
 //! one by its unscaled value's two's-complement bytes), text and binary by their bytes, and an
-//! ARRAY, MAP or STRUCT element by element; a NULL leaves the hash as it was.
+//! ARRAY or STRUCT element by element; a NULL leaves the hash as it was. A MAP is refused, as
+//! Databricks refuses it.
 
 use std::sync::Arc;
 
@@ -12,10 +13,11 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Int32Array, as_largestring_array, as_string_array,
 };
 use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
-    Int64Type, TimeUnit, TimestampMicrosecondType,
+    DataType, Date32Type, Decimal128Type, FieldRef, Float32Type, Float64Type, Int8Type, Int16Type,
+    Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
 };
-use datafusion::common::{Result, exec_err};
+use datafusion::common::{Result, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
@@ -43,7 +45,14 @@ impl ScalarUDFImpl for Murmur3 {
     fn signature(&self) -> &Signature {
         &self.signature
     }
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        if args.iter().any(has_map) {
+            return plan_err!(
+                "[DATATYPE_MISMATCH.HASH_MAP_TYPE] hash: an argument is or holds a MAP, and \
+                 Databricks refuses to hash maps (equal maps may hash differently); hash \
+                 map_entries(m) or sorted keys and values instead"
+            );
+        }
         Ok(DataType::Int32)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -60,11 +69,46 @@ impl ScalarUDFImpl for Murmur3 {
     }
 }
 
-/// A dictionary-encoded column (delta-rs' partition columns) as its plain values.
+/// Whether a value of type `t` is or holds a MAP.
+fn has_map(t: &DataType) -> bool {
+    match t {
+        DataType::Map(_, _) => true,
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            has_map(f.data_type())
+        }
+        DataType::Struct(fields) => fields.iter().any(|f| has_map(f.data_type())),
+        DataType::Dictionary(_, v) => has_map(v),
+        _ => false,
+    }
+}
+
+/// `t` with every dictionary encoding replaced by its value type, at any depth.
+fn without_dictionaries(t: &DataType) -> DataType {
+    let field = |f: &FieldRef| {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(without_dictionaries(f.data_type())),
+        )
+    };
+    match t {
+        DataType::Dictionary(_, v) => without_dictionaries(v),
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(field).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A column with its dictionary-encoded parts (delta-rs' partition columns, at any depth) as
+/// plain values: decoded once per batch, not once per row.
 fn plain(array: ArrayRef) -> Result<ArrayRef> {
-    Ok(match array.data_type() {
-        DataType::Dictionary(_, v) => datafusion::arrow::compute::cast(&array, v)?,
-        _ => array,
+    let target = without_dictionaries(array.data_type());
+    Ok(if &target == array.data_type() {
+        array
+    } else {
+        datafusion::arrow::compute::cast(&array, &target)?
     })
 }
 
@@ -81,10 +125,24 @@ fn hash_at(array: &dyn Array, i: usize, seed: u32) -> Result<u32> {
         DataType::Int32 => hash_int(array.as_primitive::<Int32Type>().value(i) as u32, seed),
         DataType::Date32 => hash_int(array.as_primitive::<Date32Type>().value(i) as u32, seed),
         DataType::Int64 => hash_long(array.as_primitive::<Int64Type>().value(i) as u64, seed),
-        DataType::Timestamp(TimeUnit::Microsecond, _) => hash_long(
-            array.as_primitive::<TimestampMicrosecondType>().value(i) as u64,
-            seed,
-        ),
+        // Spark's timestamps are microseconds; other units are hashed as their microsecond
+        // (`now()` is nanoseconds here).
+        DataType::Timestamp(unit, _) => {
+            let micros = match unit {
+                TimeUnit::Second => {
+                    array.as_primitive::<TimestampSecondType>().value(i) * 1_000_000
+                }
+                TimeUnit::Millisecond => {
+                    array.as_primitive::<TimestampMillisecondType>().value(i) * 1_000
+                }
+                TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().value(i),
+                TimeUnit::Nanosecond => array
+                    .as_primitive::<TimestampNanosecondType>()
+                    .value(i)
+                    .div_euclid(1_000),
+            };
+            hash_long(micros as u64, seed)
+        }
         DataType::Float32 => {
             let f = array.as_primitive::<Float32Type>().value(i);
             // Java's floatToIntBits: one NaN, and -0.0 hashed as 0.0.
@@ -130,26 +188,9 @@ fn hash_at(array: &dyn Array, i: usize, seed: u32) -> Result<u32> {
         DataType::Struct(_) => {
             let mut h = seed;
             for field in array.as_struct().columns() {
-                h = hash_at(plain(field.clone())?.as_ref(), i, h)?;
+                h = hash_at(field.as_ref(), i, h)?;
             }
             h
-        }
-        DataType::Map(_, _) => {
-            let entries = array.as_map().value(i);
-            let (keys, values) = (
-                plain(entries.column(0).clone())?,
-                plain(entries.column(1).clone())?,
-            );
-            let mut h = seed;
-            for j in 0..entries.len() {
-                h = hash_at(keys.as_ref(), j, h)?;
-                h = hash_at(values.as_ref(), j, h)?;
-            }
-            h
-        }
-        DataType::Dictionary(_, _) => {
-            let values = plain(array.slice(i, 1))?;
-            hash_at(values.as_ref(), 0, seed)?
         }
         other => {
             return exec_err!(
@@ -161,10 +202,9 @@ fn hash_at(array: &dyn Array, i: usize, seed: u32) -> Result<u32> {
 }
 
 fn elements(values: &dyn Array, seed: u32) -> Result<u32> {
-    let values = plain(datafusion::arrow::array::make_array(values.to_data()))?;
     let mut h = seed;
     for j in 0..values.len() {
-        h = hash_at(values.as_ref(), j, h)?;
+        h = hash_at(values, j, h)?;
     }
     Ok(h)
 }

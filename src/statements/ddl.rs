@@ -1122,41 +1122,6 @@ fn as_declared(df: DataFrame, table: &TableName, columns: &[ColumnDef]) -> Resul
     Ok(df.select(exprs)?)
 }
 
-/// `df` with each column cast to the type its rows have. A plan's schema is read before types
-/// are coerced, and DataFusion types a UNION (or a CASE) by its first branch until coercion
-/// widens it: `SELECT int_col UNION ALL SELECT bigint_col` said INT while its rows were
-/// BIGINTs, and a table made from it recorded an INT column over BIGINT files (unreadable).
-fn as_coerced(df: DataFrame) -> Result<DataFrame> {
-    let analyzed = df.clone().into_optimized_plan()?;
-    let coerced = analyzed.schema();
-    if df.schema().fields().len() != coerced.fields().len()
-        || df
-            .schema()
-            .fields()
-            .iter()
-            .zip(coerced.fields())
-            .all(|(a, b)| a.data_type() == b.data_type())
-    {
-        return Ok(df);
-    }
-    let exprs: Vec<datafusion::prelude::Expr> = df
-        .schema()
-        .iter()
-        .zip(coerced.fields())
-        .map(|((qualifier, field), to)| {
-            let column = datafusion::prelude::Expr::Column(datafusion::common::Column::from((
-                qualifier, field,
-            )));
-            if field.data_type() == to.data_type() {
-                column
-            } else {
-                datafusion::prelude::cast(column, to.data_type().clone()).alias(field.name())
-            }
-        })
-        .collect();
-    Ok(df.select(exprs)?)
-}
-
 /// Every column of `df` nullable ([`crate::engine::functions::AsNullable`]): a table made from
 /// a query has no NOT NULL columns, as Delta makes it.
 fn as_nullable(df: DataFrame) -> Result<DataFrame> {
@@ -1194,7 +1159,6 @@ async fn create_table_as(
     comment: Option<String>,
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
-    let df = as_coerced(df)?;
     let df = as_declared(df, table, &columns)?;
     let df = crate::engine::progress::counted_rows(df)?;
     let df = as_nullable(normalize_for_storage(df)?)?;

@@ -92,7 +92,100 @@ async fn plan(session: &Session, stmt: Sql) -> Result<datafusion::logical_expr::
         }
         other => other?,
     };
-    Ok(expand_argument_wildcards(planned)?)
+    let planned = expand_argument_wildcards(planned)?;
+    refuse_binary_listagg(&planned)?;
+    Ok(as_coerced(&state, planned)?)
+}
+
+/// A query's plan with each column cast to the type its rows will have. Until the analyzer
+/// coerces types, a UNION or CASE is typed by its first branch, so whatever reads the schema
+/// (a CTAS's Delta schema, DESCRIBE of a query or a view) saw INT where the rows were BIGINT
+/// (a CTAS recorded an INT column over BIGINT files: unreadable). The plan itself stays
+/// unanalyzed: tidemark's own analyzer rules (session zone, wall clocks) must run once.
+fn as_coerced(
+    state: &datafusion::execution::SessionState,
+    plan: datafusion::logical_expr::LogicalPlan,
+) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
+    use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast};
+    if !matches!(
+        plan,
+        LogicalPlan::Projection(_)
+            | LogicalPlan::Union(_)
+            | LogicalPlan::Sort(_)
+            | LogicalPlan::Limit(_)
+            | LogicalPlan::Distinct(_)
+            | LogicalPlan::Aggregate(_)
+            | LogicalPlan::Filter(_)
+            | LogicalPlan::SubqueryAlias(_)
+    ) {
+        return Ok(plan);
+    }
+    let analyzed =
+        state
+            .analyzer()
+            .execute_and_check(plan.clone(), state.config_options(), |_, _| {})?;
+    let (before, after) = (plan.schema(), analyzed.schema());
+    if before.fields().len() != after.fields().len()
+        || before
+            .fields()
+            .iter()
+            .zip(after.fields())
+            .all(|(a, b)| a.data_type() == b.data_type())
+    {
+        return Ok(plan);
+    }
+    let exprs: Vec<Expr> = before
+        .iter()
+        .zip(after.fields())
+        .map(|((qualifier, field), to)| {
+            let column = Expr::Column(datafusion::common::Column::from((qualifier, field)));
+            if field.data_type() == to.data_type() {
+                column
+            } else {
+                cast(column, to.data_type().clone())
+                    .alias_qualified(qualifier.cloned(), field.name())
+            }
+        })
+        .collect();
+    LogicalPlanBuilder::from(plan).project(exprs)?.build()
+}
+
+/// `listagg`/`string_agg` of BINARY values is BINARY in Databricks; the engine's string_agg
+/// would give a STRING (or fail on bytes that are not UTF-8), so it is refused by name.
+fn refuse_binary_listagg(plan: &datafusion::logical_expr::LogicalPlan) -> Result<()> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::{Expr, ExprSchemable};
+    let mut refused = None;
+    plan.apply(|node| {
+        let [input] = node.inputs()[..] else {
+            return Ok(TreeNodeRecursion::Continue);
+        };
+        node.apply_expressions(|top| {
+            top.apply(|e| {
+                if let Expr::AggregateFunction(f) = e
+                    && f.func.name() == "string_agg"
+                    && let Some(arg) = f.params.args.first()
+                    && let Ok(t) = arg.get_type(input.schema())
+                    && matches!(
+                        t,
+                        datafusion::arrow::datatypes::DataType::Binary
+                            | datafusion::arrow::datatypes::DataType::LargeBinary
+                            | datafusion::arrow::datatypes::DataType::BinaryView
+                    )
+                {
+                    refused = Some(crate::error::Error::class(
+                        "DATATYPE_MISMATCH",
+                        "listagg/string_agg of BINARY values is not supported: Databricks \
+                         gives BINARY, which this engine's string_agg cannot build; write \
+                         unhex(listagg(hex(x))) for the bytes, or cast x to STRING",
+                    ));
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    refused.map_or(Ok(()), Err)
 }
 
 /// The function name in "No field named current_user" (or `user`, `session_user`).

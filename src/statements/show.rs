@@ -260,9 +260,7 @@ pub async fn describe_query(
     query: datafusion::sql::sqlparser::ast::Query,
 ) -> Result<Output> {
     let (df, _bound) = super::query::query_dataframe(session, query).await?;
-    // The types after coercion (a UNION is typed by its first branch until then).
-    let plan = df.into_optimized_plan()?;
-    let rows = field_rows(plan.schema().fields());
+    let rows = field_rows(df.schema().fields());
     column_rows(&rows, rows.len())
 }
 

@@ -35,6 +35,8 @@ pub use spark_casts::{LikeOperands, SparkCasts, cast_array as spark_cast_array, 
 mod map_cast;
 mod mask;
 mod murmur;
+mod number_format;
+pub use number_format::{TO_CHAR_NUMBER, is_number_format};
 mod type_of;
 pub use map_cast::CAST_MAP;
 
@@ -56,6 +58,9 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(murmur::Murmur3::new()));
     ctx.register_udf(ScalarUDF::from(mask::Mask::new()));
+    for f in number_format::NumberFormat::udfs() {
+        ctx.register_udf(f);
+    }
     ctx.register_udf(ScalarUDF::from(map_cast::CastMap::new()));
     for f in arithmetic::udfs() {
         ctx.register_udf(f);

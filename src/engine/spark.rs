@@ -42,6 +42,8 @@ pub const SPELLED: &[&str] = &[
     "session_user",
     "assert_true",
     "monotonically_increasing_id",
+    "to_char",
+    "to_varchar",
     "make_timestamp_ntz",
     "try_make_timestamp",
     "convert_timezone",
@@ -224,7 +226,10 @@ impl VisitorMut for SparkSpellings<'_> {
         if !self.named_elsewhere.contains(&address(query)) {
             name_values_columns(query.body.as_mut(), &mut self.inline_tables);
         }
-        if let Err(e) = group_by_modifiers(query.body.as_mut()).and_then(|()| order_by_all(query)) {
+        if let Err(e) = monotonic_ids_where_numbered(query)
+            .and_then(|()| group_by_modifiers(query.body.as_mut()))
+            .and_then(|()| order_by_all(query))
+        {
             self.error = Some(e);
             return ControlFlow::Break(());
         }
@@ -641,6 +646,62 @@ fn order_by_all(query: &mut Query) -> Result<()> {
         })
         .collect();
     order_by.kind = OrderByKind::Expressions(by);
+    Ok(())
+}
+
+/// `monotonically_increasing_id()` is the row's number in its select list (row_number() over
+/// the query's rows), so it is refused where that would not be Spark's id: outside a select
+/// list (WHERE, GROUP BY, HAVING, VALUES), and in a CTE read more than once (each read numbers
+/// its rows again, in the order they arrive: a self-join would pair other rows).
+fn monotonic_ids_where_numbered(query: &Query) -> Result<()> {
+    const NAME: &str = "monotonically_increasing_id";
+    let calls = |text: String| text.to_lowercase().contains(NAME);
+    let refuse = |where_: &str| {
+        Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "{NAME}() {where_} is not supported: here it numbers the rows of a select list; \
+                 compute it in a select list and save the result first (CREATE TABLE ... AS)"
+            ),
+        ))
+    };
+    if let Some(with) = &query.with {
+        for cte in &with.cte_tables {
+            if !calls(cte.query.to_string()) {
+                continue;
+            }
+            let alias = cte.alias.name.value.to_lowercase();
+            let mut reads = 0;
+            let _ = datafusion::sql::sqlparser::ast::visit_relations(query, |name| {
+                if name.0.len() == 1 && name.to_string().trim_matches('`').to_lowercase() == alias {
+                    reads += 1;
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            if reads > 1 {
+                return refuse(&format!("in the CTE {alias}, read {reads} times,"));
+            }
+        }
+    }
+    match query.body.as_ref() {
+        SetExpr::Select(select) => {
+            if select
+                .selection
+                .as_ref()
+                .is_some_and(|e| calls(e.to_string()))
+            {
+                return refuse("in WHERE");
+            }
+            if select.having.as_ref().is_some_and(|e| calls(e.to_string())) {
+                return refuse("in HAVING");
+            }
+            if calls(select.group_by.to_string()) {
+                return refuse("in GROUP BY");
+            }
+        }
+        SetExpr::Values(values) if calls(values.to_string()) => return refuse("in VALUES"),
+        _ => {}
+    }
     Ok(())
 }
 
@@ -1076,6 +1137,25 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                     "map_from_entries(transform({entries}, {e} -> named_struct('key', coalesce({body}, raise_error('[NULL_MAP_KEY] transform_keys(): the function gave a NULL key; a map key cannot be NULL')), 'value', {value})))"
                 ),
                 _ => format!("map_from_entries(filter({entries}, {e} -> {body}))"),
+            }
+        }
+        // to_char/to_varchar: a number format ('999.99'), a datetime pattern (date_format's),
+        // or 'base64', 'hex', 'utf-8' for bytes. (The engine's own to_char takes chrono's
+        // patterns: 'yyyy' was printed as written.)
+        ("to_char" | "to_varchar", [x, f]) if scalar => {
+            let Some(format) = string_literal(exprs[1]) else {
+                return Err(Error::Invalid(format!(
+                    "{name}: the format must be a string literal such as '999.99' or 'yyyy-MM-dd'"
+                )));
+            };
+            match format.to_lowercase().as_str() {
+                "base64" => format!("base64({x})"),
+                "hex" => format!("hex({x})"),
+                "utf-8" | "utf8" => format!("CAST({x} AS STRING)"),
+                _ if super::functions::is_number_format(&format) => {
+                    format!("{}({x}, {f})", super::functions::TO_CHAR_NUMBER)
+                }
+                _ => format!("date_format({x}, {f})"),
             }
         }
         // NULL for a day that does not exist (DataFusion's is an error).
@@ -2088,15 +2168,20 @@ fn listagg(
 
 /// `current_user`, `user` and `session_user` written without parentheses, where no column of
 /// that name exists (Spark resolves a column first, then the function): each unquoted
-/// identifier `name` in `stmt` becomes the user's name, a bare select item named `name()` as
-/// Databricks names it. Only the one at `at` (line, column), where the engine says which it
-/// could not resolve: another may be a column of a table in its own scope. Whether any was
-/// replaced.
+/// identifier `name` in `stmt` becomes the user's name, a bare select item named `name()`
+/// (Databricks names all three `current_user()`, and may give two columns one name). Only the one at `at` (line, column), where the
+/// engine says which it could not resolve (none without it): another may be a column of a
+/// table in its own scope. Whether any was replaced.
 pub fn bare_user_function(
     stmt: &mut datafusion::sql::sqlparser::ast::Statement,
     name: &str,
     at: Option<(u64, u64)>,
 ) -> bool {
+    // Without the engine's pointer (GROUP BY, ORDER BY, HAVING) the identifier it could not
+    // resolve is unknown, and another of that name may be a column in its own scope.
+    let Some((line, column)) = at else {
+        return false;
+    };
     if !matches!(name, "current_user" | "user" | "session_user") {
         return false;
     }
@@ -2104,7 +2189,8 @@ pub fn bare_user_function(
         matches!(e, Expr::Identifier(i)
             if i.quote_style.is_none()
                 && i.value.eq_ignore_ascii_case(name)
-                && at.is_none_or(|(line, column)| i.span.start.line == line && i.span.start.column == column))
+                && i.span.start.line == line
+                && i.span.start.column == column)
     };
     struct Items<'a>(&'a dyn Fn(&Expr) -> bool, &'a str);
     impl VisitorMut for Items<'_> {

@@ -154,17 +154,29 @@ fn as_coerced(
 /// would give a STRING (or fail on bytes that are not UTF-8), so it is refused by name.
 fn refuse_binary_listagg(plan: &datafusion::logical_expr::LogicalPlan) -> Result<()> {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::expr::WindowFunctionDefinition;
     use datafusion::logical_expr::{Expr, ExprSchemable};
     let mut refused = None;
-    plan.apply(|node| {
+    plan.apply_with_subqueries(|node| {
         let [input] = node.inputs()[..] else {
             return Ok(TreeNodeRecursion::Continue);
         };
         node.apply_expressions(|top| {
             top.apply(|e| {
-                if let Expr::AggregateFunction(f) = e
-                    && f.func.name() == "string_agg"
-                    && let Some(arg) = f.params.args.first()
+                // As an aggregate or over a window.
+                let arg = match e {
+                    Expr::AggregateFunction(f) if f.func.name() == "string_agg" => {
+                        f.params.args.first()
+                    }
+                    Expr::WindowFunction(w) => match &w.fun {
+                        WindowFunctionDefinition::AggregateUDF(f) if f.name() == "string_agg" => {
+                            w.params.args.first()
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(arg) = arg
                     && let Ok(t) = arg.get_type(input.schema())
                     && matches!(
                         t,
@@ -199,68 +211,85 @@ fn missing_user_column(error: &str) -> Option<&'static str> {
         })
 }
 
-/// Each `*` among a scalar function's arguments replaced by the columns of the node's input
-/// (those of one table for `t.*`); the engine's planner leaves it for the physical planner,
-/// which refuses it ("Physical plan does not support logical expression Wildcard").
+/// Each `*` among a scalar function's arguments replaced by the columns a `SELECT *` of the
+/// same place would give (a USING join's column once; `t.*` one table's; EXCEPT applied): the
+/// engine's planner leaves it for the physical planner, which refuses it ("Physical plan does
+/// not support logical expression Wildcard"). Under GROUP BY it is refused by name.
 #[allow(deprecated)] // Expr::Wildcard: the planner still makes it for a function's `*`
 fn expand_argument_wildcards(
     plan: datafusion::logical_expr::LogicalPlan,
 ) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
-    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::utils::{expand_qualified_wildcard, expand_wildcard};
     use datafusion::logical_expr::{Expr, LogicalPlan};
-    plan.transform_up(|node| {
-        let [mut input] = node.inputs()[..] else {
+    fn has_argument_wildcard(node: &LogicalPlan) -> bool {
+        let mut found = false;
+        let _ = node.apply_expressions(|top| {
+            top.apply(|e| {
+                if let Expr::ScalarFunction(f) = e
+                    && f.args.iter().any(|a| matches!(a, Expr::Wildcard { .. }))
+                {
+                    found = true;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        });
+        found
+    }
+    plan.transform_up_with_subqueries(|node| {
+        if !has_argument_wildcard(&node) {
+            return Ok(Transformed::no(node));
+        }
+        let [mut source] = node.inputs()[..] else {
             return Ok(Transformed::no(node));
         };
-        // The window functions of a select list are computed below it; `*` is the columns
-        // they read (as in Spark), not those they add.
-        while let LogicalPlan::Window(w) = input {
-            input = w.input.as_ref();
+        // The window functions of a select list (and QUALIFY's filter over them) are computed
+        // below it; `*` is the columns they read, as in Spark, not those they add.
+        while let LogicalPlan::Window(datafusion::logical_expr::Window { input, .. })
+        | LogicalPlan::Filter(datafusion::logical_expr::Filter { input, .. }) = source
+        {
+            source = input.as_ref();
         }
-        let columns: Vec<(Option<datafusion::common::TableReference>, String)> = input
-            .schema()
-            .iter()
-            .map(|(q, f)| (q.cloned(), f.name().clone()))
-            .collect();
-        let is_projection = matches!(node, LogicalPlan::Projection(_));
+        let source = source.clone();
+        let source = &source;
+        if matches!(source, LogicalPlan::Aggregate(_)) {
+            return datafusion::common::plan_err!(
+                "a * among a function's arguments (hash(*), concat_ws(',', *)) in a query with \
+                 GROUP BY or aggregates is not supported: name the columns"
+            );
+        }
+        let keeps_names = matches!(
+            node,
+            LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
+        );
         let expanded = node.map_expressions(|top| {
             let name = top.schema_name().to_string();
             let new = top.transform_up(|e| match e {
                 Expr::ScalarFunction(mut f)
                     if f.args.iter().any(|a| matches!(a, Expr::Wildcard { .. })) =>
                 {
-                    let mut args = Vec::with_capacity(f.args.len() + columns.len());
+                    let mut args = Vec::with_capacity(f.args.len());
                     for a in f.args {
                         match a {
                             Expr::Wildcard { qualifier, options } => {
-                                if *options != Default::default() {
+                                let columns = match &qualifier {
+                                    None => {
+                                        expand_wildcard(source.schema(), source, Some(&options))?
+                                    }
+                                    Some(q) => expand_qualified_wildcard(
+                                        q,
+                                        source.schema(),
+                                        Some(&options),
+                                    )?,
+                                };
+                                if columns.is_empty() {
                                     return datafusion::common::plan_err!(
-                                        "{}: a * with EXCEPT, REPLACE, ILIKE or RENAME among a \
-                                         function's arguments is not supported; name the columns",
+                                        "{}: the * among its arguments stands for no columns",
                                         f.func.name()
                                     );
                                 }
-                                let before = args.len();
-                                args.extend(
-                                    columns
-                                        .iter()
-                                        .filter(|(q, _)| {
-                                            qualifier.is_none() || q.as_ref() == qualifier.as_ref()
-                                        })
-                                        .map(|(q, n)| {
-                                            Expr::Column(datafusion::common::Column::new(
-                                                q.clone(),
-                                                n,
-                                            ))
-                                        }),
-                                );
-                                if args.len() == before {
-                                    return datafusion::common::plan_err!(
-                                        "{}: no columns for {}.*",
-                                        f.func.name(),
-                                        qualifier.map(|q| q.to_string()).unwrap_or_default()
-                                    );
-                                }
+                                args.extend(columns);
                             }
                             other => args.push(other),
                         }
@@ -270,9 +299,9 @@ fn expand_argument_wildcards(
                 }
                 other => Ok(Transformed::no(other)),
             })?;
-            // A projection keeps the column name it had (`hash(*)`), which the nodes above
+            // The node keeps the column name it had (`hash(*)`), which the nodes above it
             // refer to.
-            Ok(if new.transformed && is_projection {
+            Ok(if new.transformed && keeps_names {
                 new.update_data(|e| e.alias(name))
             } else {
                 new

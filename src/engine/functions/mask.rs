@@ -12,10 +12,10 @@
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{Array, AsArray, StringBuilder};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -25,11 +25,8 @@ pub(super) struct Mask {
 
 impl Mask {
     pub(super) fn new() -> Self {
-        let forms = (1..=5)
-            .map(|n| TypeSignature::Exact(vec![DataType::Utf8; n]))
-            .collect();
         Mask {
-            signature: Signature::one_of(forms, Volatility::Immutable),
+            signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
@@ -48,19 +45,49 @@ impl ScalarUDFImpl for Mask {
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Utf8)
     }
+    /// Text, and a NULL replacement left a NULL literal (a cast of it would read as an
+    /// expression, not a constant).
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        if args.is_empty() || args.len() > 5 {
+            return plan_err!(
+                "mask takes 1 to 5 arguments: mask(str [, upperChar, lowerChar, digitChar, \
+                 otherChar]), not {}",
+                args.len()
+            );
+        }
+        Ok(args
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                if k > 0 && t == &DataType::Null {
+                    DataType::Null
+                } else {
+                    DataType::Utf8
+                }
+            })
+            .collect())
+    }
+    /// The replacements are checked as the query is planned, as Spark checks them: constants
+    /// (a column is refused even when no row reaches the call).
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        for (k, arg) in args.scalar_arguments.iter().enumerate().skip(1) {
+            match arg {
+                None => return non_foldable(k - 1),
+                Some(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s))) => {
+                    replacement(s, k - 1)?;
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(Arc::new(Field::new(self.name(), DataType::Utf8, true)))
+    }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let mut with = DEFAULTS;
         for (k, arg) in args.args[1..].iter().enumerate() {
             with[k] = match arg {
-                ColumnarValue::Scalar(ScalarValue::Utf8(None)) => None,
+                ColumnarValue::Scalar(ScalarValue::Utf8(None) | ScalarValue::Null) => None,
                 ColumnarValue::Scalar(ScalarValue::Utf8(Some(s))) => Some(replacement(s, k)?),
-                _ => {
-                    return plan_err!(
-                        "[DATATYPE_MISMATCH.NON_FOLDABLE_INPUT] mask: {} must be a constant \
-                         string (a literal or NULL), not a column or an expression over one",
-                        NAMES[k]
-                    );
-                }
+                _ => return non_foldable(k),
             };
         }
         let n = args.number_rows;
@@ -89,6 +116,14 @@ impl ScalarUDFImpl for Mask {
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
     }
+}
+
+fn non_foldable<T>(k: usize) -> Result<T> {
+    plan_err!(
+        "[DATATYPE_MISMATCH.NON_FOLDABLE_INPUT] mask: {} must be a constant string (a literal \
+         or NULL), not a column or an expression over one",
+        NAMES[k]
+    )
 }
 
 /// A replacement string's character: it must be one character, and (as Spark takes its first

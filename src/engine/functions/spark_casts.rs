@@ -357,6 +357,29 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
             to,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
         );
+        // Databricks (ANSI) casts only text and bytes to BINARY; the engine's cast of a number
+        // gave its little-endian bytes.
+        if matches!(
+            to,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+        ) && !matches!(
+            from,
+            DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Binary
+                | DataType::LargeBinary
+                | DataType::BinaryView
+                | DataType::FixedSizeBinary(_)
+                | DataType::Null
+        ) && !matches!(&from, DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::Binary))
+        {
+            return datafusion::common::plan_err!(
+                "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to BINARY: only \
+                 STRING and BINARY values cast to BINARY",
+                crate::engine::types::type_name(&from)
+            );
+        }
         let rewritten = match (&from, &to) {
             (t, _) if text && spark_text(t) => {
                 let t = ArrayFunction::call(SPARK_TEXT, DataType::Utf8, text_of, inner.clone());

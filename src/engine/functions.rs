@@ -32,6 +32,7 @@ mod guards;
 mod spark_casts;
 pub use guards::AsNullable;
 pub use spark_casts::{LikeOperands, SparkCasts, cast_array as spark_cast_array, spark_casts};
+mod array_insert;
 mod map_cast;
 mod mask;
 mod murmur;
@@ -58,6 +59,7 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(murmur::Murmur3::new()));
     ctx.register_udf(ScalarUDF::from(mask::Mask::new()));
+    ctx.register_udf(ScalarUDF::from(array_insert::ArrayInsert::new()));
     for f in number_format::NumberFormat::udfs() {
         ctx.register_udf(f);
     }

@@ -37,7 +37,6 @@ mod map_cast;
 mod mask;
 mod murmur;
 mod number_format;
-pub use number_format::{TO_CHAR_NUMBER, is_number_format};
 mod type_of;
 pub use map_cast::CAST_MAP;
 
@@ -54,13 +53,57 @@ fn each_array(
     })
 }
 
+/// A function that takes BINARY but fails on the view type the Parquet reader gives a stored
+/// BINARY column (`hex(b)`: "hex got an unexpected argument type: BinaryView"): its BINARY
+/// argument given as plain BINARY, a number as a BIGINT.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PlainBinary {
+    inner: Arc<ScalarUDF>,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for PlainBinary {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
+        Ok(args
+            .iter()
+            .map(|t| match t {
+                DataType::BinaryView => DataType::Binary,
+                t if t.is_numeric() => DataType::Int64,
+                t => t.clone(),
+            })
+            .collect())
+    }
+    fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
+        self.inner.return_type(args)
+    }
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        self.inner.invoke_with_args(args)
+    }
+}
+
 /// Register tidemark's functions on a session context.
 pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(type_of::TypeOf::new()));
     ctx.register_udf(ScalarUDF::from(murmur::Murmur3::new()));
     ctx.register_udf(ScalarUDF::from(mask::Mask::new()));
     ctx.register_udf(ScalarUDF::from(array_insert::ArrayInsert::new()));
-    for f in number_format::NumberFormat::udfs() {
+    if let Ok(hex) = datafusion::execution::FunctionRegistry::udf(ctx, "hex") {
+        ctx.register_udf(ScalarUDF::from(PlainBinary {
+            inner: hex,
+            signature: Signature::user_defined(Volatility::Immutable),
+        }));
+    }
+    ctx.register_udf(ScalarUDF::from(number_format::ToChar::new()));
+    for f in number_format::ToNumber::udfs() {
         ctx.register_udf(f);
     }
     ctx.register_udf(ScalarUDF::from(map_cast::CastMap::new()));

@@ -42,8 +42,6 @@ pub const SPELLED: &[&str] = &[
     "session_user",
     "assert_true",
     "monotonically_increasing_id",
-    "to_char",
-    "to_varchar",
     "make_timestamp_ntz",
     "try_make_timestamp",
     "convert_timezone",
@@ -655,7 +653,30 @@ fn order_by_all(query: &mut Query) -> Result<()> {
 /// its rows again, in the order they arrive: a self-join would pair other rows).
 fn monotonic_ids_where_numbered(query: &Query) -> Result<()> {
     const NAME: &str = "monotonically_increasing_id";
-    let calls = |text: String| text.to_lowercase().contains(NAME);
+    fn calls<T: datafusion::sql::sqlparser::ast::Visit>(node: &T) -> bool {
+        datafusion::sql::sqlparser::ast::visit_expressions(node, |e| match e {
+            Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case(NAME) => {
+                ControlFlow::Break(())
+            }
+            _ => ControlFlow::Continue(()),
+        })
+        .is_break()
+    }
+    fn reads<T: datafusion::sql::sqlparser::ast::Visit>(node: &T, alias: &str) -> usize {
+        let mut n = 0;
+        let _ = datafusion::sql::sqlparser::ast::visit_relations(node, |name| {
+            if name.0.len() == 1
+                && name
+                    .to_string()
+                    .trim_matches('`')
+                    .eq_ignore_ascii_case(alias)
+            {
+                n += 1;
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        n
+    }
     let refuse = |where_: &str| {
         Err(Error::class(
             "UNSUPPORTED_FEATURE",
@@ -666,40 +687,40 @@ fn monotonic_ids_where_numbered(query: &Query) -> Result<()> {
         ))
     };
     if let Some(with) = &query.with {
+        // A CTE numbers rows when it calls the function or reads a CTE that does.
+        let mut numbering: Vec<String> = vec![];
         for cte in &with.cte_tables {
-            if !calls(cte.query.to_string()) {
-                continue;
+            if calls(&cte.query) || numbering.iter().any(|a| reads(&cte.query, a) > 0) {
+                numbering.push(cte.alias.name.value.clone());
             }
-            let alias = cte.alias.name.value.to_lowercase();
-            let mut reads = 0;
-            let _ = datafusion::sql::sqlparser::ast::visit_relations(query, |name| {
-                if name.0.len() == 1 && name.to_string().trim_matches('`').to_lowercase() == alias {
-                    reads += 1;
-                }
-                ControlFlow::<()>::Continue(())
-            });
-            if reads > 1 {
-                return refuse(&format!("in the CTE {alias}, read {reads} times,"));
+        }
+        for alias in &numbering {
+            let n = reads(query, alias);
+            if n > 1 {
+                return refuse(&format!("in the CTE {alias}, read {n} times,"));
             }
         }
     }
     match query.body.as_ref() {
         SetExpr::Select(select) => {
-            if select
-                .selection
-                .as_ref()
-                .is_some_and(|e| calls(e.to_string()))
-            {
+            if select.selection.as_ref().is_some_and(calls) {
                 return refuse("in WHERE");
             }
-            if select.having.as_ref().is_some_and(|e| calls(e.to_string())) {
+            if select.having.as_ref().is_some_and(calls) {
                 return refuse("in HAVING");
             }
-            if calls(select.group_by.to_string()) {
+            if calls(&select.group_by) {
                 return refuse("in GROUP BY");
             }
+            if select
+                .from
+                .iter()
+                .any(|t| t.joins.iter().any(|j| calls(&j.join_operator)))
+            {
+                return refuse("in a join's condition");
+            }
         }
-        SetExpr::Values(values) if calls(values.to_string()) => return refuse("in VALUES"),
+        SetExpr::Values(values) if calls(values) => return refuse("in VALUES"),
         _ => {}
     }
     Ok(())
@@ -1137,25 +1158,6 @@ fn rewrite(expr: &Expr, catalog: &str, schema: &str) -> Result<Option<Expr>> {
                     "map_from_entries(transform({entries}, {e} -> named_struct('key', coalesce({body}, raise_error('[NULL_MAP_KEY] transform_keys(): the function gave a NULL key; a map key cannot be NULL')), 'value', {value})))"
                 ),
                 _ => format!("map_from_entries(filter({entries}, {e} -> {body}))"),
-            }
-        }
-        // to_char/to_varchar: a number format ('999.99'), a datetime pattern (date_format's),
-        // or 'base64', 'hex', 'utf-8' for bytes. (The engine's own to_char takes chrono's
-        // patterns: 'yyyy' was printed as written.)
-        ("to_char" | "to_varchar", [x, f]) if scalar => {
-            let Some(format) = string_literal(exprs[1]) else {
-                return Err(Error::Invalid(format!(
-                    "{name}: the format must be a string literal such as '999.99' or 'yyyy-MM-dd'"
-                )));
-            };
-            match format.to_lowercase().as_str() {
-                "base64" => format!("base64({x})"),
-                "hex" => format!("hex({x})"),
-                "utf-8" | "utf8" => format!("CAST({x} AS STRING)"),
-                _ if super::functions::is_number_format(&format) => {
-                    format!("{}({x}, {f})", super::functions::TO_CHAR_NUMBER)
-                }
-                _ => format!("date_format({x}, {f})"),
             }
         }
         // NULL for a day that does not exist (DataFusion's is an error).

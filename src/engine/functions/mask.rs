@@ -67,16 +67,12 @@ impl ScalarUDFImpl for Mask {
             })
             .collect())
     }
-    /// The replacements are checked as the query is planned, as Spark checks them: constants
-    /// (a column is refused even when no row reaches the call).
+    /// A literal replacement is checked as the query is planned; one computed from constants
+    /// (`upper('y')`) once computed, and a column's is refused where the call runs.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
         for (k, arg) in args.scalar_arguments.iter().enumerate().skip(1) {
-            match arg {
-                None => return non_foldable(k - 1),
-                Some(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s))) => {
-                    replacement(s, k - 1)?;
-                }
-                Some(_) => {}
+            if let Some(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s))) = arg {
+                replacement(s, k - 1)?;
             }
         }
         Ok(Arc::new(Field::new(self.name(), DataType::Utf8, true)))

@@ -1,6 +1,7 @@
-//! Databricks' number formats: `to_char(number, fmt)` (reached through the rewrite of
-//! `to_char`/`to_varchar` when `fmt` is a number format), `to_number(text, fmt)` and
-//! `try_to_number(text, fmt)`.
+//! `to_char(expr, fmt)` (and `to_varchar`) as Databricks picks by the value's type: a DATE or
+//! TIMESTAMP formatted with a datetime pattern (as `date_format`), BINARY as `'base64'`,
+//! `'hex'` or `'utf-8'`, and anything else as a number with a number format; `to_number(text,
+//! fmt)` and `try_to_number(text, fmt)` read one.
 //!
 //! A format is `[PR-wrapped] [MI | S] [$] digits [. digits] [$] [MI | S | PR]`: `0` and `9` are
 //! digits (a run that starts with `0` before the point pads with zeros, else with spaces), `,`
@@ -20,21 +21,6 @@ use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
-
-/// The engine's name of `to_char` of a number.
-pub const TO_CHAR_NUMBER: &str = "__tidemark_to_char_number";
-
-/// Whether `fmt` reads as a number format (what `to_char` formats a number with) rather than a
-/// datetime pattern: only digits, separators, the point, `$` and the sign letters, and at least
-/// one digit.
-pub fn is_number_format(fmt: &str) -> bool {
-    let upper = fmt.to_uppercase();
-    let rest = upper.replace("MI", "").replace("PR", "");
-    rest.chars().any(|c| c == '0' || c == '9')
-        && rest
-            .chars()
-            .all(|c| matches!(c, '0' | '9' | ',' | 'G' | '.' | 'D' | '$' | 'S'))
-}
 
 /// Digits of a format: `exact` when the run started with `0` before the point (parsing wants
 /// exactly that many digits then, formatting pads with zeros).
@@ -551,54 +537,44 @@ fn format_of(function: &str, arg: Option<&ScalarValue>) -> Result<Format> {
             | ScalarValue::Utf8View(Some(s)),
         ) => Format::parse(s).or_else(|e| plan_err!("{function}: {e}")),
         _ => plan_err!(
-            "{function}: the format must be a constant string such as '999.99' (not NULL, a column \
-             or an expression over one)"
+            "{function}: the format must be a constant string such as '999.99', not a column or \
+             an expression over one"
         ),
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Mode {
-    /// `to_char(number, fmt)`.
-    ToChar,
     /// `to_number(text, fmt)`: a mismatch is an error.
     ToNumber,
     /// `try_to_number(text, fmt)`: a mismatch is NULL.
     TryToNumber,
 }
 
+/// `to_number` and `try_to_number`.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub(super) struct NumberFormat {
+pub(super) struct ToNumber {
     mode: Mode,
     signature: Signature,
 }
 
-impl NumberFormat {
+impl ToNumber {
     pub(super) fn udfs() -> Vec<datafusion::logical_expr::ScalarUDF> {
-        [Mode::ToChar, Mode::ToNumber, Mode::TryToNumber]
+        [Mode::ToNumber, Mode::TryToNumber]
             .into_iter()
             .map(|mode| {
-                datafusion::logical_expr::ScalarUDF::from(NumberFormat {
+                datafusion::logical_expr::ScalarUDF::from(ToNumber {
                     mode,
                     signature: Signature::any(2, Volatility::Immutable),
                 })
             })
             .collect()
     }
-
-    fn function(&self) -> &'static str {
-        match self.mode {
-            Mode::ToChar => "to_char",
-            Mode::ToNumber => "to_number",
-            Mode::TryToNumber => "try_to_number",
-        }
-    }
 }
 
-impl ScalarUDFImpl for NumberFormat {
+impl ScalarUDFImpl for ToNumber {
     fn name(&self) -> &str {
         match self.mode {
-            Mode::ToChar => TO_CHAR_NUMBER,
             Mode::ToNumber => "to_number",
             Mode::TryToNumber => "try_to_number",
         }
@@ -609,71 +585,210 @@ impl ScalarUDFImpl for NumberFormat {
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         datafusion::common::internal_err!("return_field_from_args is used")
     }
+    /// A DECIMAL of the format's digits, so the format must be known as the query is planned.
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        let format = format_of(self.function(), args.scalar_arguments[1])?;
-        let input = args.arg_fields[0].data_type();
-        let t = match self.mode {
-            Mode::ToChar => {
-                if !(input.is_numeric() || input == &DataType::Null) {
-                    return plan_err!(
-                        "[DATATYPE_MISMATCH] to_char with the number format '{}' takes a number, \
-                         not {}",
-                        format.text,
-                        crate::engine::types::type_name(input)
-                    );
-                }
-                DataType::Utf8
-            }
-            Mode::ToNumber | Mode::TryToNumber => {
-                if !matches!(
-                    input,
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-                ) {
-                    return plan_err!(
-                        "[DATATYPE_MISMATCH] {} takes a STRING, not {}",
-                        self.function(),
-                        crate::engine::types::type_name(input)
-                    );
-                }
-                DataType::Decimal128(format.precision.max(1) as u8, format.scale as i8)
-            }
+        let Some(v) = args.scalar_arguments[1] else {
+            return plan_err!(
+                "{}: the format must be a string literal such as '999.99' (its digits make the \
+                 result's type), not a column or an expression",
+                self.name()
+            );
         };
+        let t = if v.is_null() {
+            DataType::Decimal128(38, 18)
+        } else {
+            let format = format_of(self.name(), Some(v))?;
+            DataType::Decimal128(format.precision.max(1) as u8, format.scale as i8)
+        };
+        let input = args.arg_fields[0].data_type();
+        if matches!(
+            input,
+            DataType::List(_) | DataType::Struct(_) | DataType::Map(_, _) | DataType::Binary
+        ) {
+            return plan_err!(
+                "[DATATYPE_MISMATCH] {} takes a STRING, not {}",
+                self.name(),
+                crate::engine::types::type_name(input)
+            );
+        }
         Ok(Arc::new(Field::new(self.name(), t, true)))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let out_type = args.return_field.data_type().clone();
         let format = match &args.args[1] {
-            ColumnarValue::Scalar(s) => format_of(self.function(), Some(s))?,
-            ColumnarValue::Array(_) => format_of(self.function(), None)?,
+            ColumnarValue::Scalar(s) if s.is_null() => {
+                return Ok(ColumnarValue::Scalar(ScalarValue::try_from(&out_type)?));
+            }
+            ColumnarValue::Scalar(s) => format_of(self.name(), Some(s))?,
+            ColumnarValue::Array(_) => format_of(self.name(), None)?,
+        };
+        let input = args.args[0].to_array(n)?;
+        // A number is read as its text, as Spark's implicit cast to STRING.
+        let text = match input.data_type() {
+            DataType::Utf8 => input.clone(),
+            _ => crate::engine::functions::spark_cast_array(
+                &input,
+                &DataType::Utf8,
+                &Default::default(),
+            )
+            .unwrap_or_else(|| datafusion::arrow::compute::cast(&input, &DataType::Utf8))?,
+        };
+        let text = text.as_string::<i32>();
+        let mut b = Decimal128Builder::with_capacity(n).with_data_type(out_type);
+        for i in 0..n {
+            if text.is_null(i) {
+                b.append_null();
+                continue;
+            }
+            match format.parse_input(text.value(i)) {
+                Some(v) => b.append_value(v),
+                None if self.mode == Mode::TryToNumber => b.append_null(),
+                None => {
+                    return exec_err!(
+                        "[INVALID_FORMAT.MISMATCH_INPUT] to_number: the input '{}' does not \
+                         match the format '{}' (try_to_number gives NULL instead)",
+                        text.value(i),
+                        format.text
+                    );
+                }
+            }
+        }
+        let out: ArrayRef = Arc::new(b.finish());
+        Ok(match &args.args[0] {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(out),
+        })
+    }
+}
+
+/// What `to_char` does with a value of a type.
+enum Kind {
+    Datetime,
+    Bytes,
+    Number,
+}
+
+fn kind(t: &DataType) -> Option<Kind> {
+    match t {
+        DataType::Date32 | DataType::Date64 | DataType::Timestamp(_, _) => Some(Kind::Datetime),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => Some(Kind::Bytes),
+        DataType::Null | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            Some(Kind::Number)
+        }
+        t if t.is_numeric() => Some(Kind::Number),
+        DataType::Dictionary(_, v) => kind(v),
+        _ => None,
+    }
+}
+
+/// The name of a BINARY format, as Spark reads it (trimmed, any case).
+fn bytes_format(fmt: &str) -> Result<&'static str> {
+    match fmt.trim().to_lowercase().as_str() {
+        "base64" => Ok("base64"),
+        "hex" => Ok("hex"),
+        "utf-8" => Ok("utf-8"),
+        _ => plan_err!(
+            "[INVALID_PARAMETER_VALUE.BINARY_FORMAT] to_char: a BINARY value is formatted with \
+             'base64', 'hex' or 'utf-8', not '{fmt}'"
+        ),
+    }
+}
+
+/// `to_char(expr, fmt)` and `to_varchar(expr, fmt)`: the engine's own `to_char` takes chrono's
+/// patterns (it printed `'yyyy/MM/dd'` as written).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct ToChar {
+    signature: Signature,
+}
+
+impl ToChar {
+    pub(super) fn new() -> Self {
+        ToChar {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToChar {
+    fn name(&self) -> &str {
+        "to_char"
+    }
+    fn aliases(&self) -> &[String] {
+        static ALIASES: std::sync::LazyLock<Vec<String>> =
+            std::sync::LazyLock::new(|| vec!["to_varchar".to_string()]);
+        &ALIASES
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    /// The format is checked as the query is planned when it is a literal (a constant
+    /// expression is checked once computed).
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        let input = args.arg_fields[0].data_type();
+        let Some(k) = kind(input) else {
+            return plan_err!(
+                "[DATATYPE_MISMATCH] to_char takes a number, a DATE or TIMESTAMP, or BINARY, \
+                 not {}",
+                crate::engine::types::type_name(input)
+            );
+        };
+        if let Some(Some(fmt)) = args.scalar_arguments[1].map(text_of) {
+            match k {
+                Kind::Datetime => {}
+                Kind::Bytes => {
+                    bytes_format(&fmt)?;
+                }
+                Kind::Number => {
+                    Format::parse(&fmt).or_else(|e| plan_err!("to_char: {e}"))?;
+                }
+            }
+        }
+        Ok(Arc::new(Field::new(self.name(), DataType::Utf8, true)))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let fmt = match &args.args[1] {
+            ColumnarValue::Scalar(s) if s.is_null() => {
+                return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)));
+            }
+            ColumnarValue::Scalar(s) => text_of(s).unwrap_or_default(),
+            ColumnarValue::Array(_) => {
+                return plan_err!(
+                    "to_char: the format must be a constant string such as '999.99' or \
+                     'yyyy-MM-dd', not a column or an expression over one"
+                );
+            }
         };
         let n = args.number_rows;
         let input = args.args[0].to_array(n)?;
-        let out: ArrayRef = match self.mode {
-            Mode::ToChar => Arc::new(to_char(&format, &input)?),
-            Mode::ToNumber | Mode::TryToNumber => {
-                let text = datafusion::arrow::compute::cast(&input, &DataType::Utf8)?;
-                let text = text.as_string::<i32>();
-                let mut b = Decimal128Builder::with_capacity(n)
-                    .with_precision_and_scale(format.precision.max(1) as u8, format.scale as i8)?;
-                for i in 0..n {
-                    if text.is_null(i) {
-                        b.append_null();
-                        continue;
-                    }
-                    match format.parse_input(text.value(i)) {
-                        Some(v) => b.append_value(v),
-                        None if self.mode == Mode::TryToNumber => b.append_null(),
-                        None => {
-                            return exec_err!(
-                                "[INVALID_FORMAT.MISMATCH_INPUT] to_number: the input '{}' does \
-                                 not match the format '{}' (try_to_number gives NULL instead)",
-                                text.value(i),
-                                format.text
-                            );
-                        }
-                    }
-                }
-                Arc::new(b.finish())
+        let out: ArrayRef = match kind(input.data_type()) {
+            Some(Kind::Datetime) => {
+                let formatted = ScalarUDFImpl::invoke_with_args(
+                    &super::DateFormat::new(),
+                    ScalarFunctionArgs {
+                        args: vec![
+                            ColumnarValue::Array(input.clone()),
+                            ColumnarValue::Scalar(ScalarValue::Utf8(Some(fmt))),
+                        ],
+                        arg_fields: args.arg_fields.clone(),
+                        number_rows: n,
+                        return_field: args.return_field.clone(),
+                        config_options: args.config_options.clone(),
+                    },
+                )?;
+                formatted.to_array(n)?
             }
+            Some(Kind::Bytes) => Arc::new(bytes_to_char(&input, bytes_format(&fmt)?)?),
+            Some(Kind::Number) => {
+                let format = Format::parse(&fmt).or_else(|e| plan_err!("to_char: {e}"))?;
+                Arc::new(to_char(&format, &input)?)
+            }
+            None => return plan_err!("to_char: a value of this type cannot be formatted"),
         };
         Ok(match &args.args[0] {
             ColumnarValue::Scalar(_) => {
@@ -684,6 +799,55 @@ impl ScalarUDFImpl for NumberFormat {
     }
 }
 
+/// A string scalar's text (None for NULL or another type).
+fn text_of(v: &ScalarValue) -> Option<String> {
+    match v {
+        ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.clone(),
+        _ => None,
+    }
+}
+
+/// BINARY values as text: base64 (no line breaks), upper-case hex, or UTF-8 (a byte sequence
+/// that is not UTF-8 replaced by U+FFFD, as Java decodes it).
+fn bytes_to_char(input: &ArrayRef, how: &str) -> Result<datafusion::arrow::array::StringArray> {
+    let bytes = datafusion::arrow::compute::cast(input, &DataType::Binary)?;
+    let bytes = bytes.as_binary::<i32>();
+    let mut out = StringBuilder::with_capacity(bytes.len(), bytes.value_data().len() * 2);
+    for i in 0..bytes.len() {
+        if bytes.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let b = bytes.value(i);
+        match how {
+            "hex" => out.append_value(b.iter().map(|x| format!("{x:02X}")).collect::<String>()),
+            "base64" => out.append_value(base64(b)),
+            _ => out.append_value(String::from_utf8_lossy(b)),
+        }
+    }
+    Ok(out.finish())
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.len();
+        let v = (u32::from(chunk[0]) << 16)
+            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for k in 0..4 {
+            if k <= n {
+                out.push(ALPHABET[((v >> (18 - 6 * k)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Each number as its plain digits, then formatted. A DOUBLE is read as DECIMAL(30, 15) and a
 /// FLOAT as DECIMAL(14, 7), as Spark casts them for `to_char`.
 fn to_char(format: &Format, input: &ArrayRef) -> Result<datafusion::arrow::array::StringArray> {
@@ -691,10 +855,25 @@ fn to_char(format: &Format, input: &ArrayRef) -> Result<datafusion::arrow::array
         DataType::Decimal128(p, s) => DataType::Decimal128(*p, *s),
         DataType::Float64 => DataType::Decimal128(30, 15),
         DataType::Float32 | DataType::Float16 => DataType::Decimal128(14, 7),
-        DataType::Decimal256(_, _) => DataType::Decimal128(38, 18),
+        DataType::Decimal256(_, _)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Null => DataType::Decimal128(38, 18),
         _ => DataType::Decimal128(38, 0),
     };
-    let as_decimal = datafusion::arrow::compute::cast(input, &decimal_type)?;
+    // A DOUBLE by its shortest text (Java's Double.toString, as Spark's cast reads it: 1234567.89
+    // is 1234567.890000000000000, not arrow's 1234567.889999999...); a value too large, NaN or
+    // text that is no number is an error (ANSI), not NULL.
+    let strict = datafusion::arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let as_decimal = match crate::engine::functions::spark_cast_array(input, &decimal_type, &strict)
+    {
+        Some(cast) => cast?,
+        None => datafusion::arrow::compute::cast_with_options(input, &decimal_type, &strict)?,
+    };
     let decimals = as_decimal.as_primitive::<Decimal128Type>();
     let scale = match decimal_type {
         DataType::Decimal128(_, s) => s as u32,
@@ -793,12 +972,10 @@ mod tests {
     }
 
     #[test]
-    fn number_formats_are_told_from_datetime_patterns() {
-        assert!(is_number_format("999.99"));
-        assert!(is_number_format("$99,999.9mi"));
-        assert!(is_number_format("S0000"));
-        assert!(!is_number_format("yyyy-MM-dd"));
-        assert!(!is_number_format("HH:mm"));
-        assert!(!is_number_format("hex"));
+    fn base64_pads_as_the_standard_alphabet() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"AB"), "QUI=");
+        assert_eq!(base64(b"Spark"), "U3Bhcms=");
+        assert_eq!(base64(b"abc"), "YWJj");
     }
 }

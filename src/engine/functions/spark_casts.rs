@@ -362,17 +362,7 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
         if matches!(
             to,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView
-        ) && !matches!(
-            from,
-            DataType::Utf8
-                | DataType::LargeUtf8
-                | DataType::Utf8View
-                | DataType::Binary
-                | DataType::LargeBinary
-                | DataType::BinaryView
-                | DataType::FixedSizeBinary(_)
-                | DataType::Null
-        ) && !matches!(&from, DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::Binary))
+        ) && !casts_to_binary(&from)
         {
             return datafusion::common::plan_err!(
                 "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to BINARY: only \
@@ -455,6 +445,23 @@ fn retarget(e: &Expr, value: Expr, to: &DataType) -> Expr {
     match e {
         Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(value), to.clone())),
         _ => Expr::Cast(Cast::new(Box::new(value), to.clone())),
+    }
+}
+
+/// Whether Databricks (ANSI) casts a value of type `from` to BINARY: text and bytes only (the
+/// engine's cast of a number gave its little-endian bytes).
+fn casts_to_binary(from: &DataType) -> bool {
+    match from {
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_)
+        | DataType::Null => true,
+        DataType::Dictionary(_, v) => casts_to_binary(v),
+        _ => false,
     }
 }
 
@@ -548,6 +555,19 @@ pub fn cast_array(
     let arrow = |e: datafusion::error::DataFusionError| {
         datafusion::arrow::error::ArrowError::CastError(e.to_string())
     };
+    if matches!(
+        to,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView
+    ) && !casts_to_binary(from)
+    {
+        return Some(Err(datafusion::arrow::error::ArrowError::CastError(
+            format!(
+                "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to BINARY: only STRING \
+             and BINARY values cast to BINARY",
+                crate::engine::types::type_name(from)
+            ),
+        )));
+    }
     match from {
         t if text && spark_text(t) => Some(
             text_of(values)

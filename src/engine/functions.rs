@@ -55,7 +55,8 @@ fn each_array(
 
 /// A function that takes BINARY but fails on the view type the Parquet reader gives a stored
 /// BINARY column (`hex(b)`: "hex got an unexpected argument type: BinaryView"): its BINARY
-/// argument given as plain BINARY, a number as a BIGINT.
+/// argument given as plain BINARY, a number (or an untyped NULL) as a BIGINT, a partition
+/// column's dictionary as its values.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct PlainBinary {
     inner: Arc<ScalarUDF>,
@@ -70,14 +71,16 @@ impl ScalarUDFImpl for PlainBinary {
         &self.signature
     }
     fn coerce_types(&self, args: &[DataType]) -> datafusion::error::Result<Vec<DataType>> {
-        Ok(args
-            .iter()
-            .map(|t| match t {
+        fn plain(t: &DataType) -> DataType {
+            match t {
                 DataType::BinaryView => DataType::Binary,
+                DataType::Dictionary(_, v) => plain(v),
+                DataType::Null => DataType::Int64,
                 t if t.is_numeric() => DataType::Int64,
                 t => t.clone(),
-            })
-            .collect())
+            }
+        }
+        Ok(args.iter().map(plain).collect())
     }
     fn return_type(&self, args: &[DataType]) -> datafusion::error::Result<DataType> {
         self.inner.return_type(args)

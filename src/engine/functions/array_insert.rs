@@ -65,9 +65,19 @@ impl ScalarUDFImpl for ArrayInsert {
                 crate::engine::types::type_name(index)
             );
         }
-        // The element and the array's elements meet at their common type.
+        // The element and the array's elements meet at their common type; text and a
+        // number do not (Spark finds no wider type without promoting to STRING).
+        let text =
+            |t: &DataType| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
         let common = if elem == &DataType::Null || elem == field.data_type() {
             field.data_type().clone()
+        } else if text(elem) != text(field.data_type()) {
+            return plan_err!(
+                "[DATATYPE_MISMATCH.ARRAY_FUNCTION_DIFF_TYPES] array_insert: the element is {} \
+                 and the array's elements are {}",
+                crate::engine::types::type_name(elem),
+                crate::engine::types::type_name(field.data_type())
+            );
         } else {
             datafusion::logical_expr::type_coercion::binary::comparison_coercion(
                 field.data_type(),
@@ -135,17 +145,16 @@ impl ScalarUDFImpl for ArrayInsert {
             let start = lists.value_offsets()[row] as usize;
             let end = lists.value_offsets()[row + 1] as usize;
             let len = (end - start) as i64;
-            let grown = if index > 0 {
-                (len + 1).max(index)
-            } else {
-                (len + 1).max(-index)
-            };
-            if length + grown > MAX_LENGTH {
+            // In i128: an index of i64::MIN has no negation in i64.
+            let grown = (i128::from(len) + 1).max(i128::from(index).abs());
+            if grown > i128::from(MAX_LENGTH) || i128::from(length) + grown > i128::from(i32::MAX) {
                 return exec_err!(
-                    "[COLLECTION_SIZE_LIMIT_EXCEEDED] array_insert: the result would have {grown} \
-                     elements, more than an array can hold"
+                    "[COLLECTION_SIZE_LIMIT_EXCEEDED] array_insert: the index {index} would make \
+                     an array of {grown} elements, more than an array (or a batch of them) can \
+                     hold"
                 );
             }
+            let grown = grown as i64;
             if index > 0 {
                 let at = index - 1;
                 if at <= len {

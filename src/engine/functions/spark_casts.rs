@@ -359,11 +359,7 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
         );
         // Databricks (ANSI) casts only text and bytes to BINARY; the engine's cast of a number
         // gave its little-endian bytes.
-        if matches!(
-            to,
-            DataType::Binary | DataType::LargeBinary | DataType::BinaryView
-        ) && !casts_to_binary(&from)
-        {
+        if numbers_to_binary(&from, &to) {
             return datafusion::common::plan_err!(
                 "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to BINARY: only \
                  STRING and BINARY values cast to BINARY",
@@ -448,8 +444,36 @@ fn retarget(e: &Expr, value: Expr, to: &DataType) -> Expr {
     }
 }
 
-/// Whether Databricks (ANSI) casts a value of type `from` to BINARY: text and bytes only (the
-/// engine's cast of a number gave its little-endian bytes).
+/// Whether a cast from `from` to `to` makes BINARY of something Databricks (ANSI) does not cast
+/// to BINARY, at any depth (a STRUCT field, an ARRAY element, a MAP value): the engine's cast
+/// of a number gave its little-endian bytes.
+fn numbers_to_binary(from: &DataType, to: &DataType) -> bool {
+    use DataType as T;
+    match (from, to) {
+        (_, T::Binary | T::LargeBinary | T::BinaryView) => !casts_to_binary(from),
+        (T::Dictionary(_, v), _) => numbers_to_binary(v, to),
+        (
+            T::List(a)
+            | T::LargeList(a)
+            | T::FixedSizeList(a, _)
+            | T::ListView(a)
+            | T::LargeListView(a),
+            T::List(b)
+            | T::LargeList(b)
+            | T::FixedSizeList(b, _)
+            | T::ListView(b)
+            | T::LargeListView(b),
+        ) => numbers_to_binary(a.data_type(), b.data_type()),
+        (T::Struct(a), T::Struct(b)) => a
+            .iter()
+            .zip(b.iter())
+            .any(|(a, b)| numbers_to_binary(a.data_type(), b.data_type())),
+        (T::Map(a, _), T::Map(b, _)) => numbers_to_binary(a.data_type(), b.data_type()),
+        _ => false,
+    }
+}
+
+/// Whether Databricks (ANSI) casts a value of type `from` to BINARY: text and bytes only.
 fn casts_to_binary(from: &DataType) -> bool {
     match from {
         DataType::Utf8
@@ -555,11 +579,7 @@ pub fn cast_array(
     let arrow = |e: datafusion::error::DataFusionError| {
         datafusion::arrow::error::ArrowError::CastError(e.to_string())
     };
-    if matches!(
-        to,
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView
-    ) && !casts_to_binary(from)
-    {
+    if numbers_to_binary(from, to) {
         return Some(Err(datafusion::arrow::error::ArrowError::CastError(
             format!(
                 "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to BINARY: only STRING \

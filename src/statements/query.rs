@@ -408,6 +408,37 @@ fn name_casts(stmt: &mut Sql) -> bool {
                         any = true;
                     }
                 }
+                // Items of one name (`SELECT NULL, NULL`, `INSERT INTO t SELECT 1, NULL,
+                // NULL`, `SELECT a, a`): Spark gives two columns of that name, the engine
+                // refuses them; each later one is named with a suffix (`NULL_1`).
+                if !wildcard {
+                    let names: Vec<Option<String>> =
+                        select.projection.iter().map(item_name).collect();
+                    let mut taken: std::collections::HashSet<String> =
+                        names.iter().flatten().cloned().collect();
+                    let mut seen = std::collections::HashSet::new();
+                    for (item, name) in select.projection.iter_mut().zip(names) {
+                        let Some(name) = name else { continue };
+                        if seen.insert(name.clone()) {
+                            continue;
+                        }
+                        let unique = (1..)
+                            .map(|k| format!("{name}_{k}"))
+                            .find(|n| !taken.contains(n))
+                            .unwrap_or_default();
+                        taken.insert(unique.clone());
+                        let expr = match item {
+                            SelectItem::UnnamedExpr(e) => e.clone(),
+                            SelectItem::ExprWithAlias { expr, .. } => expr.clone(),
+                            _ => continue,
+                        };
+                        *item = SelectItem::ExprWithAlias {
+                            expr,
+                            alias: Ident::with_quote('`', unique),
+                        };
+                        any = true;
+                    }
+                }
                 for t in &mut select.from {
                     any |= from(t);
                 }

@@ -34,7 +34,12 @@ impl ScalarUDFImpl for TypeOf {
         &self,
         args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
-        let name = crate::engine::types::type_name(args.arg_fields[0].data_type())
+        // A partition column's dictionary encoding is how delta-rs reads it, not its type.
+        let mut t = args.arg_fields[0].data_type();
+        while let DataType::Dictionary(_, v) = t {
+            t = v;
+        }
+        let name = crate::engine::types::type_name(t)
             .to_lowercase()
             .replace(": ", ":");
         Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))

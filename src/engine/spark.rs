@@ -2169,11 +2169,11 @@ fn listagg(
 }
 
 /// `current_user`, `user` and `session_user` written without parentheses, where no column of
-/// that name exists (Spark resolves a column first, then the function): each unquoted
-/// identifier `name` in `stmt` becomes the user's name, a bare select item named `name()`
-/// (Databricks names all three `current_user()`, and may give two columns one name). Only the one at `at` (line, column), where the
-/// engine says which it could not resolve (none without it): another may be a column of a
-/// table in its own scope. Whether any was replaced.
+/// that name exists (Spark resolves a column first, then the function): the unquoted
+/// identifier `name` at `at` (line, column), where the engine says which it could not resolve,
+/// becomes the user's name, a bare select item named `name()` (Databricks names all three
+/// `current_user()`, and may give two columns one name). None without `at`: another identifier
+/// of that name may be a column of a table in its own scope. Whether any was replaced.
 pub fn bare_user_function(
     stmt: &mut datafusion::sql::sqlparser::ast::Statement,
     name: &str,

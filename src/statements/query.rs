@@ -200,15 +200,17 @@ fn refuse_binary_listagg(plan: &datafusion::logical_expr::LogicalPlan) -> Result
     refused.map_or(Ok(()), Err)
 }
 
-/// The function name in "No field named current_user" (or `user`, `session_user`).
+/// The function name in "No field named current_user." (or `user`, `session_user`): the whole
+/// name the engine could not resolve, not a longer one that starts with it (`username`).
 fn missing_user_column(error: &str) -> Option<&'static str> {
+    let (_, rest) = error.split_once("No field named ")?;
+    let missing: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
     ["current_user", "session_user", "user"]
         .into_iter()
-        .find(|name| {
-            error.contains(&format!("No field named {name}."))
-                || error.contains(&format!("No field named {name}"))
-                    && !error.contains(&format!("No field named {name}_"))
-        })
+        .find(|name| *name == missing)
 }
 
 /// Each `*` among a scalar function's arguments replaced by the columns a `SELECT *` of the

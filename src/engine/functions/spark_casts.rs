@@ -357,14 +357,8 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
             to,
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
         );
-        // Databricks (ANSI) casts only text and bytes to BINARY; the engine's cast of a number
-        // gave its little-endian bytes.
-        if numbers_to_binary(&from, &to) {
-            return datafusion::common::plan_err!(
-                "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to BINARY: only \
-                 STRING and BINARY values cast to BINARY",
-                crate::engine::types::type_name(&from)
-            );
+        if let Some(refused) = refused_binary_cast(&from, &to) {
+            return datafusion::common::plan_err!("{refused}");
         }
         let rewritten = match (&from, &to) {
             (t, _) if text && spark_text(t) => {
@@ -442,6 +436,19 @@ fn retarget(e: &Expr, value: Expr, to: &DataType) -> Expr {
         Expr::TryCast(_) => Expr::TryCast(TryCast::new(Box::new(value), to.clone())),
         _ => Expr::Cast(Cast::new(Box::new(value), to.clone())),
     }
+}
+
+/// Databricks' (ANSI) refusal of a cast from `from` to `to` that makes BINARY of a number (at
+/// any depth), for the casts a statement plans and those tidemark makes (an INSERT's values).
+fn refused_binary_cast(from: &DataType, to: &DataType) -> Option<String> {
+    numbers_to_binary(from, to).then(|| {
+        format!(
+            "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to {}: only STRING and \
+             BINARY values cast to BINARY",
+            crate::engine::types::type_name(from),
+            crate::engine::types::type_name(to)
+        )
+    })
 }
 
 /// Whether a cast from `from` to `to` makes BINARY of something Databricks (ANSI) does not cast
@@ -579,13 +586,9 @@ pub fn cast_array(
     let arrow = |e: datafusion::error::DataFusionError| {
         datafusion::arrow::error::ArrowError::CastError(e.to_string())
     };
-    if numbers_to_binary(from, to) {
+    if let Some(refused) = refused_binary_cast(from, to) {
         return Some(Err(datafusion::arrow::error::ArrowError::CastError(
-            format!(
-                "[DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION] cannot cast {} to BINARY: only STRING \
-             and BINARY values cast to BINARY",
-                crate::engine::types::type_name(from)
-            ),
+            refused,
         )));
     }
     match from {

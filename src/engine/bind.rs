@@ -145,6 +145,13 @@ pub struct Bound {
     /// The providers registered for the statement (pinned snapshots, `table_changes`),
     /// dropped with it.
     scratch: super::routines::Scratch,
+    /// Each table read (or its pinned snapshot's scratch name) and its schema, for the
+    /// spellings of its columns.
+    schemas: Vec<(
+        TableName,
+        Option<String>,
+        datafusion::arrow::datatypes::SchemaRef,
+    )>,
 }
 
 impl Bound {
@@ -281,6 +288,65 @@ impl VisitorMut for RelationBinder<'_> {
         self.found.push((table, version, scratch, at));
         ControlFlow::Continue(())
     }
+}
+
+/// The tables `node` reads, each with its schema and the names that qualify its columns.
+fn relations<T: VisitMut>(
+    node: &mut T,
+    schemas: &[(
+        TableName,
+        Option<String>,
+        datafusion::arrow::datatypes::SchemaRef,
+    )],
+) -> Vec<super::spelling::Relation> {
+    struct Tables<'a> {
+        schemas: &'a [(
+            TableName,
+            Option<String>,
+            datafusion::arrow::datatypes::SchemaRef,
+        )],
+        found: Vec<super::spelling::Relation>,
+    }
+    impl VisitorMut for Tables<'_> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            let TableFactor::Table { name, alias, .. } = factor else {
+                return ControlFlow::Continue(());
+            };
+            let Ok(parts) = name_parts(name) else {
+                return ControlFlow::Continue(());
+            };
+            let found = match parts.as_slice() {
+                [s, _, pinned] if s == SCRATCH => self
+                    .schemas
+                    .iter()
+                    .find(|(_, scratch, _)| scratch.as_deref() == Some(pinned.as_str())),
+                [c, s, t] => self.schemas.iter().find(|(n, scratch, _)| {
+                    scratch.is_none()
+                        && n.catalog.eq_ignore_ascii_case(c)
+                        && n.schema.eq_ignore_ascii_case(s)
+                        && n.table.eq_ignore_ascii_case(t)
+                }),
+                _ => None,
+            };
+            if let Some((table, _, schema)) = found {
+                self.found.push(super::spelling::Relation {
+                    qualifiers: super::spelling::table_qualifiers(
+                        table,
+                        alias.as_ref().map(|a| &a.name),
+                    ),
+                    schema: schema.clone(),
+                });
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut tables = Tables {
+        schemas,
+        found: vec![],
+    };
+    let _ = node.visit(&mut tables);
+    tables.found
 }
 
 /// A table's name in three back-quoted parts.
@@ -525,6 +591,19 @@ impl Session {
     /// `extra_columns` are columns in scope besides those of the referenced tables (e.g. the
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
+        self.bind_scoped(node, extra_columns, &[]).await
+    }
+
+    /// [`Session::bind`], with the columns of relations the statement names but does not read
+    /// as a table (a MERGE's target and source, an UPDATE's table): each with the names that
+    /// qualify it, so `o.id` takes `o`'s spelling of `id` where another relation spells it
+    /// otherwise.
+    pub async fn bind_scoped<T: VisitMut>(
+        &self,
+        node: &mut T,
+        extra_columns: &[String],
+        scopes: &[(Vec<String>, Vec<String>)],
+    ) -> Result<Bound> {
         // Variables to bind, or parameter markers `:name` to bind (or refuse) by name.
         let want_columns = !self.vars.is_empty() || has_named_marker(node);
         let (mut bound, mut columns) = self
@@ -545,6 +624,16 @@ impl Session {
             }
             bound.variables = vb.replaced;
         }
+        let relations = relations(node, &bound.schemas);
+        let mut extra: Vec<(Vec<Vec<String>>, Vec<String>)> = scopes
+            .iter()
+            .map(|(names, columns)| {
+                let names = names.iter().map(|n| vec![n.to_lowercase()]).collect();
+                (names, columns.clone())
+            })
+            .collect();
+        extra.push((vec![], extra_columns.to_vec()));
+        super::spelling::respell(node, &relations, &extra)?;
         Ok(bound)
     }
 
@@ -633,6 +722,7 @@ impl Session {
             variables: 0,
             temp_views,
             temp_functions,
+            schemas: vec![],
         };
         let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
         for (table, version, scratch, (line, col)) in found {
@@ -643,8 +733,12 @@ impl Session {
                         "{table} is a table of a foreign database: it has no versions to travel to (VERSION AS OF, TIMESTAMP AS OF)"
                     )));
                 }
-                if want_columns {
-                    columns.extend(self.foreign_columns(&table).await?);
+                if (want_columns || expand_views)
+                    && let Some(t) = self.foreign_table(&table).await?
+                {
+                    let schema = t.schema();
+                    columns.extend(schema.fields().iter().map(|f| f.name().to_lowercase()));
+                    bound.schemas.push((table.clone(), None, schema));
                 }
                 continue;
             }
@@ -662,22 +756,20 @@ impl Session {
             }
             if let (Some(version), Some(scratch)) = (version, scratch) {
                 let provider = self.pinned_provider(&table, version).await?;
-                if want_columns {
-                    columns.extend(
-                        provider
-                            .schema()
-                            .fields()
-                            .iter()
-                            .map(|f| f.name().to_lowercase()),
-                    );
-                }
+                let schema = provider.schema();
+                columns.extend(schema.fields().iter().map(|f| f.name().to_lowercase()));
+                bound
+                    .schemas
+                    .push((table.clone(), Some(scratch.clone()), schema));
                 self.catalogs
                     .scratch_schema()
                     .register_table(scratch.clone(), provider)?;
                 bound.scratch.add(self, scratch);
                 bound.pins = true;
-            } else if want_columns {
-                columns.extend(self.table_columns(&table).await?);
+            } else if want_columns || expand_views {
+                let schema = self.table_schema(&table).await?;
+                columns.extend(schema.fields().iter().map(|f| f.name().to_lowercase()));
+                bound.schemas.push((table.clone(), None, schema));
             }
             bound.tables.push(table);
         }
@@ -774,18 +866,26 @@ impl Session {
 
     /// Column names of a table (lower-cased).
     pub async fn table_columns(&self, table: &TableName) -> Result<Vec<String>> {
-        if table.catalog == SAMPLES {
-            return Ok(samples::sample_batches(&table.table)
-                .map(|(s, _)| s.fields().iter().map(|f| f.name().to_lowercase()).collect())
-                .unwrap_or_default());
-        }
-        let t = self.warehouse.open(table).await?;
-        let schema = t.snapshot()?.snapshot().arrow_schema();
+        let schema = self.table_schema(table).await?;
         Ok(schema
             .fields()
             .iter()
             .map(|f| f.name().to_lowercase())
             .collect())
+    }
+
+    /// A warehouse table's schema, as its log has it.
+    async fn table_schema(
+        &self,
+        table: &TableName,
+    ) -> Result<datafusion::arrow::datatypes::SchemaRef> {
+        if table.catalog == SAMPLES {
+            return Ok(samples::sample_batches(&table.table)
+                .map(|(s, _)| s)
+                .unwrap_or_else(|| Arc::new(datafusion::arrow::datatypes::Schema::empty())));
+        }
+        let t = self.warehouse.open(table).await?;
+        Ok(t.snapshot()?.snapshot().arrow_schema())
     }
 
     /// A provider over a table as of a version or timestamp.

@@ -15,6 +15,7 @@ pub(crate) mod routines;
 mod sample;
 mod set_ops;
 pub mod spark;
+pub(crate) mod spelling;
 pub mod types;
 pub mod variables;
 mod window_frames;
@@ -272,19 +273,6 @@ impl Session {
             Some(f) => Ok(Some(f.list().await?)),
             None => Ok(None),
         }
-    }
-
-    /// The column names (lower case) of a foreign catalog's table.
-    pub(crate) async fn foreign_columns(&self, table: &TableName) -> Result<Vec<String>> {
-        Ok(match self.foreign_table(table).await? {
-            Some(t) => t
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().to_lowercase())
-                .collect(),
-            None => vec![],
-        })
     }
 
     /// A foreign catalog's table (None: no such catalog, schema or table).

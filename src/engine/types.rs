@@ -120,6 +120,8 @@ pub fn type_name(t: &DataType) -> String {
         DataType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BINARY".into(),
         DataType::Null => "VOID".into(),
+        // A partition column as delta-rs reads it: its values' type.
+        DataType::Dictionary(_, v) => type_name(v),
         DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) => {
             format!("ARRAY<{}>", type_name(f.data_type()))
         }

@@ -16,7 +16,8 @@ use datafusion::arrow::datatypes::Field;
 use datafusion::dataframe::DataFrame;
 use datafusion::sql::sqlparser::ast::{
     ColumnDef, ColumnOption, CreateTable, CreateTableOptions, Expr, GeneratedAs,
-    GeneratedExpressionMode, HiveDistributionStyle, ObjectName, ObjectType, SchemaName, SqlOption,
+    GeneratedExpressionMode, HiveDistributionStyle, Ident, ObjectName, ObjectType, SchemaName,
+    SqlOption,
 };
 use deltalake::kernel::StructField;
 use deltalake::kernel::transaction::CommitProperties;
@@ -375,7 +376,8 @@ pub async fn drop(
 
 /// A column definition turned into an Arrow field plus Delta metadata (default, comment).
 pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)> {
-    let name = col.name.value.to_lowercase();
+    // As written: Delta keeps a name's case (Databricks does), and names match without it.
+    let name = col.name.value.clone();
     let data_type =
         sql_to_arrow(&col.data_type).map_err(|e| e.context(format!("column '{name}'")))?;
     let mut nullable = true;
@@ -404,17 +406,8 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
                     &format!("the generation expression of column '{name}'"),
                     e,
                 )?;
-                // Column names as the table has them (lower case): delta-rs resolves them
-                // exactly.
-                let mut e = e.clone();
-                let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut e, |x| {
-                    if let Expr::Identifier(i) = x
-                        && i.quote_style.is_none()
-                    {
-                        i.value = i.value.to_lowercase();
-                    }
-                    std::ops::ControlFlow::<()>::Continue(())
-                });
+                // Its column names are spelled as the table's once all columns are known
+                // ([`stored_names`]).
                 meta.insert(GENERATION_KEY.to_string(), e.to_string());
             }
             ColumnOption::Generated {
@@ -434,6 +427,37 @@ pub fn column_field(col: &ColumnDef) -> Result<(Field, HashMap<String, String>)>
         }
     }
     Ok((Field::new(name, data_type, nullable), meta))
+}
+
+/// A column name in an expression a table stores (a generated column's, a CHECK constraint's)
+/// as the table spells it: delta-rs resolves the names of such expressions exactly, Spark
+/// without case. Lower-case plain names stay bare; others are back-quoted.
+pub(crate) fn stored_name(i: &mut Ident, columns: &[String]) {
+    i.value = super::spelled(&i.value, columns).unwrap_or_else(|| i.value.to_lowercase());
+    let plain = i
+        .value
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !i.value.starts_with(|c: char| c.is_ascii_digit());
+    i.quote_style = if plain { None } else { Some('`') };
+}
+
+/// The columns of an expression a table stores, spelled as the table spells them.
+fn stored_names(text: &str, columns: &[String]) -> Result<String> {
+    let mut e = crate::parser::expr_text(text)?;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut e, |x| {
+        match x {
+            Expr::Identifier(i) => stored_name(i, columns),
+            Expr::CompoundIdentifier(parts) => {
+                if let Some(first) = parts.first_mut() {
+                    stored_name(first, columns)
+                }
+            }
+            _ => {}
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    Ok(e.to_string())
 }
 
 /// A column DEFAULT is a constant expression: Delta stores its text and every writer
@@ -537,10 +561,10 @@ async fn check_generated_columns(
         fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
             let problem = match e {
                 Expr::Identifier(i) => {
-                    let n = i.value.to_lowercase();
-                    if self.generated.contains(&n.as_str()) {
+                    let n = i.value.clone();
+                    if self.generated.iter().any(|g| g.eq_ignore_ascii_case(&n)) {
                         Some(format!("it reads generated column '{n}'"))
-                    } else if !self.plain.contains(&n) {
+                    } else if !self.plain.iter().any(|p| p.eq_ignore_ascii_case(&n)) {
                         Some(format!("'{n}' is not a column of the table"))
                     } else {
                         None
@@ -788,7 +812,7 @@ async fn described_there(create: &CreateTable, url: &url::Url, table: &TableName
     let given: Vec<(String, datafusion::arrow::datatypes::DataType)> = create
         .columns
         .iter()
-        .map(|c| column_field(c).map(|(f, _)| (f.name().clone(), f.data_type().clone())))
+        .map(|c| column_field(c).map(|(f, _)| (f.name().to_lowercase(), f.data_type().clone())))
         .collect::<Result<_>>()?;
     let has: Vec<(String, datafusion::arrow::datatypes::DataType)> = there
         .fields()
@@ -815,7 +839,11 @@ async fn described_there(create: &CreateTable, url: &url::Url, table: &TableName
             .collect(),
         _ => vec![],
     };
-    let partitioned: Vec<String> = metadata.partition_columns().to_vec();
+    let partitioned: Vec<String> = metadata
+        .partition_columns()
+        .iter()
+        .map(|c| c.to_lowercase())
+        .collect();
     if !partitions.is_empty() && partitions != partitioned {
         return Err(differs(format!(
             "it is partitioned by ({})",
@@ -936,8 +964,27 @@ async fn create_table_here(
         }
     }
     let mut defined = vec![];
-    for col in &columns {
-        let (field, meta) = column_field(col)?;
+    // Names keep their case, but not in a table with generated columns: delta-rs' writes to
+    // such a table name every column through DataFusion's `col`, which lower-cases it, and
+    // could not write `Id` at all.
+    let generated = columns.iter().any(|c| {
+        c.options
+            .iter()
+            .any(|o| matches!(o.option, ColumnOption::Generated { .. }))
+    });
+    let names: Vec<String> = columns
+        .iter()
+        .map(|c| match generated {
+            true => c.name.value.to_lowercase(),
+            false => c.name.value.clone(),
+        })
+        .collect();
+    for (col, name) in columns.iter().zip(&names) {
+        let (field, mut meta) = column_field(col)?;
+        let field = field.with_name(name);
+        if let Some(g) = meta.get_mut(GENERATION_KEY) {
+            *g = stored_names(g, &names)?;
+        }
         if let Some(d) = meta.get(DEFAULT_KEY) {
             // Computed now, as ALTER COLUMN SET DEFAULT does: a default that cannot be a value
             // of its column is refused here, not at the first INSERT.
@@ -946,23 +993,25 @@ async fn create_table_here(
                 .map_err(|e| e.context(format!("column '{}'", field.name())))?;
         }
         typed.push((field.name().clone(), field.data_type().clone()));
-        if !seen.insert(field.name().clone()) {
-            return Err(Error::Invalid(format!(
-                "column '{}' is defined twice",
-                field.name()
-            )));
+        // Names are case-insensitive: `id` and `ID` are one column.
+        if !seen.insert(field.name().to_lowercase()) {
+            return Err(Error::class(
+                "COLUMN_ALREADY_EXISTS",
+                format!("column '{}' is defined twice", field.name()),
+            ));
         }
         fields.push(delta_field(&field, &meta)?);
         defined.push((field, meta));
     }
     check_generated_columns(&columns, &defined).await?;
-    for p in &partition_columns {
-        if !seen.contains(p) {
-            return Err(Error::NotFound(format!(
-                "partition column '{p}' is not a column of {table}"
-            )));
-        }
-    }
+    let partition_columns = partition_columns
+        .iter()
+        .map(|p| {
+            super::spelled(p, &names).ok_or_else(|| {
+                Error::NotFound(format!("partition column '{p}' is not a column of {table}"))
+            })
+        })
+        .collect::<Result<Vec<String>>>()?;
     keep_stats_exact(&mut configuration, &typed, &partition_columns);
     check_constraint_columns(session, &configuration, &typed)?;
     let mut builder = session
@@ -1117,7 +1166,7 @@ fn as_declared(df: DataFrame, table: &TableName, columns: &[ColumnDef]) -> Resul
             .map_err(|e| e.context(format!("column '{}'", c.name.value)))?;
         let column =
             datafusion::prelude::Expr::Column(datafusion::common::Column::from((qualifier, field)));
-        exprs.push(datafusion::prelude::cast(column, ty).alias(c.name.value.to_lowercase()));
+        exprs.push(datafusion::prelude::cast(column, ty).alias(c.name.value.clone()));
     }
     Ok(df.select(exprs)?)
 }
@@ -1162,6 +1211,18 @@ async fn create_table_as(
     let df = as_declared(df, table, &columns)?;
     let df = crate::engine::progress::counted_rows(df)?;
     let df = as_nullable(normalize_for_storage(df)?)?;
+    let names = super::column_names(df.schema().fields());
+    let partition_columns = partition_columns
+        .iter()
+        .map(|p| {
+            super::spelled(p, &names).ok_or_else(|| {
+                Error::NotFound(format!(
+                    "partition column '{p}' is not a column of the query (its columns: {})",
+                    names.join(", ")
+                ))
+            })
+        })
+        .collect::<Result<Vec<String>>>()?;
     // Empty strings in STRING partition columns are stored as NULL (see
     // `catalog::string_partition_columns`).
     let string_partitions: Vec<String> = partition_columns
@@ -1278,7 +1339,8 @@ fn replaceable_as(
         .iter()
         .map(|c| c.to_lowercase())
         .collect();
-    if current != partition_columns {
+    let asked: Vec<String> = partition_columns.iter().map(|c| c.to_lowercase()).collect();
+    if current != asked {
         return refuse(format!(
             "the table is partitioned by ({}) and the statement asks for ({})",
             current.join(", "),

@@ -75,7 +75,10 @@ async fn generated_values(
     let df = session.ctx().read_batch(given)?;
     let mut exprs = vec![];
     for (name, g) in generated {
-        exprs.push(df.parse_sql_expr(g)?.alias(name));
+        // Its columns as the table spells them (the expression may write them in any case).
+        let mut e = crate::parser::expr_text(g)?;
+        let _b = session.bind(&mut e, mapped).await?;
+        exprs.push(df.parse_sql_expr(&e.to_string())?.alias(name));
     }
     let selected = df.select(exprs)?;
     let schema = std::sync::Arc::new(selected.schema().as_arrow().clone());
@@ -100,7 +103,7 @@ fn column_defaults(t: &DeltaTable) -> Result<HashMap<String, String>> {
         .fields()
         .filter_map(|f| match f.metadata().get(DEFAULT_KEY) {
             Some(deltalake::kernel::MetadataValue::String(s)) => {
-                Some((f.name().to_lowercase(), s.clone()))
+                Some((f.name().clone(), s.clone()))
             }
             _ => None,
         })
@@ -342,19 +345,27 @@ async fn insert_once(
     let t = open_writable(session, &table).await?;
     let target = super::table::arrow_schema(&t)?;
     let defaults = column_defaults(&t)?;
+    // Listed columns as the table spells them (names are case-insensitive).
+    let names = super::column_names(target.fields());
+    let columns = match columns {
+        Columns::Listed(c) => Columns::Listed(
+            c.iter()
+                .map(|c| {
+                    super::spelled(c, &names).ok_or_else(|| {
+                        Error::NotFound(format!(
+                            "column '{c}' not found in {table}{}",
+                            crate::catalog::suggest(c, &names)
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()?,
+        ),
+        Columns::ByName => Columns::ByName,
+    };
     let listed = match &columns {
         Columns::Listed(c) => c.clone(),
         Columns::ByName => vec![],
     };
-    for c in &listed {
-        if target.field_with_name(c).is_err() {
-            let names = super::column_names(target.fields());
-            return Err(Error::NotFound(format!(
-                "column '{c}' not found in {table}{}",
-                crate::catalog::suggest(c, &names)
-            )));
-        }
-    }
     let (rows, produced) = source_batches(session, source, &target, &listed, &defaults).await?;
     let width = produced.fields().len();
     let mapped: Vec<String> = match columns {
@@ -525,14 +536,13 @@ fn by_name(table: &TableName, target: &Schema, produced: &Schema) -> Result<Vec<
     let names = super::column_names(target.fields());
     let mut mapped: Vec<String> = Vec::with_capacity(produced.fields().len());
     for f in produced.fields() {
-        let c = f.name().to_lowercase();
-        if target.field_with_name(&c).is_err() {
+        let Some(c) = super::spelled(f.name(), &names) else {
             return Err(Error::NotFound(format!(
                 "INSERT ... BY NAME: the query's column '{}' is not a column of {table}{} (name the query's columns after the table's with AS)",
                 f.name(),
-                crate::catalog::suggest(&c, &names)
+                crate::catalog::suggest(f.name(), &names)
             )));
-        }
+        };
         if mapped.contains(&c) {
             return Err(Error::Invalid(format!(
                 "INSERT ... BY NAME: the query gives column '{c}' of {table} twice"
@@ -827,12 +837,13 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             let mut sets = vec![];
             for mut a in update.assignments {
                 let col = assignment_column(&a)?;
-                let field = schema.field_with_name(&col).map_err(|_| {
+                let col = super::spelled(&col, &columns).ok_or_else(|| {
                     Error::NotFound(format!(
                         "column '{col}' not found in {table}{}",
                         crate::catalog::suggest(&col, &columns)
                     ))
                 })?;
+                let field = schema.field_with_name(&col)?;
                 if is_default_keyword(&a.value) {
                     a.value = default_keyword_value(defaults.get(&col).map(String::as_str))?;
                 }
@@ -861,7 +872,8 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                 if sets.iter().any(|(c, _)| c == field.name()) {
                     continue;
                 }
-                let parsed = crate::parser::expr_text(g)?;
+                let mut parsed = crate::parser::expr_text(g)?;
+                let _b = session.bind(&mut parsed, &columns).await?;
                 let e = logical_expr(session, parsed, &df_schema)?;
                 let e = datafusion::common::tree_node::TreeNode::transform(e, |e| {
                     if let datafusion::logical_expr::Expr::Column(c) = &e

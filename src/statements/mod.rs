@@ -583,6 +583,21 @@ pub fn column_names(fields: &datafusion::arrow::datatypes::Fields) -> Vec<String
     fields.iter().map(|f| f.name().clone()).collect()
 }
 
+/// A table's own spelling of the column `name`: names are case-insensitive, as in Spark, so
+/// `customerid` names a column `CustomerID` (an exact match first).
+pub fn spelled<'a>(name: &str, columns: impl IntoIterator<Item = &'a String>) -> Option<String> {
+    let mut found = None;
+    for c in columns {
+        if c == name {
+            return Some(c.clone());
+        }
+        if found.is_none() && c.to_lowercase() == name.to_lowercase() {
+            found = Some(c.clone());
+        }
+    }
+    found
+}
+
 pub fn counts(pairs: &[(&str, i64)]) -> Output {
     let fields: Vec<Field> = pairs
         .iter()

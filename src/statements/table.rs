@@ -40,7 +40,7 @@ pub(crate) fn keep_stats_exact(
     }
 }
 
-/// Project a DataFrame to Delta-storable types (lower-case names, Utf8 strings, µs timestamps).
+/// Project a DataFrame to Delta-storable types (Utf8 strings, µs timestamps), names as they are.
 pub(crate) fn normalize_for_storage(
     df: datafusion::dataframe::DataFrame,
 ) -> Result<datafusion::dataframe::DataFrame> {
@@ -57,7 +57,7 @@ pub(crate) fn normalize_for_storage(
             } else {
                 cast(c, target)
             };
-            e.alias(f.name().to_lowercase())
+            e.alias(f.name())
         })
         .collect();
     Ok(df.select(exprs)?)

@@ -781,3 +781,66 @@ async fn golden_tables_read_copy_and_replay_as_spark_wrote_them() {
     let _ = std::fs::write(repo().join("target/golden-matrix.md"), &matrix);
     assert!(failures.is_empty(), "{}\n\n{}", failures.join("\n"), matrix);
 }
+
+/// Spark's names are case-insensitive: the columns of tables Spark wrote (`tsNtz`, partitioned
+/// by `tsNtzPartition`; `IntegerType` ... under column mapping) read the same in any case,
+/// back-quoted or not, as in their own spelling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_tables_read_without_regard_to_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let mut s = session(&wh, false);
+    let pairs = [
+        (
+            "data-reader-timestamp_ntz",
+            "SELECT id, CAST(tsNtz AS STRING), CAST(tsNtzPartition AS STRING) FROM t WHERE tsNtzPartition IS NOT NULL ORDER BY id, tsNtz",
+            "SELECT ID, CAST(tsntz AS STRING), CAST(`TSNTZPARTITION` AS STRING) FROM t WHERE tsntzpartition IS NOT NULL ORDER BY Id, TSNTZ",
+        ),
+        (
+            "table-with-columnmapping-mode-name",
+            "SELECT IntegerType, StringType, DoubleType FROM t ORDER BY IntegerType",
+            "SELECT integertype, t.stringtype, `doubletype` FROM t ORDER BY INTEGERTYPE",
+        ),
+    ];
+    for (name, exact, other) in pairs {
+        let table = unpack(name, dir.path());
+        query(&mut s, "DROP TABLE IF EXISTS t").await.unwrap();
+        let location = table.join("delta");
+        query(
+            &mut s,
+            &format!("CREATE TABLE t LOCATION '{}'", location.display()),
+        )
+        .await
+        .unwrap();
+        let (exact_schema, want) = query(&mut s, exact).await.unwrap();
+        let (other_schema, got) = query(&mut s, other)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let rows = |b: &[RecordBatch]| {
+            datafusion::arrow::util::pretty::pretty_format_batches(b)
+                .unwrap()
+                .to_string()
+                .lines()
+                .skip(3)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            want.iter().map(|b| b.num_rows()).sum::<usize>() > 0,
+            "{name}: no rows"
+        );
+        assert_eq!(rows(&want), rows(&got), "{name}");
+        // Each column keeps the table's spelling in the result.
+        let names = |s: &Schema| {
+            s.fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(&exact_schema)[..1],
+            names(&other_schema)[..1],
+            "{name}"
+        );
+    }
+}

@@ -24,12 +24,23 @@ pub async fn add_columns(
         .fields()
         .map(|f| f.name().to_lowercase())
         .collect();
+    let mut added: Vec<String> = vec![];
     let mut fields = Vec::new();
     let mut defaults = Vec::new();
     let mut typed_new = Vec::new();
     let mut not_null = Vec::new();
+    // A table with generated columns keeps lower-case names (see `ddl::create_table`).
+    let lower_case = t
+        .snapshot()?
+        .schema()
+        .fields()
+        .any(|f| f.metadata().contains_key(super::GENERATION_KEY));
     for col in &columns {
         let (field, meta) = column_field(col)?;
+        let field = match lower_case {
+            true => field.clone().with_name(field.name().to_lowercase()),
+            false => field,
+        };
         if meta.contains_key(super::GENERATION_KEY) {
             return Err(Error::class(
                 "UNSUPPORTED_FEATURE",
@@ -40,12 +51,24 @@ pub async fn add_columns(
             ));
         }
         typed_new.push((field.name().clone(), field.data_type().clone()));
-        if existing.contains(field.name()) {
+        // Names are case-insensitive: `ID` is the column `id`.
+        let lower = field.name().to_lowercase();
+        if existing.contains(&lower) {
             return Err(Error::AlreadyExists(format!(
                 "column '{}' already exists in {table}",
                 field.name()
             )));
         }
+        if added.contains(&lower) {
+            return Err(Error::class(
+                "COLUMN_ALREADY_EXISTS",
+                format!(
+                    "ALTER TABLE {table} ADD COLUMNS names column '{}' twice",
+                    field.name()
+                ),
+            ));
+        }
+        added.push(lower);
         if !field.is_nullable() && !meta.contains_key(DEFAULT_KEY) {
             return Err(Error::Invalid(format!(
                 "cannot add NOT NULL column '{}' without a DEFAULT: existing rows would have no value",
@@ -228,9 +251,15 @@ pub async fn add_constraint(
             "{table} already has constraint {constraint} CHECK ({existing}): drop it first (ALTER TABLE {table} DROP CONSTRAINT {constraint})"
         )));
     }
+    let columns: Vec<String> = t
+        .snapshot()?
+        .schema()
+        .fields()
+        .map(|f| f.name().clone())
+        .collect();
     let add = t
         .add_constraint()
-        .with_constraint(constraint.to_lowercase(), check_text(check)?);
+        .with_constraint(constraint.to_lowercase(), check_text(check, &columns)?);
     commit(add, CommitProperties::default())
         .await
         .map_err(|e| {
@@ -244,16 +273,14 @@ pub async fn add_constraint(
 /// column names lower-cased, as tidemark stores them. `[ ]` is refused: delta-rs reads
 /// `arr[0]` 1-based where tidemark (as Databricks) reads it 0-based, so the condition would
 /// mean one thing on some writes and another on others.
-pub(super) fn check_text(check: &Expr) -> Result<String> {
-    use datafusion::sql::sqlparser::ast::{Ident, Value, visit_expressions_mut};
-    let name = |i: &mut Ident| {
-        i.value = i.value.to_lowercase();
-        let plain = i
-            .value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !i.value.starts_with(|c: char| c.is_ascii_digit());
-        i.quote_style = if plain { None } else { Some('"') };
+pub(super) fn check_text(check: &Expr, columns: &[String]) -> Result<String> {
+    use datafusion::sql::sqlparser::ast::{Value, visit_expressions_mut};
+    let mut cased = None;
+    let mut name = |i: &mut datafusion::sql::sqlparser::ast::Ident| {
+        super::stored_name(i, columns);
+        if i.value.chars().any(|c| c.is_uppercase()) {
+            cased = Some(i.value.clone());
+        }
     };
     let mut check = check.clone();
     let mut subscript = false;
@@ -280,11 +307,19 @@ pub(super) fn check_text(check: &Expr) -> Result<String> {
                 }
             }
             Expr::Identifier(i) => name(i),
-            Expr::CompoundIdentifier(parts) => parts.iter_mut().for_each(name),
+            Expr::CompoundIdentifier(parts) => parts.iter_mut().for_each(&mut name),
             _ => {}
         }
         std::ops::ControlFlow::<()>::Continue(())
     });
+    if let Some(c) = cased {
+        return Err(Error::class(
+            "UNSUPPORTED_FEATURE",
+            format!(
+                "CHECK ({check}): column `{c}` has upper-case letters, and delta-rs stores such a name in a CHECK constraint in double quotes, which Spark and Databricks read as a string; a CHECK constraint can name only lower-case columns here (rename the column with Databricks, or check the rule in the job that writes)"
+            ),
+        ));
+    }
     if subscript {
         return Err(Error::class(
             "UNSUPPORTED_FEATURE",

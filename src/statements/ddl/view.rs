@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 pub async fn create(session: &Session, create: CreateView) -> Result<Output> {
     let c = super::super::clauses::create_view(create)?;
     let parts = name_parts(&c.name)?;
-    let columns: Vec<String> = c.columns.iter().map(|c| c.to_lowercase()).collect();
+    let columns: Vec<String> = c.columns.clone();
     let mut query = c.query;
     if c.temporary {
         let [name] = parts.as_slice() else {

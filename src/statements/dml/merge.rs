@@ -69,8 +69,13 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
             let source_cols = super::super::column_names(source.schema().fields());
             let mut scope = target_cols.clone();
             scope.extend(source_cols.iter().cloned());
+            // `o.id` and `s.id` each as their own relation spells the name.
+            let scopes = [
+                (vec![target_alias.clone()], target_cols.clone()),
+                (vec![source_alias.clone()], source_cols.clone()),
+            ];
             let mut on = *merge.on;
-            let _b = session.bind(&mut on, &scope).await?;
+            let _b = session.bind_scoped(&mut on, &scope, &scopes).await?;
             // delta-rs plans the conditions and values itself: arithmetic as Databricks'.
             crate::engine::functions::checked_calls(&mut on);
             let mut builder = t
@@ -98,7 +103,7 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 empty_as_null: &empty_as_null,
             };
             for mut clause in merge.clauses {
-                let _b = session.bind(&mut clause, &scope).await?;
+                let _b = session.bind_scoped(&mut clause, &scope, &scopes).await?;
                 crate::engine::functions::checked_calls(&mut clause);
                 builder = clauses.add(builder, clause)?;
             }
@@ -262,8 +267,10 @@ impl Clauses<'_> {
             let mut e = crate::parser::expr_text(text)?;
             let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut e, |e| {
                 if let Expr::Identifier(i) = e {
-                    let name = i.value.to_lowercase();
-                    *e = match assigned.iter().find(|(c, _)| *c == name) {
+                    *e = match assigned
+                        .iter()
+                        .find(|(c, _)| c.eq_ignore_ascii_case(&i.value))
+                    {
                         // The assigned value as the column stores it.
                         Some((c, v)) => {
                             let typed = match self.target_schema.field_with_name(c) {
@@ -276,7 +283,12 @@ impl Clauses<'_> {
                             crate::parser::expr_text(&typed).unwrap_or_else(|_| e.clone())
                         }
                         None => {
-                            Expr::CompoundIdentifier(vec![Ident::new(self.target_alias), i.clone()])
+                            let spelled = super::super::spelled(&i.value, self.target_cols)
+                                .unwrap_or_else(|| i.value.clone());
+                            Expr::CompoundIdentifier(vec![
+                                Ident::new(self.target_alias),
+                                Ident::with_quote('`', spelled),
+                            ])
                         }
                     };
                 }
@@ -368,6 +380,17 @@ pub(super) fn source_column(
     ))
 }
 
+/// A column a MERGE sets, as the target spells it; a name the target lacks is refused (delta-rs
+/// would skip it, and an INSERT would store NULL in the column meant).
+fn target_column(col: &str, target_cols: &[String]) -> Result<String> {
+    super::super::spelled(col, target_cols).ok_or_else(|| {
+        Error::NotFound(format!(
+            "column '{col}' is not a column of the MERGE target{}",
+            crate::catalog::suggest(col, target_cols)
+        ))
+    })
+}
+
 /// `UPDATE SET a = e, ...` or `UPDATE SET *` as (column, SQL expression) pairs.
 pub(super) fn merge_assignments(
     assignments: &[Assignment],
@@ -383,7 +406,7 @@ pub(super) fn merge_assignments(
                 out.push((c.clone(), source_column(c, source_cols, source_alias)?));
             }
         } else {
-            out.push((col, a.value.to_string()));
+            out.push((target_column(&col, target_cols)?, a.value.to_string()));
         }
     }
     if let Some(c) = super::repeated(out.iter().map(|(c, _)| c.as_str())) {
@@ -424,6 +447,9 @@ pub(super) fn merge_insert(
         target_cols.to_vec()
     } else {
         names
+            .iter()
+            .map(|c| target_column(c, target_cols))
+            .collect::<Result<_>>()?
     };
     if let Some(c) = super::repeated(names.iter().map(String::as_str)) {
         return Err(Error::class(

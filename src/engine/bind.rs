@@ -152,6 +152,8 @@ pub struct Bound {
         Option<String>,
         datafusion::arrow::datatypes::SchemaRef,
     )>,
+    /// Column names left as written because the statement's tables spell them two ways.
+    pub ambiguous: Vec<(String, Vec<String>)>,
 }
 
 impl Bound {
@@ -290,32 +292,67 @@ impl VisitorMut for RelationBinder<'_> {
     }
 }
 
-/// The tables `node` reads, each with its schema and the names that qualify its columns.
+/// Each table a statement reads (or its pinned snapshot's scratch name) and its schema.
+type Schemas = [(
+    TableName,
+    Option<String>,
+    datafusion::arrow::datatypes::SchemaRef,
+)];
+
+/// The tables `node` reads, each with its schema and the names that qualify its columns, and
+/// whether every relation it reads has columns known here (a table function's are not).
 fn relations<T: VisitMut>(
     node: &mut T,
-    schemas: &[(
-        TableName,
-        Option<String>,
-        datafusion::arrow::datatypes::SchemaRef,
-    )],
-) -> Vec<super::spelling::Relation> {
+    schemas: &Schemas,
+) -> (Vec<super::spelling::Relation>, bool) {
     struct Tables<'a> {
-        schemas: &'a [(
-            TableName,
-            Option<String>,
-            datafusion::arrow::datatypes::SchemaRef,
-        )],
+        schemas: &'a Schemas,
         found: Vec<super::spelling::Relation>,
+        ctes: HashSet<String>,
+        unknown: bool,
     }
     impl VisitorMut for Tables<'_> {
         type Break = ();
+        fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+            if let Some(with) = &query.with {
+                self.ctes.extend(
+                    with.cte_tables
+                        .iter()
+                        .map(|c| c.alias.name.value.to_lowercase()),
+                );
+            }
+            ControlFlow::Continue(())
+        }
         fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-            let TableFactor::Table { name, alias, .. } = factor else {
-                return ControlFlow::Continue(());
+            let (name, alias) = match factor {
+                TableFactor::Table {
+                    name,
+                    alias,
+                    args: None,
+                    ..
+                } => (name, alias),
+                // Queries whose columns are respelled with the rest of the statement.
+                TableFactor::Derived { .. }
+                | TableFactor::NestedJoin { .. }
+                | TableFactor::Pivot { .. }
+                | TableFactor::Unpivot { .. } => return ControlFlow::Continue(()),
+                TableFactor::UNNEST { alias: Some(a), .. } if !a.columns.is_empty() => {
+                    return ControlFlow::Continue(());
+                }
+                _ => {
+                    self.unknown = true;
+                    return ControlFlow::Continue(());
+                }
             };
             let Ok(parts) = name_parts(name) else {
+                self.unknown = true;
                 return ControlFlow::Continue(());
             };
+            if let [one] = parts.as_slice()
+                && self.ctes.contains(&one.to_lowercase())
+            {
+                return ControlFlow::Continue(());
+            }
             let found = match parts.as_slice() {
                 [s, _, pinned] if s == SCRATCH => self
                     .schemas
@@ -329,14 +366,16 @@ fn relations<T: VisitMut>(
                 }),
                 _ => None,
             };
-            if let Some((table, _, schema)) = found {
-                self.found.push(super::spelling::Relation {
+            match found {
+                Some((table, _, schema)) => self.found.push(super::spelling::Relation {
+                    name: parts.iter().map(|p| p.to_lowercase()).collect(),
                     qualifiers: super::spelling::table_qualifiers(
                         table,
                         alias.as_ref().map(|a| &a.name),
                     ),
                     schema: schema.clone(),
-                });
+                }),
+                None => self.unknown = true,
             }
             ControlFlow::Continue(())
         }
@@ -344,9 +383,11 @@ fn relations<T: VisitMut>(
     let mut tables = Tables {
         schemas,
         found: vec![],
+        ctes: HashSet::new(),
+        unknown: false,
     };
     let _ = node.visit(&mut tables);
-    tables.found
+    (tables.found, !tables.unknown)
 }
 
 /// A table's name in three back-quoted parts.
@@ -624,7 +665,7 @@ impl Session {
             }
             bound.variables = vb.replaced;
         }
-        let relations = relations(node, &bound.schemas);
+        let (relations, all_known) = relations(node, &bound.schemas);
         let mut extra: Vec<(Vec<Vec<String>>, Vec<String>)> = scopes
             .iter()
             .map(|(names, columns)| {
@@ -633,7 +674,9 @@ impl Session {
             })
             .collect();
         extra.push((vec![], extra_columns.to_vec()));
-        super::spelling::respell(node, &relations, &extra)?;
+        if all_known {
+            bound.ambiguous = super::spelling::respell(node, &relations, &extra)?;
+        }
         Ok(bound)
     }
 
@@ -723,6 +766,7 @@ impl Session {
             temp_views,
             temp_functions,
             schemas: vec![],
+            ambiguous: vec![],
         };
         let mut columns: HashSet<String> = extra_columns.iter().map(|c| c.to_lowercase()).collect();
         for (table, version, scratch, (line, col)) in found {

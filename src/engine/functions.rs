@@ -33,6 +33,7 @@ mod spark_casts;
 pub use guards::AsNullable;
 pub use spark_casts::{LikeOperands, SparkCasts, cast_array as spark_cast_array, spark_casts};
 mod array_insert;
+mod byte_length;
 mod map_cast;
 mod mask;
 mod murmur;
@@ -99,6 +100,9 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
     ctx.register_udf(ScalarUDF::from(murmur::Murmur3::new()));
     ctx.register_udf(ScalarUDF::from(mask::Mask::new()));
     ctx.register_udf(ScalarUDF::from(array_insert::ArrayInsert::new()));
+    for f in byte_length::ByteLength::udfs() {
+        ctx.register_udf(f);
+    }
     if let Ok(hex) = datafusion::execution::FunctionRegistry::udf(ctx, "hex") {
         ctx.register_udf(ScalarUDF::from(PlainBinary {
             inner: hex,

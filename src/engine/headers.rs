@@ -23,8 +23,11 @@ enum Item {
     Expr(String),
     /// `*` or `t.*`: any number of columns.
     Wildcard,
-    /// A column or an aliased expression: the engine's name is the written one.
+    /// A column: the engine's name is the table's.
     Named,
+    /// An aliased expression: the alias as written (the engine's name differs at most in
+    /// case, where a column of the statement spells the name otherwise).
+    Alias(String),
 }
 
 impl Written {
@@ -64,7 +67,7 @@ impl Written {
                             Item::Wildcard
                         }
                         SelectItem::UnnamedExpr(e) => Item::Expr(e.to_string()),
-                        SelectItem::ExprWithAlias { .. } => Item::Named,
+                        SelectItem::ExprWithAlias { alias, .. } => Item::Alias(alias.value.clone()),
                         _ => Item::Wildcard,
                     })
                     .collect(),
@@ -91,7 +94,7 @@ impl Written {
             .filter(|&i| matches!(self.items[i], Item::Wildcard))
             .collect();
         for (i, item) in self.items.iter().enumerate() {
-            let Item::Expr(text) = item else {
+            let (Item::Expr(text) | Item::Alias(text)) = item else {
                 continue;
             };
             let position = match (wild.first(), wild.last()) {
@@ -110,7 +113,17 @@ impl Written {
     /// `df` with its columns renamed as written (a projection on top: rows and order stay).
     pub fn rename(&self, df: DataFrame) -> datafusion::error::Result<DataFrame> {
         let schema = df.schema().clone();
-        let names = self.names(schema.fields().len());
+        let mut names = self.names(schema.fields().len());
+        // An alias renames only what differs from it in case (anything else is the
+        // engine's own name for a column a binder put there).
+        for (i, name) in names.iter_mut().enumerate() {
+            let engine = schema.field(i).name();
+            if name.as_ref().is_some_and(|n| {
+                self.is_alias(n) && (n == engine || n.to_lowercase() != engine.to_lowercase())
+            }) {
+                *name = None;
+            }
+        }
         if names.iter().all(Option::is_none) {
             return Ok(df);
         }
@@ -138,6 +151,32 @@ impl Written {
             .collect();
         df.select(exprs)
     }
+
+    /// Whether `name` is one of the select list's aliases.
+    fn is_alias(&self, name: &str) -> bool {
+        self.items
+            .iter()
+            .any(|i| matches!(i, Item::Alias(a) if a == name))
+    }
+
+    /// `df` with the select list's aliases as written: an alias respelled for the statement's
+    /// sake (`customerid AS CustomerID` over a table's `customerid`) names its column as
+    /// written, as in Spark.
+    pub fn aliases(&self, df: DataFrame) -> datafusion::error::Result<DataFrame> {
+        let only = Written {
+            items: self
+                .items
+                .iter()
+                .map(|i| match i {
+                    Item::Expr(_) => Item::Named,
+                    Item::Alias(a) => Item::Alias(a.clone()),
+                    Item::Named => Item::Named,
+                    Item::Wildcard => Item::Wildcard,
+                })
+                .collect(),
+        };
+        only.rename(df)
+    }
 }
 
 #[cfg(test)]
@@ -164,11 +203,19 @@ mod tests {
             names("SELECT 1, upper(name), count(*) FROM t", 3),
             vec![some("1"), some("upper(name)"), some("count(*)")]
         );
-        // Columns and aliases keep their names; wildcards: before from the start, after from
-        // the end.
+        // Columns keep their names, aliases are as written (`rename` takes them only where the
+        // engine's name differs in case); wildcards: before from the start, after from the end.
         assert_eq!(
-            names("SELECT a, x + 1 AS y, a + 1, *, b * 2 FROM t", 7),
-            vec![None, None, some("a + 1"), None, None, None, some("b * 2")]
+            names("SELECT a, x + 1 AS Y, a + 1, *, b * 2 FROM t", 7),
+            vec![
+                None,
+                some("Y"),
+                some("a + 1"),
+                None,
+                None,
+                None,
+                some("b * 2")
+            ]
         );
         // The first branch of a set operation; no CTE or subquery; nothing for BY NAME.
         assert_eq!(

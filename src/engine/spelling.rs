@@ -11,9 +11,12 @@
 //! Every name that is the same but for case becomes the same name, so the engine's exact
 //! matching resolves exactly what the case-blind matching of Spark resolves.
 //!
-//! Two tables of one statement may spell a name two ways (`a.ID`, `b.Id`): a reference
-//! qualified by its table takes that table's spelling; an unqualified one is refused by name,
-//! as it cannot be told apart.
+//! A struct field is respelled as the column's type spells it (never a MAP key: `m.key` looks
+//! the key up as written, as in Spark). What the rewrite cannot know, it leaves as written, as
+//! before it: a name two tables spell two ways (`a.ID`, `b.Id`) unless qualified by its table,
+//! and every name of a statement that reads a relation whose columns are unknown here (a table
+//! function such as `read_files`, `table_changes`): respelling a name that such a relation may
+//! hold could make it resolve to another scope's column.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -25,13 +28,24 @@ use datafusion::sql::sqlparser::ast::{
     TableFactor, TableWithJoins, VisitMut, VisitorMut, WildcardAdditionalOptions,
 };
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A relation a statement reads, as far as its columns' spellings go.
 pub struct Relation {
+    /// Its name in the statement's FROM clause (after binding), lower-cased.
+    pub name: Vec<String>,
     /// The names it can be qualified by, lower-cased (`[o]`, `[default, o]`, ...).
     pub qualifiers: Vec<Vec<String>>,
     pub schema: SchemaRef,
+}
+
+/// The relations of one SELECT's FROM clause, for a name two tables of the statement spell
+/// two ways: where only one of these has it, it is that one's (as Spark resolves it, from the
+/// innermost scope out).
+struct Scope {
+    schemas: Vec<SchemaRef>,
+    /// A relation whose columns are not known here (a subquery, a CTE) is among them.
+    opaque: bool,
 }
 
 /// How a name is spelled in the statement's tables and aliases.
@@ -42,21 +56,30 @@ struct Spellings {
     columns: HashMap<String, Vec<String>>,
     /// Whether the spelling comes from a table (else from an alias).
     from_table: HashSet<String>,
-    /// Struct field names, the same way.
-    fields: HashMap<String, Vec<String>>,
+    /// A column's type, where every table that has the name agrees on it.
+    types: HashMap<String, Option<DataType>>,
 }
 
 impl Spellings {
-    fn table_column(&mut self, name: &str) {
+    fn table_column(&mut self, name: &str, ty: Option<&DataType>) {
         let lower = name.to_lowercase();
         if !self.from_table.contains(&lower) {
             self.columns.remove(&lower);
             self.from_table.insert(lower.clone());
         }
-        let known = self.columns.entry(lower).or_default();
+        let known = self.columns.entry(lower.clone()).or_default();
         if !known.iter().any(|k| k == name) {
             known.push(name.to_string());
         }
+        let one = known.len() == 1;
+        self.types
+            .entry(lower)
+            .and_modify(|t| {
+                if !one || t.as_ref() != ty {
+                    *t = None
+                }
+            })
+            .or_insert_with(|| ty.cloned());
     }
 
     fn alias(&mut self, name: &str) {
@@ -64,36 +87,26 @@ impl Spellings {
             .entry(name.to_lowercase())
             .or_insert_with(|| vec![name.to_string()]);
     }
+}
 
-    fn fields_of(&mut self, ty: &DataType) {
-        match ty {
-            DataType::Struct(fields) => {
-                for f in fields {
-                    let known = self.fields.entry(f.name().to_lowercase()).or_default();
-                    if !known.iter().any(|k| k == f.name()) {
-                        known.push(f.name().clone());
-                    }
-                    self.fields_of(f.data_type());
-                }
-            }
-            DataType::List(f)
-            | DataType::LargeList(f)
-            | DataType::ListView(f)
-            | DataType::LargeListView(f)
-            | DataType::FixedSizeList(f, _)
-            | DataType::Map(f, _) => self.fields_of(f.data_type()),
-            DataType::Dictionary(_, v) => self.fields_of(v),
-            _ => {}
+/// The field of a struct (or of the structs of an array, which Spark reads as an array of the
+/// field) named `name` in any case: its spelling and type.
+fn field_of(ty: &DataType, name: &str) -> Option<(String, DataType)> {
+    match ty {
+        DataType::Struct(fields) => {
+            let exact = fields.iter().find(|f| f.name() == name);
+            let found = exact.or_else(|| {
+                fields
+                    .iter()
+                    .find(|f| f.name().to_lowercase() == name.to_lowercase())
+            })?;
+            Some((found.name().clone(), found.data_type().clone()))
         }
-    }
-
-    /// Whether respelling changes anything: some name is spelled other than in lower case.
-    fn any_upper(&self) -> bool {
-        let upper = |m: &HashMap<String, Vec<String>>| {
-            m.iter()
-                .any(|(lower, spelled)| spelled.len() > 1 || spelled[0] != *lower)
-        };
-        upper(&self.columns) || upper(&self.fields)
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            field_of(f.data_type(), name)
+        }
+        DataType::Dictionary(_, v) => field_of(v, name),
+        _ => None,
     }
 }
 
@@ -104,17 +117,16 @@ pub fn respell<T: VisitMut>(
     node: &mut T,
     relations: &[Relation],
     extra: &[(Vec<Vec<String>>, Vec<String>)],
-) -> Result<()> {
+) -> Result<Vec<(String, Vec<String>)>> {
     let mut spellings = Spellings::default();
     for r in relations {
         for f in r.schema.fields() {
-            spellings.table_column(f.name());
-            spellings.fields_of(f.data_type());
+            spellings.table_column(f.name(), Some(f.data_type()));
         }
     }
     for (_, columns) in extra {
         for c in columns {
-            spellings.table_column(c);
+            spellings.table_column(c, None);
         }
     }
     let mut names = Names::default();
@@ -122,30 +134,32 @@ pub fn respell<T: VisitMut>(
     for a in &names.aliases {
         spellings.alias(a);
     }
-    if !spellings.any_upper() {
-        return Ok(());
+    if spellings.columns.is_empty() {
+        return Ok(vec![]);
     }
     // The names a column may be qualified by, with the columns behind them where known.
-    let mut qualified: HashMap<Vec<String>, Option<Vec<String>>> = HashMap::new();
-    let mut known = |path: Vec<String>, columns: Option<Vec<String>>| {
-        qualified
-            .entry(path)
-            .and_modify(|c| {
-                if *c != columns {
-                    *c = None
-                }
-            })
-            .or_insert(columns);
-    };
+    let mut qualified: HashMap<Vec<String>, Option<SchemaRef>> = HashMap::new();
     for r in relations {
-        let columns: Vec<String> = r.schema.fields().iter().map(|f| f.name().clone()).collect();
         for q in &r.qualifiers {
-            known(q.clone(), Some(columns.clone()));
+            qualified
+                .entry(q.clone())
+                .and_modify(|c| {
+                    if c.as_ref() != Some(&r.schema) {
+                        *c = None
+                    }
+                })
+                .or_insert_with(|| Some(r.schema.clone()));
         }
     }
     for (qualifiers, columns) in extra {
+        let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(
+            columns
+                .iter()
+                .map(|c| datafusion::arrow::datatypes::Field::new(c, DataType::Null, true))
+                .collect::<Vec<_>>(),
+        ));
         for q in qualifiers {
-            known(q.clone(), Some(columns.clone()));
+            qualified.insert(q.clone(), Some(schema.clone()));
         }
     }
     // Other relations (CTEs, subqueries, aliases of the tables above): qualifiers whose
@@ -154,16 +168,31 @@ pub fn respell<T: VisitMut>(
         qualified.entry(vec![r.clone()]).or_insert(None);
     }
     let mut respeller = Respeller {
+        relations,
+        scopes: vec![],
         spellings: &spellings,
         qualified: &qualified,
         fields_at: HashSet::new(),
-        error: None,
+        ambiguous: vec![],
     };
     let _ = node.visit(&mut respeller);
-    match respeller.error {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    Ok(respeller.ambiguous)
+}
+
+/// The error for a name the engine did not find that two tables of the statement spell two
+/// ways (left as written, it matched neither).
+pub fn ambiguous_error(missing: &str, ambiguous: &[(String, Vec<String>)]) -> Option<crate::Error> {
+    let (name, many) = ambiguous
+        .iter()
+        .find(|(name, _)| missing.contains(&format!("No field named {}", name.to_lowercase())))?;
+    let spelled: Vec<String> = many.iter().map(|m| format!("`{m}`")).collect();
+    Some(crate::Error::class(
+        "AMBIGUOUS_REFERENCE",
+        format!(
+            "the column name '{name}' is spelled {} in the tables this statement reads; names are case-insensitive, as in Spark, so tidemark cannot tell which is meant: qualify it with its table (t.{name})",
+            spelled.join(" and ")
+        ),
+    ))
 }
 
 /// The names a statement defines: column aliases (select items, table and CTE column lists,
@@ -239,92 +268,194 @@ fn factor_alias(
 }
 
 struct Respeller<'a> {
+    relations: &'a [Relation],
+    /// The FROM clauses the visit is inside, innermost last.
+    scopes: Vec<Scope>,
     spellings: &'a Spellings,
-    qualified: &'a HashMap<Vec<String>, Option<Vec<String>>>,
-    /// The field names after a `.` of a value (`(expr).field`), by address: fields, not columns.
+    qualified: &'a HashMap<Vec<String>, Option<SchemaRef>>,
+    /// The names after a `.` of a value (`(expr).field`), by address: fields of a value whose
+    /// type is not known here, left as written.
     fields_at: HashSet<*const Expr>,
-    error: Option<Error>,
+    /// Names left as written because the statement's tables spell them two ways.
+    ambiguous: Vec<(String, Vec<String>)>,
 }
 
 impl Respeller<'_> {
-    /// A name in the column namespace, respelled (or refused: the tables spell it two ways).
+    /// A name that defines a column (an alias), respelled where the statement spells it one
+    /// way.
     fn column(&mut self, ident: &mut Ident) {
-        let lower = ident.value.to_lowercase();
-        match self.spellings.columns.get(&lower).map(Vec::as_slice) {
-            None => {}
+        match self
+            .spellings
+            .columns
+            .get(&ident.value.to_lowercase())
+            .map(Vec::as_slice)
+        {
             Some([one]) => set(ident, one),
-            Some(many) if self.error.is_none() => {
-                self.error = Some(ambiguous(&ident.value, many));
-            }
-            Some(_) => {}
+            Some(many) if many.len() > 1 => self.left(ident, many),
+            _ => {}
         }
     }
 
-    /// A struct field's name, respelled where the statement's tables spell it one way.
-    fn field(&mut self, ident: &mut Ident) {
+    /// A name that reads a column: as [`Self::column`], and where the statement's tables spell
+    /// it two ways, as the innermost FROM clause that has it spells it.
+    fn reference(&mut self, ident: &mut Ident) {
         let lower = ident.value.to_lowercase();
-        match self.spellings.fields.get(&lower).map(Vec::as_slice) {
-            None => {}
-            Some([one]) => set(ident, one),
-            Some(many) if self.error.is_none() => {
-                self.error = Some(Error::class(
-                    "AMBIGUOUS_REFERENCE",
-                    format!(
-                        "the field name '{}' is spelled {} in the structs this statement reads; Spark's names are case-insensitive, so tidemark cannot tell which is meant: read the field with its exact spelling through a view of one table",
-                        ident.value,
-                        spelled(many)
-                    ),
-                ));
+        let Some(many) = self
+            .spellings
+            .columns
+            .get(&lower)
+            .filter(|m| m.len() > 1)
+            .cloned()
+        else {
+            return self.column(ident);
+        };
+        for scope in self.scopes.iter().rev() {
+            let mut found: Vec<&String> = vec![];
+            for schema in &scope.schemas {
+                for f in schema.fields() {
+                    if f.name().to_lowercase() == lower && !found.contains(&f.name()) {
+                        found.push(f.name());
+                    }
+                }
             }
-            Some(_) => {}
+            match found.as_slice() {
+                [one] if !scope.opaque => {
+                    let one = (*one).clone();
+                    return set(ident, &one);
+                }
+                [] if !scope.opaque => continue,
+                _ => break,
+            }
+        }
+        self.left(ident, &many)
+    }
+
+    /// A name left as written: the statement's tables spell it two ways.
+    fn left(&mut self, ident: &Ident, many: &[String]) {
+        if !self.ambiguous.iter().any(|(n, _)| n == &ident.value) {
+            self.ambiguous.push((ident.value.clone(), many.to_vec()));
         }
     }
 
-    /// `a.b.c`: the qualifier its first parts are (left as they are), the column, the fields.
+    /// The relations of a FROM clause.
+    fn scope(&self, from: &[TableWithJoins]) -> Scope {
+        let mut scope = Scope {
+            schemas: vec![],
+            opaque: false,
+        };
+        fn add(r: &Respeller<'_>, factor: &TableFactor, scope: &mut Scope) {
+            match factor {
+                TableFactor::Table {
+                    name, args: None, ..
+                } => {
+                    let parts: Option<Vec<String>> = name
+                        .0
+                        .iter()
+                        .map(|p| p.as_ident().map(|i| i.value.to_lowercase()))
+                        .collect();
+                    match parts.and_then(|p| r.relations.iter().find(|rel| rel.name == p)) {
+                        Some(rel) => scope.schemas.push(rel.schema.clone()),
+                        None => scope.opaque = true,
+                    }
+                }
+                TableFactor::NestedJoin {
+                    table_with_joins, ..
+                } => {
+                    add(r, &table_with_joins.relation, scope);
+                    for j in &table_with_joins.joins {
+                        add(r, &j.relation, scope);
+                    }
+                }
+                _ => scope.opaque = true,
+            }
+        }
+        for t in from {
+            add(self, &t.relation, &mut scope);
+            for j in &t.joins {
+                add(self, &j.relation, &mut scope);
+            }
+        }
+        scope
+    }
+
+    /// `a.b.c`: the qualifier its first parts are (left as they are), the column, the fields
+    /// (as the column's type spells them).
     fn compound(&mut self, parts: &mut [Ident]) {
         let lower: Vec<String> = parts.iter().map(|p| p.value.to_lowercase()).collect();
         // The longest qualifier the statement knows, leaving a column after it.
         let qualifier = (1..parts.len())
             .rev()
             .find(|&k| self.qualified.contains_key(&lower[..k]));
-        let (column_at, columns) = match qualifier {
+        let (column_at, schema) = match qualifier {
             Some(k) => (k, self.qualified.get(&lower[..k]).cloned().flatten()),
             None => (0, None),
         };
         let (column, fields) = parts[column_at..].split_at_mut(1);
-        match columns
-            .as_ref()
-            .and_then(|cs| cs.iter().find(|c| c.to_lowercase() == lower[column_at]))
-        {
-            Some(spelled) => set(&mut column[0], spelled),
-            None => self.column(&mut column[0]),
-        }
+        let column = &mut column[0];
+        let mut ty = match &schema {
+            Some(schema) => {
+                let field = schema
+                    .fields()
+                    .iter()
+                    .find(|f| f.name() == &column.value)
+                    .or_else(|| {
+                        schema
+                            .fields()
+                            .iter()
+                            .find(|f| f.name().to_lowercase() == lower[column_at])
+                    });
+                match field {
+                    Some(f) => {
+                        set(column, f.name());
+                        Some(f.data_type().clone())
+                    }
+                    None => None,
+                }
+            }
+            // No table's columns behind the qualifier (a CTE, a subquery): its columns are
+            // the statement's, respelled alike.
+            None => {
+                self.reference(column);
+                self.spellings
+                    .types
+                    .get(&lower[column_at])
+                    .cloned()
+                    .flatten()
+            }
+        };
         for f in fields {
-            self.field(f);
+            // A MAP's key after a dot is looked up as written (keys are case-sensitive);
+            // the engine would lower-case it unquoted.
+            if let Some(DataType::Map(entries, _)) = &ty {
+                if f.quote_style.is_none() {
+                    f.quote_style = Some('`');
+                }
+                ty = match entries.data_type() {
+                    DataType::Struct(kv) if kv.len() == 2 => Some(kv[1].data_type().clone()),
+                    _ => None,
+                };
+                continue;
+            }
+            let Some((spelled, inner)) = ty.as_ref().and_then(|t| field_of(t, &f.value)) else {
+                break;
+            };
+            set(f, &spelled);
+            ty = Some(inner);
         }
     }
 }
 
+/// `ident` as `spelling`, back-quoted; left as written where the engine reads it so already
+/// (an unquoted name it lower-cases into the spelling), so lower-case statements stay as typed.
 fn set(ident: &mut Ident, spelling: &str) {
-    if ident.value != spelling || ident.quote_style.is_none() {
+    let reads = match ident.quote_style {
+        None => ident.value.to_lowercase() == spelling,
+        Some(_) => ident.value == spelling,
+    };
+    if !reads {
         ident.value = spelling.to_string();
         ident.quote_style = Some('`');
     }
-}
-
-fn spelled(many: &[String]) -> String {
-    let quoted: Vec<String> = many.iter().map(|m| format!("`{m}`")).collect();
-    quoted.join(" and ")
-}
-
-fn ambiguous(name: &str, many: &[String]) -> Error {
-    Error::class(
-        "AMBIGUOUS_REFERENCE",
-        format!(
-            "the column name '{name}' is spelled {} in the tables this statement reads; Spark's names are case-insensitive, so tidemark cannot tell which is meant: qualify it with its table (t.{name})",
-            spelled(many)
-        ),
-    )
 }
 
 fn join_constraint(op: &mut JoinOperator) -> Option<&mut JoinConstraint> {
@@ -363,7 +494,7 @@ impl Respeller<'_> {
 
     fn object_name(&mut self, name: &mut ObjectName) {
         if let [ObjectNamePart::Identifier(i)] = name.0.as_mut_slice() {
-            self.column(i);
+            self.reference(i);
         }
     }
 
@@ -380,17 +511,19 @@ impl Respeller<'_> {
             additional_elements,
         }) = &mut options.opt_except
         {
-            self.column(first_element);
-            additional_elements.iter_mut().for_each(|i| self.column(i));
+            self.reference(first_element);
+            additional_elements
+                .iter_mut()
+                .for_each(|i| self.reference(i));
         }
         match &mut options.opt_rename {
             Some(RenameSelectItem::Single(r)) => {
-                self.column(&mut r.ident);
+                self.reference(&mut r.ident);
                 self.column(&mut r.alias);
             }
             Some(RenameSelectItem::Multiple(rs)) => {
                 for r in rs {
-                    self.column(&mut r.ident);
+                    self.reference(&mut r.ident);
                     self.column(&mut r.alias);
                 }
             }
@@ -398,7 +531,7 @@ impl Respeller<'_> {
         }
         if let Some(replace) = &mut options.opt_replace {
             for r in &mut replace.items {
-                self.column(&mut r.column_name);
+                self.reference(&mut r.column_name);
             }
         }
     }
@@ -419,6 +552,8 @@ impl VisitorMut for Respeller<'_> {
     }
 
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        let scope = self.scope(&select.from);
+        self.scopes.push(scope);
         for item in &mut select.projection {
             match item {
                 SelectItem::ExprWithAlias { alias, .. } => self.column(alias),
@@ -432,6 +567,11 @@ impl VisitorMut for Respeller<'_> {
             }
         }
         self.joins(&mut select.from);
+        self.done()
+    }
+
+    fn post_visit_select(&mut self, _: &mut Select) -> ControlFlow<()> {
+        self.scopes.pop();
         self.done()
     }
 
@@ -456,21 +596,15 @@ impl VisitorMut for Respeller<'_> {
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         let at = expr as *const Expr;
         match expr {
-            Expr::Identifier(i) if self.fields_at.contains(&at) => self.field(i),
-            Expr::Identifier(i) => self.column(i),
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) if self.fields_at.contains(&at) => {}
+            Expr::Identifier(i) => self.reference(i),
             Expr::CompoundIdentifier(parts) => self.compound(parts),
             Expr::CompoundFieldAccess { access_chain, .. } => {
                 for a in access_chain {
-                    if let AccessExpr::Dot(e) = a {
-                        match e {
-                            Expr::Identifier(_) => {
-                                self.fields_at.insert(e as *const Expr);
-                            }
-                            Expr::CompoundIdentifier(parts) => {
-                                parts.iter_mut().for_each(|p| self.field(p));
-                            }
-                            _ => {}
-                        }
+                    if let AccessExpr::Dot(e) = a
+                        && matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+                    {
+                        self.fields_at.insert(e as *const Expr);
                     }
                 }
             }
@@ -491,10 +625,7 @@ impl VisitorMut for Respeller<'_> {
 
 impl Respeller<'_> {
     fn done(&self) -> ControlFlow<()> {
-        match self.error {
-            Some(_) => ControlFlow::Break(()),
-            None => ControlFlow::Continue(()),
-        }
+        ControlFlow::Continue(())
     }
 }
 
@@ -514,5 +645,60 @@ pub fn table_qualifiers(
                 table.table.clone(),
             ],
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::sql::sqlparser::ast::Statement;
+    use datafusion::sql::sqlparser::dialect::DatabricksDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    fn relation(name: &str, columns: &[&str]) -> Relation {
+        Relation {
+            name: vec!["main".into(), "default".into(), name.into()],
+            qualifiers: vec![vec![name.into()]],
+            schema: std::sync::Arc::new(Schema::new(
+                columns
+                    .iter()
+                    .map(|c| Field::new(*c, DataType::Int64, true))
+                    .collect::<Vec<_>>(),
+            )),
+        }
+    }
+
+    fn respelled(sql: &str, relations: &[Relation]) -> String {
+        let mut stmt: Statement = Parser::parse_sql(&DatabricksDialect {}, sql)
+            .unwrap()
+            .remove(0);
+        respell(&mut stmt, relations, &[]).unwrap();
+        stmt.to_string()
+    }
+
+    #[test]
+    fn names_are_spelled_as_their_tables_spell_them() {
+        let t = [relation("t", &["id", "CustomerID"])];
+        // A lower-case statement over lower-case names is left as typed.
+        let sql = "SELECT id, x AS y FROM main.default.t WHERE id > 1 ORDER BY y";
+        assert_eq!(respelled(sql, &t), sql);
+        assert_eq!(
+            respelled(
+                "SELECT customerid, ID AS CUSTOMERID FROM main.default.t ORDER BY CustomerId",
+                &t
+            ),
+            "SELECT `CustomerID`, ID AS `CustomerID` FROM main.default.t ORDER BY `CustomerID`"
+        );
+        // Two tables that spell a name two ways: each FROM clause its own.
+        let two = [relation("a", &["ID"]), relation("b", &["id"])];
+        assert_eq!(
+            respelled(
+                "SELECT id FROM main.default.a UNION ALL SELECT ID FROM main.default.b",
+                &two
+            ),
+            // (`ID` unquoted is read as `id`: left as typed.)
+            "SELECT `ID` FROM main.default.a UNION ALL SELECT ID FROM main.default.b"
+        );
     }
 }

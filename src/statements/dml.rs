@@ -77,7 +77,10 @@ async fn generated_values(
     for (name, g) in generated {
         // Its columns as the table spells them (the expression may write them in any case).
         let mut e = crate::parser::expr_text(g)?;
-        let _b = session.bind(&mut e, mapped).await?;
+        // Every column of the table is a column here, never a session variable of its name.
+        let _b = session
+            .bind(&mut e, &super::column_names(target.fields()))
+            .await?;
         exprs.push(df.parse_sql_expr(&e.to_string())?.alias(name));
     }
     let selected = df.select(exprs)?;

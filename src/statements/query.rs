@@ -36,9 +36,17 @@ pub async fn dataframe(
     session: &Session,
     stmt: &mut Sql,
 ) -> Result<datafusion::dataframe::DataFrame> {
-    let _bound = session.bind(stmt, &[]).await?;
-    let plan = Box::pin(plan(session, stmt.clone())).await?;
+    let bound = session.bind(stmt, &[]).await?;
+    let plan = Box::pin(plan(session, stmt.clone()))
+        .await
+        .map_err(|e| explained(e, &bound))?;
     Ok(session.ctx().execute_logical_plan(plan).await?)
+}
+
+/// A planning error about a missing column that is one of the names the statement's tables
+/// spell two ways, said as such.
+fn explained(e: crate::error::Error, bound: &crate::engine::bind::Bound) -> crate::error::Error {
+    crate::engine::spelling::ambiguous_error(&e.to_string(), &bound.ambiguous).unwrap_or(e)
 }
 
 /// Plan a query into a DataFrame; the returned guard keeps time-travel snapshots alive.
@@ -46,10 +54,14 @@ pub async fn query_dataframe(
     session: &Session,
     query: Query,
 ) -> Result<(datafusion::dataframe::DataFrame, crate::engine::bind::Bound)> {
+    let written = headers::Written::of(&query);
     let mut stmt = Sql::Query(Box::new(query));
     let bound = session.bind(&mut stmt, &[]).await?;
-    let plan = Box::pin(plan(session, stmt)).await?;
-    Ok((session.ctx().execute_logical_plan(plan).await?, bound))
+    let plan = Box::pin(plan(session, stmt))
+        .await
+        .map_err(|e| explained(e, &bound))?;
+    let df = session.ctx().execute_logical_plan(plan).await?;
+    Ok((written.aliases(df)?, bound))
 }
 
 /// The engine's plan of a statement. The engine names an unnamed `CAST(x AS t)` like `x`

@@ -58,11 +58,31 @@ pub fn string_at(batch: &RecordBatch, column: &str, row: usize) -> Result<Option
     }
 }
 
+/// The columns of a control table the job reads by name.
+const CONTROL_COLUMNS: &[&str] = &[
+    "source_table",
+    "target_table",
+    "watermark_column",
+    "last_watermark",
+    "active",
+];
+
 /// Read every row of a control table.
 pub async fn read_all(session: &Session, table: &TableName) -> Result<Vec<RecordBatch>> {
     let t = session.warehouse().open(table).await?;
     let provider = crate::catalog::provider_for(&t).await?;
     let schema = provider.schema();
+    // The job reads and advances these columns by their lower-case names: a column spelled
+    // otherwise (`Active`) would be missed, and a paused row copied.
+    for f in schema.fields() {
+        let lower = f.name().to_lowercase();
+        if CONTROL_COLUMNS.contains(&lower.as_str()) && *f.name() != lower {
+            return Err(Error::Invalid(format!(
+                "control table {table}: its column '{}' must be spelled in lower case ('{lower}'), as the job reads it; make the table again with lower-case names",
+                f.name()
+            )));
+        }
+    }
     for required in ["source_table", "last_watermark"] {
         if schema.field_with_name(required).is_err() {
             return Err(Error::Invalid(format!(

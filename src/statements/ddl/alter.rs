@@ -278,7 +278,7 @@ pub(super) fn check_text(check: &Expr, columns: &[String]) -> Result<String> {
     let mut cased = None;
     let mut name = |i: &mut datafusion::sql::sqlparser::ast::Ident| {
         super::stored_name(i, columns);
-        if i.value.chars().any(|c| c.is_uppercase()) {
+        if i.quote_style.is_some() {
             cased = Some(i.value.clone());
         }
     };
@@ -316,7 +316,7 @@ pub(super) fn check_text(check: &Expr, columns: &[String]) -> Result<String> {
         return Err(Error::class(
             "UNSUPPORTED_FEATURE",
             format!(
-                "CHECK ({check}): column `{c}` has upper-case letters, and delta-rs stores such a name in a CHECK constraint in double quotes, which Spark and Databricks read as a string; a CHECK constraint can name only lower-case columns here (rename the column with Databricks, or check the rule in the job that writes)"
+                "CHECK ({check}): the name `{c}` needs quotes (upper-case letters, spaces or other signs), and delta-rs stores a quoted name in a CHECK constraint in double quotes, which Spark and Databricks read as a string; a CHECK constraint can name only lower-case columns of letters, digits and _ here (rename the column with Databricks, or check the rule in the job that writes)"
             ),
         ));
     }

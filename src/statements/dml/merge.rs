@@ -367,16 +367,17 @@ pub(super) fn source_column(
     source_cols: &[String],
     source_alias: &str,
 ) -> Result<String> {
-    if !source_cols.iter().any(|c| c.eq_ignore_ascii_case(col)) {
+    // The source's own spelling: the target's `CustomerID` is the source's `customerid`.
+    let Some(spelled) = super::super::spelled(col, source_cols) else {
         return Err(Error::NotFound(format!(
             "MERGE ... * needs column '{col}' in the source{}",
             crate::catalog::suggest(col, source_cols)
         )));
-    }
+    };
     Ok(format!(
         "{}.{}",
         crate::catalog::quote_ident(source_alias),
-        crate::catalog::quote_ident(col)
+        crate::catalog::quote_ident(&spelled)
     ))
 }
 

@@ -677,6 +677,7 @@ impl Session {
         if all_known {
             bound.ambiguous = super::spelling::respell(node, &relations, &extra)?;
         }
+        super::spelling::qualify_wildcards(node, &relations);
         Ok(bound)
     }
 

@@ -167,16 +167,24 @@ pub fn respell<T: VisitMut>(
     for r in &names.relations {
         qualified.entry(vec![r.clone()]).or_insert(None);
     }
+    for r in &names.opaque {
+        qualified.insert(vec![r.clone()], None);
+    }
     let mut respeller = Respeller {
         relations,
         scopes: vec![],
+        params: vec![],
+        error: None,
         spellings: &spellings,
         qualified: &qualified,
         fields_at: HashSet::new(),
         ambiguous: vec![],
     };
     let _ = node.visit(&mut respeller);
-    Ok(respeller.ambiguous)
+    match respeller.error {
+        Some(e) => Err(e),
+        None => Ok(respeller.ambiguous),
+    }
 }
 
 /// The error for a name the engine did not find that two tables of the statement spell two
@@ -201,6 +209,10 @@ pub fn ambiguous_error(missing: &str, ambiguous: &[(String, Vec<String>)]) -> Op
 struct Names {
     aliases: Vec<String>,
     relations: Vec<String>,
+    /// Relations whose columns are not a table's (CTEs, subqueries, table functions, and
+    /// aliases of them): a qualifier so named is theirs, even where a table goes by it too.
+    opaque: Vec<String>,
+    ctes: Vec<String>,
 }
 
 impl VisitorMut for Names {
@@ -210,6 +222,8 @@ impl VisitorMut for Names {
         if let Some(with) = &query.with {
             for cte in &with.cte_tables {
                 self.relations.push(cte.alias.name.value.to_lowercase());
+                self.opaque.push(cte.alias.name.value.to_lowercase());
+                self.ctes.push(cte.alias.name.value.to_lowercase());
                 self.aliases
                     .extend(cte.alias.columns.iter().map(|c| c.name.value.clone()));
             }
@@ -231,7 +245,17 @@ impl VisitorMut for Names {
     }
 
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let reads_table = match factor {
+            TableFactor::Table {
+                name, args: None, ..
+            } => !matches!(name.0.as_slice(),
+                [ObjectNamePart::Identifier(i)] if self.ctes.contains(&i.value.to_lowercase())),
+            _ => false,
+        };
         if let Some(alias) = factor_alias(factor) {
+            if !reads_table {
+                self.opaque.push(alias.name.value.to_lowercase());
+            }
             self.relations.push(alias.name.value.to_lowercase());
             self.aliases
                 .extend(alias.columns.iter().map(|c| c.name.value.clone()));
@@ -269,6 +293,10 @@ fn factor_alias(
 
 struct Respeller<'a> {
     relations: &'a [Relation],
+    /// The parameters of the lambdas the visit is inside (lower-cased): they shadow columns.
+    params: Vec<String>,
+    /// A name no table of its scope can be told apart by (Spark's AMBIGUOUS_REFERENCE).
+    error: Option<crate::Error>,
     /// The FROM clauses the visit is inside, innermost last.
     scopes: Vec<Scope>,
     spellings: &'a Spellings,
@@ -309,6 +337,11 @@ impl Respeller<'_> {
         else {
             return self.column(ident);
         };
+        // A lambda's parameter, named as it was defined.
+        if self.params.contains(&lower) {
+            return self.column(ident);
+        }
+        let mut unclear = false;
         for scope in self.scopes.iter().rev() {
             let mut found: Vec<&String> = vec![];
             for schema in &scope.schemas {
@@ -324,8 +357,26 @@ impl Respeller<'_> {
                     return set(ident, &one);
                 }
                 [] if !scope.opaque => continue,
-                _ => break,
+                _ => {
+                    unclear = true;
+                    break;
+                }
             }
+        }
+        // Two of its scope's relations may hold it (two tables spelling it two ways, or a
+        // table beside a subquery or CTE whose columns are not known here): left as
+        // written, the engine would pick one by case, or an outer one, without a word.
+        if unclear && self.error.is_none() {
+            let spelled: Vec<String> = many.iter().map(|m| format!("`{m}`")).collect();
+            self.error = Some(crate::Error::class(
+                "AMBIGUOUS_REFERENCE",
+                format!(
+                    "the column name '{}' is spelled {} in the tables this statement reads, and more than one relation of its FROM clause may hold it; names are case-insensitive, as in Spark, so tidemark cannot tell which is meant: qualify it with its table or alias (t.{})",
+                    ident.value,
+                    spelled.join(" and "),
+                    ident.value
+                ),
+            ));
         }
         self.left(ident, &many)
     }
@@ -411,6 +462,20 @@ impl Respeller<'_> {
                     }
                     None => None,
                 }
+            }
+            // A CTE's or subquery's column, of a name the tables spell two ways: as written
+            // (the relation's own columns were respelled, or not, alike).
+            None if qualifier.is_some()
+                && self
+                    .spellings
+                    .columns
+                    .get(&lower[column_at])
+                    .is_some_and(|m| m.len() > 1) =>
+            {
+                if column.quote_style.is_none() {
+                    column.quote_style = Some('`');
+                }
+                None
             }
             // No table's columns behind the qualifier (a CTE, a subquery): its columns are
             // the statement's, respelled alike.
@@ -575,6 +640,14 @@ impl VisitorMut for Respeller<'_> {
         self.done()
     }
 
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::Lambda(l) = expr {
+            let n = self.params.len().saturating_sub(l.params.len());
+            self.params.truncate(n);
+        }
+        self.done()
+    }
+
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
         if let TableFactor::NestedJoin {
             table_with_joins, ..
@@ -609,6 +682,8 @@ impl VisitorMut for Respeller<'_> {
                 }
             }
             Expr::Lambda(l) => {
+                self.params
+                    .extend(l.params.iter().map(|p| p.name.value.to_lowercase()));
                 let params = match &mut l.params {
                     OneOrManyWithParens::One(p) => std::slice::from_mut(p),
                     OneOrManyWithParens::Many(ps) => ps.as_mut_slice(),
@@ -625,8 +700,69 @@ impl VisitorMut for Respeller<'_> {
 
 impl Respeller<'_> {
     fn done(&self) -> ControlFlow<()> {
-        ControlFlow::Continue(())
+        match self.error {
+            Some(_) => ControlFlow::Break(()),
+            None => ControlFlow::Continue(()),
+        }
     }
+}
+
+/// `t.*` and `default.t.*` where `t` is a warehouse table read without an alias: the engine
+/// knows it by the three-part name binding gave it and refused the shorter one ("Invalid
+/// qualifier t"), though it takes `t.x`. Each such qualifier is written in full.
+pub fn qualify_wildcards<T: VisitMut>(node: &mut T, relations: &[Relation]) {
+    struct Wildcards<'a> {
+        relations: &'a [Relation],
+        /// CTE names and relation aliases: a qualifier that is one of them is left.
+        taken: Vec<String>,
+    }
+    impl VisitorMut for Wildcards<'_> {
+        type Break = ();
+        fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+            for item in &mut select.projection {
+                let SelectItem::QualifiedWildcard(
+                    datafusion::sql::sqlparser::ast::SelectItemQualifiedWildcardKind::ObjectName(
+                        name,
+                    ),
+                    _,
+                ) = item
+                else {
+                    continue;
+                };
+                let Some(parts) = name
+                    .0
+                    .iter()
+                    .map(|p| p.as_ident().map(|i| i.value.to_lowercase()))
+                    .collect::<Option<Vec<String>>>()
+                else {
+                    continue;
+                };
+                if parts.len() == 1 && self.taken.contains(&parts[0]) {
+                    continue;
+                }
+                let mut full = self
+                    .relations
+                    .iter()
+                    .filter(|r| r.qualifiers.contains(&parts) && r.name != parts);
+                if let (Some(r), None) = (full.next(), full.next()) {
+                    *name = ObjectName(
+                        r.name
+                            .iter()
+                            .map(|p| ObjectNamePart::Identifier(Ident::with_quote('`', p)))
+                            .collect(),
+                    );
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut names = Names::default();
+    let _ = node.visit(&mut names);
+    let mut w = Wildcards {
+        relations,
+        taken: names.relations,
+    };
+    let _ = node.visit(&mut w);
 }
 
 /// The qualifiers a warehouse table goes by: its alias, else its name in one to three parts.

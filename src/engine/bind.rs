@@ -292,6 +292,22 @@ impl VisitorMut for RelationBinder<'_> {
     }
 }
 
+/// Columns known by name only (their type unknown: `Null`).
+fn untyped(columns: &[String]) -> datafusion::arrow::datatypes::SchemaRef {
+    Arc::new(datafusion::arrow::datatypes::Schema::new(
+        columns
+            .iter()
+            .map(|c| {
+                datafusion::arrow::datatypes::Field::new(
+                    c,
+                    datafusion::arrow::datatypes::DataType::Null,
+                    true,
+                )
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
 /// Each table a statement reads (or its pinned snapshot's scratch name) and its schema.
 type Schemas = [(
     TableName,
@@ -632,7 +648,18 @@ impl Session {
     /// `extra_columns` are columns in scope besides those of the referenced tables (e.g. the
     /// target of an UPDATE).
     pub async fn bind<T: VisitMut>(&self, node: &mut T, extra_columns: &[String]) -> Result<Bound> {
-        self.bind_scoped(node, extra_columns, &[]).await
+        self.bind_scoped(node, &untyped(extra_columns), &[]).await
+    }
+
+    /// [`Session::bind`] of an expression over a table's columns (an UPDATE's or DELETE's
+    /// condition), their types known: a struct field is spelled as the table spells it and a
+    /// MAP key after a dot read as written, as in queries.
+    pub async fn bind_over<T: VisitMut>(
+        &self,
+        node: &mut T,
+        schema: &datafusion::arrow::datatypes::SchemaRef,
+    ) -> Result<Bound> {
+        self.bind_scoped(node, schema, &[]).await
     }
 
     /// [`Session::bind`], with the columns of relations the statement names but does not read
@@ -642,9 +669,11 @@ impl Session {
     pub async fn bind_scoped<T: VisitMut>(
         &self,
         node: &mut T,
-        extra_columns: &[String],
-        scopes: &[(Vec<String>, Vec<String>)],
+        extra: &datafusion::arrow::datatypes::SchemaRef,
+        scopes: &[(Vec<String>, datafusion::arrow::datatypes::SchemaRef)],
     ) -> Result<Bound> {
+        let extra_columns: Vec<String> = extra.fields().iter().map(|f| f.name().clone()).collect();
+        let extra_columns = extra_columns.as_slice();
         // Variables to bind, or parameter markers `:name` to bind (or refuse) by name.
         let want_columns = !self.vars.is_empty() || has_named_marker(node);
         let (mut bound, mut columns) = self
@@ -666,14 +695,15 @@ impl Session {
             bound.variables = vb.replaced;
         }
         let (relations, all_known) = relations(node, &bound.schemas);
-        let mut extra: Vec<(Vec<Vec<String>>, Vec<String>)> = scopes
+        let mut typed: Vec<(Vec<Vec<String>>, datafusion::arrow::datatypes::SchemaRef)> = scopes
             .iter()
-            .map(|(names, columns)| {
+            .map(|(names, schema)| {
                 let names = names.iter().map(|n| vec![n.to_lowercase()]).collect();
-                (names, columns.clone())
+                (names, schema.clone())
             })
             .collect();
-        extra.push((vec![], extra_columns.to_vec()));
+        typed.push((vec![], extra.clone()));
+        let extra = typed;
         if all_known {
             bound.ambiguous = super::spelling::respell(node, &relations, &extra)?;
         }

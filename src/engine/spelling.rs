@@ -116,7 +116,7 @@ fn field_of(ty: &DataType, name: &str) -> Option<(String, DataType)> {
 pub fn respell<T: VisitMut>(
     node: &mut T,
     relations: &[Relation],
-    extra: &[(Vec<Vec<String>>, Vec<String>)],
+    extra: &[(Vec<Vec<String>>, SchemaRef)],
 ) -> Result<Vec<(String, Vec<String>)>> {
     let mut spellings = Spellings::default();
     for r in relations {
@@ -124,9 +124,10 @@ pub fn respell<T: VisitMut>(
             spellings.table_column(f.name(), Some(f.data_type()));
         }
     }
-    for (_, columns) in extra {
-        for c in columns {
-            spellings.table_column(c, None);
+    for (_, schema) in extra {
+        for f in schema.fields() {
+            let ty = Some(f.data_type()).filter(|t| **t != DataType::Null);
+            spellings.table_column(f.name(), ty);
         }
     }
     let mut names = Names::default();
@@ -151,13 +152,7 @@ pub fn respell<T: VisitMut>(
                 .or_insert_with(|| Some(r.schema.clone()));
         }
     }
-    for (qualifiers, columns) in extra {
-        let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(
-            columns
-                .iter()
-                .map(|c| datafusion::arrow::datatypes::Field::new(c, DataType::Null, true))
-                .collect::<Vec<_>>(),
-        ));
+    for (qualifiers, schema) in extra {
         for q in qualifiers {
             qualified.insert(q.clone(), Some(schema.clone()));
         }
@@ -458,7 +453,7 @@ impl Respeller<'_> {
                 match field {
                     Some(f) => {
                         set(column, f.name());
-                        Some(f.data_type().clone())
+                        Some(f.data_type().clone()).filter(|t| *t != DataType::Null)
                     }
                     None => None,
                 }

@@ -504,8 +504,7 @@ async fn replace_predicate(
     mut predicate: Expr,
     rows: &[RecordBatch],
 ) -> Result<DfExpr> {
-    let columns = super::column_names(target.fields());
-    let _b = session.bind(&mut predicate, &columns).await?;
+    let _b = session.bind_over(&mut predicate, target).await?;
     let shown = predicate.to_string();
     let df_schema = DFSchema::try_from(target.as_ref().clone())?;
     let predicate = logical_expr(session, predicate, &df_schema)?;
@@ -850,7 +849,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                 if is_default_keyword(&a.value) {
                     a.value = default_keyword_value(defaults.get(&col).map(String::as_str))?;
                 }
-                let _b = session.bind(&mut a.value, &columns).await?;
+                let _b = session.bind_over(&mut a.value, &schema).await?;
                 let e = cast(
                     logical_expr(session, a.value, &df_schema)?,
                     field.data_type().clone(),
@@ -876,7 +875,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
                     continue;
                 }
                 let mut parsed = crate::parser::expr_text(g)?;
-                let _b = session.bind(&mut parsed, &columns).await?;
+                let _b = session.bind_over(&mut parsed, &schema).await?;
                 let e = logical_expr(session, parsed, &df_schema)?;
                 let e = datafusion::common::tree_node::TreeNode::transform(e, |e| {
                     if let datafusion::logical_expr::Expr::Column(c) = &e
@@ -891,7 +890,7 @@ pub async fn update(session: &Session, update: Update) -> Result<Output> {
             }
             let predicate = match update.selection {
                 Some(mut w) => {
-                    let _b = session.bind(&mut w, &columns).await?;
+                    let _b = session.bind_over(&mut w, &schema).await?;
                     Some(logical_expr(session, w, &df_schema)?)
                 }
                 None => None,
@@ -970,11 +969,10 @@ pub(crate) async fn delete_where(
             }
             let t = open_writable(session, &table).await?;
             let schema = super::table::arrow_schema(&t)?;
-            let columns = super::column_names(schema.fields());
             let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
             let predicate = match selection {
                 Some(mut w) => {
-                    let _b = session.bind(&mut w, &columns).await?;
+                    let _b = session.bind_over(&mut w, &schema).await?;
                     Some(logical_expr(session, w, &df_schema)?)
                 }
                 None => None,

@@ -67,13 +67,20 @@ pub async fn merge(session: &Session, merge: Merge) -> Result<Output> {
                 super::super::query::query_dataframe(session, source_query).await?;
             let source = crate::engine::progress::counted_rows(source)?;
             let source_cols = super::super::column_names(source.schema().fields());
-            let mut scope = target_cols.clone();
-            scope.extend(source_cols.iter().cloned());
             // `o.id` and `s.id` each as their own relation spells the name.
+            let source_schema = std::sync::Arc::new(source.schema().as_arrow().clone());
             let scopes = [
-                (vec![target_alias.clone()], target_cols.clone()),
-                (vec![source_alias.clone()], source_cols.clone()),
+                (vec![target_alias.clone()], target_schema.clone()),
+                (vec![source_alias.clone()], source_schema.clone()),
             ];
+            let scope = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(
+                target_schema
+                    .fields()
+                    .iter()
+                    .chain(source_schema.fields().iter())
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            ));
             let mut on = *merge.on;
             let _b = session.bind_scoped(&mut on, &scope, &scopes).await?;
             // delta-rs plans the conditions and values itself: arithmetic as Databricks'.

@@ -25,7 +25,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::sql::sqlparser::ast::{
     AccessExpr, ExceptSelectItem, ExcludeSelectItem, Expr, Ident, JoinConstraint, JoinOperator,
     ObjectName, ObjectNamePart, OneOrManyWithParens, Query, RenameSelectItem, Select, SelectItem,
-    TableFactor, TableWithJoins, VisitMut, VisitorMut, WildcardAdditionalOptions,
+    SetExpr, TableFactor, TableWithJoins, VisitMut, VisitorMut, WildcardAdditionalOptions,
 };
 
 use crate::error::Result;
@@ -168,6 +168,7 @@ pub fn respell<T: VisitMut>(
     let mut respeller = Respeller {
         relations,
         scopes: vec![],
+        marks: vec![],
         params: vec![],
         error: None,
         spellings: &spellings,
@@ -294,6 +295,8 @@ struct Respeller<'a> {
     error: Option<crate::Error>,
     /// The FROM clauses the visit is inside, innermost last.
     scopes: Vec<Scope>,
+    /// How many scopes each query the visit is inside found open when it began.
+    marks: Vec<usize>,
     spellings: &'a Spellings,
     qualified: &'a HashMap<Vec<String>, Option<SchemaRef>>,
     /// The names after a `.` of a value (`(expr).field`), by address: fields of a value whose
@@ -608,10 +611,50 @@ impl VisitorMut for Respeller<'_> {
                 }
             }
         }
+        self.marks.push(self.scopes.len());
+        // After a set operation, ORDER BY names the first branch's columns: respelled in its
+        // scope now, and left alone when the visit reaches them.
+        if matches!(query.body.as_ref(), SetExpr::SetOperation { .. }) && query.order_by.is_some() {
+            let mut first = query.body.as_ref();
+            while let SetExpr::SetOperation { left, .. } = first {
+                first = left;
+            }
+            let scope = match first {
+                SetExpr::Select(select) => Some(self.scope(&select.from)),
+                _ => None,
+            };
+            let pushed = scope.is_some();
+            self.scopes.extend(scope);
+            if let Some(order_by) = &mut query.order_by {
+                let _ = order_by.visit(&mut *self);
+                let _ = datafusion::sql::sqlparser::ast::visit_expressions(order_by, |e: &Expr| {
+                    if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+                        self.fields_at.insert(e as *const Expr);
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+            }
+            if pushed {
+                self.scopes.pop();
+            }
+        }
+        self.done()
+    }
+
+    /// A query's SELECT scopes stay until its end, so its ORDER BY reads its SELECT's FROM
+    /// clause (the last branch's, after a set operation).
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        if let Some(mark) = self.marks.pop() {
+            self.scopes.truncate(mark);
+        }
         self.done()
     }
 
     fn pre_visit_select(&mut self, select: &mut Select) -> ControlFlow<()> {
+        // A set operation's earlier branch is no scope of this one.
+        if let Some(&mark) = self.marks.last() {
+            self.scopes.truncate(mark);
+        }
         let scope = self.scope(&select.from);
         self.scopes.push(scope);
         for item in &mut select.projection {
@@ -631,7 +674,6 @@ impl VisitorMut for Respeller<'_> {
     }
 
     fn post_visit_select(&mut self, _: &mut Select) -> ControlFlow<()> {
-        self.scopes.pop();
         self.done()
     }
 
@@ -735,11 +777,14 @@ pub fn qualify_wildcards<T: VisitMut>(node: &mut T, relations: &[Relation]) {
                 if parts.len() == 1 && self.taken.contains(&parts[0]) {
                     continue;
                 }
-                let mut full = self
+                let mut full: Vec<&Relation> = self
                     .relations
                     .iter()
-                    .filter(|r| r.qualifiers.contains(&parts) && r.name != parts);
-                if let (Some(r), None) = (full.next(), full.next()) {
+                    .filter(|r| r.qualifiers.contains(&parts) && r.name != parts)
+                    .collect();
+                // One table read twice (in a subquery too) is one name.
+                full.dedup_by(|a, b| a.name == b.name);
+                if let [r] = full.as_slice() {
                     *name = ObjectName(
                         r.name
                             .iter()

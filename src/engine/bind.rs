@@ -147,11 +147,7 @@ pub struct Bound {
     scratch: super::routines::Scratch,
     /// Each table read (or its pinned snapshot's scratch name) and its schema, for the
     /// spellings of its columns.
-    schemas: Vec<(
-        TableName,
-        Option<String>,
-        datafusion::arrow::datatypes::SchemaRef,
-    )>,
+    schemas: Vec<TableSchema>,
     /// Column names left as written because the statement's tables spell them two ways.
     pub ambiguous: Vec<(String, Vec<String>)>,
 }
@@ -308,21 +304,21 @@ fn untyped(columns: &[String]) -> datafusion::arrow::datatypes::SchemaRef {
     ))
 }
 
-/// Each table a statement reads (or its pinned snapshot's scratch name) and its schema.
-type Schemas = [(
+/// A table a statement reads (or its pinned snapshot's scratch name) and its schema.
+type TableSchema = (
     TableName,
     Option<String>,
     datafusion::arrow::datatypes::SchemaRef,
-)];
+);
 
 /// The tables `node` reads, each with its schema and the names that qualify its columns, and
 /// whether every relation it reads has columns known here (a table function's are not).
 fn relations<T: VisitMut>(
     node: &mut T,
-    schemas: &Schemas,
+    schemas: &[TableSchema],
 ) -> (Vec<super::spelling::Relation>, bool) {
     struct Tables<'a> {
-        schemas: &'a Schemas,
+        schemas: &'a [TableSchema],
         found: Vec<super::spelling::Relation>,
         ctes: HashSet<String>,
         unknown: bool,
@@ -695,17 +691,18 @@ impl Session {
             bound.variables = vb.replaced;
         }
         let (relations, all_known) = relations(node, &bound.schemas);
-        let mut typed: Vec<(Vec<Vec<String>>, datafusion::arrow::datatypes::SchemaRef)> = scopes
-            .iter()
-            .map(|(names, schema)| {
-                let names = names.iter().map(|n| vec![n.to_lowercase()]).collect();
-                (names, schema.clone())
-            })
-            .collect();
-        typed.push((vec![], extra.clone()));
-        let extra = typed;
         if all_known {
-            bound.ambiguous = super::spelling::respell(node, &relations, &extra)?;
+            // The scopes' columns, each qualified by its names; the extra ones by none.
+            let qualified: Vec<(Vec<Vec<String>>, datafusion::arrow::datatypes::SchemaRef)> =
+                scopes
+                    .iter()
+                    .map(|(names, schema)| {
+                        let names = names.iter().map(|n| vec![n.to_lowercase()]).collect();
+                        (names, schema.clone())
+                    })
+                    .chain([(vec![], extra.clone())])
+                    .collect();
+            bound.ambiguous = super::spelling::respell(node, &relations, &qualified)?;
         }
         super::spelling::qualify_wildcards(node, &relations);
         Ok(bound)

@@ -442,6 +442,19 @@ pub(crate) fn stored_name(i: &mut Ident, columns: &[String]) {
     i.quote_style = if plain { None } else { Some('`') };
 }
 
+/// `PARTITIONED BY` columns as the new table's columns (`names`) spell them; one it lacks is
+/// refused, naming `of` (what the columns are of).
+fn spelled_partitions(partitions: &[String], names: &[String], of: &str) -> Result<Vec<String>> {
+    partitions
+        .iter()
+        .map(|p| {
+            super::spelled(p, names).ok_or_else(|| {
+                Error::NotFound(format!("partition column '{p}' is not a column of {of}"))
+            })
+        })
+        .collect()
+}
+
 /// The columns of an expression a table stores, spelled as the table spells them.
 fn stored_names(text: &str, columns: &[String]) -> Result<String> {
     let mut e = crate::parser::expr_text(text)?;
@@ -1004,14 +1017,7 @@ async fn create_table_here(
         defined.push((field, meta));
     }
     check_generated_columns(&columns, &defined).await?;
-    let partition_columns = partition_columns
-        .iter()
-        .map(|p| {
-            super::spelled(p, &names).ok_or_else(|| {
-                Error::NotFound(format!("partition column '{p}' is not a column of {table}"))
-            })
-        })
-        .collect::<Result<Vec<String>>>()?;
+    let partition_columns = spelled_partitions(&partition_columns, &names, &table.to_string())?;
     keep_stats_exact(&mut configuration, &typed, &partition_columns);
     check_constraint_columns(session, &configuration, &typed)?;
     let mut builder = session
@@ -1212,17 +1218,11 @@ async fn create_table_as(
     let df = crate::engine::progress::counted_rows(df)?;
     let df = as_nullable(normalize_for_storage(df)?)?;
     let names = super::column_names(df.schema().fields());
-    let partition_columns = partition_columns
-        .iter()
-        .map(|p| {
-            super::spelled(p, &names).ok_or_else(|| {
-                Error::NotFound(format!(
-                    "partition column '{p}' is not a column of the query (its columns: {})",
-                    names.join(", ")
-                ))
-            })
-        })
-        .collect::<Result<Vec<String>>>()?;
+    let partition_columns = spelled_partitions(
+        &partition_columns,
+        &names,
+        &format!("the query (its columns: {})", names.join(", ")),
+    )?;
     // Empty strings in STRING partition columns are stored as NULL (see
     // `catalog::string_partition_columns`).
     let string_partitions: Vec<String> = partition_columns

@@ -88,7 +88,16 @@ impl Written {
 
     /// The written name of each of `columns` result columns, where one is known: items
     /// before the first wildcard count from the start, items after the last from the end.
+    #[cfg(test)]
     fn names(&self, columns: usize) -> Vec<Option<String>> {
+        self.written(columns)
+            .into_iter()
+            .map(|w| w.map(|(text, _)| text))
+            .collect()
+    }
+
+    /// [`Self::names`], each with whether it is an alias.
+    fn written(&self, columns: usize) -> Vec<Option<(String, bool)>> {
         let mut names = vec![None; columns];
         let wild: Vec<usize> = (0..self.items.len())
             .filter(|&i| matches!(self.items[i], Item::Wildcard))
@@ -104,7 +113,7 @@ impl Written {
                 _ => None,
             };
             if let Some(p) = position.filter(|&p| p < columns) {
-                names[p] = Some(text.clone());
+                names[p] = Some((text.clone(), matches!(item, Item::Alias(_))));
             }
         }
         names
@@ -113,17 +122,20 @@ impl Written {
     /// `df` with its columns renamed as written (a projection on top: rows and order stay).
     pub fn rename(&self, df: DataFrame) -> datafusion::error::Result<DataFrame> {
         let schema = df.schema().clone();
-        let mut names = self.names(schema.fields().len());
         // An alias renames only what differs from it in case (anything else is the
         // engine's own name for a column a binder put there).
-        for (i, name) in names.iter_mut().enumerate() {
-            let engine = schema.field(i).name();
-            if name.as_ref().is_some_and(|n| {
-                self.is_alias(n) && (n == engine || n.to_lowercase() != engine.to_lowercase())
-            }) {
-                *name = None;
-            }
-        }
+        let names: Vec<Option<String>> = self
+            .written(schema.fields().len())
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let engine = schema.field(i).name();
+                w.filter(|(n, alias)| {
+                    !alias || (n != engine && n.to_lowercase() == engine.to_lowercase())
+                })
+                .map(|(n, _)| n)
+            })
+            .collect();
         if names.iter().all(Option::is_none) {
             return Ok(df);
         }
@@ -150,13 +162,6 @@ impl Written {
             })
             .collect();
         df.select(exprs)
-    }
-
-    /// Whether `name` is one of the select list's aliases.
-    fn is_alias(&self, name: &str) -> bool {
-        self.items
-            .iter()
-            .any(|i| matches!(i, Item::Alias(a) if a == name))
     }
 
     /// `df` with the select list's aliases as written: an alias respelled for the statement's

@@ -19,15 +19,25 @@ pub use engine::{Output, Session, Settings};
 pub use error::{Error, Result};
 pub use statements::run;
 
-/// Tests hold a statement at fail point `name` when it is set to `return(ms)`: an asynchronous
-/// wait, during which Ctrl-C and SIGTERM are seen.
+/// Tests hold a statement at fail point `name`: set to `return(ms)`, for that many
+/// milliseconds; set to `return(until:PATH)`, until the file PATH exists (at most ten minutes),
+/// so that a test can change the world while the statement waits and then let it go on (the
+/// file `PATH.held` tells it the statement is waiting). An
+/// asynchronous wait, during which Ctrl-C and SIGTERM are seen.
 #[cfg(feature = "failpoints")]
 pub(crate) async fn hold_at(name: &str) {
-    let hold = (|| -> Option<u64> {
-        fail::fail_point!(name, |ms: Option<String>| ms.and_then(|m| m.parse().ok()));
+    let hold = (|| -> Option<String> {
+        fail::fail_point!(name, |arg: Option<String>| arg);
         None
     })();
-    if let Some(ms) = hold {
+    let Some(hold) = hold else { return };
+    if let Some(path) = hold.strip_prefix("until:") {
+        let _ = std::fs::write(format!("{path}.held"), "");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+        while !std::path::Path::new(path).exists() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    } else if let Ok(ms) = hold.parse() {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
 }

@@ -638,11 +638,21 @@ impl Warehouse {
     }
 
     /// Open the latest version of a warehouse table, with a helpful error when it is missing.
+    /// Within [`one_version_per_table`], a table opened before is the version opened then.
     pub async fn open(&self, name: &TableName) -> Result<DeltaTable> {
         check_writable_table(name, false)?;
         if !self.table_exists(name) {
             return Err(self.missing_table_error(name));
         }
+        if let Some(opened) = OPENED.try_with(|o| o.get(name)).ok().flatten() {
+            return Ok(opened);
+        }
+        let table = self.load_latest(name).await?;
+        let _ = OPENED.try_with(|o| o.keep(name, &table));
+        Ok(table)
+    }
+
+    async fn load_latest(&self, name: &TableName) -> Result<DeltaTable> {
         let mut table = self.handle(name).await?;
         if let Some(url) = self.external_location(name) {
             table.load().await.map_err(|e| {
@@ -694,6 +704,70 @@ impl Warehouse {
             .with_storage_backend(self.store.clone(), url)
             .build()?)
     }
+}
+
+tokio::task_local! {
+    /// The tables opened so far by the statement being bound and planned.
+    static OPENED: Opened;
+}
+
+#[derive(Default)]
+struct Opened {
+    tables: std::sync::Mutex<std::collections::HashMap<TableName, DeltaTable>>,
+    /// By catalog, schema and table as the statement names them (a database may hold
+    /// names that differ only in case).
+    foreign: std::sync::Mutex<
+        std::collections::HashMap<[String; 3], Arc<dyn datafusion::catalog::TableProvider>>,
+    >,
+}
+
+impl Opened {
+    fn get(&self, name: &TableName) -> Option<DeltaTable> {
+        self.tables.lock().ok()?.get(name).cloned()
+    }
+
+    fn keep(&self, name: &TableName, table: &DeltaTable) {
+        if let Ok(mut opened) = self.tables.lock() {
+            opened.entry(name.clone()).or_insert_with(|| table.clone());
+        }
+    }
+}
+
+/// A foreign table's provider made before in this [`one_version_per_table`] (the binder's,
+/// for the planner: the database asked for its columns once).
+pub(crate) fn opened_foreign(
+    name: &[String; 3],
+) -> Option<Arc<dyn datafusion::catalog::TableProvider>> {
+    OPENED
+        .try_with(|o| o.foreign.lock().ok()?.get(name).cloned())
+        .ok()
+        .flatten()
+}
+
+/// Keep a foreign table's provider for the rest of this [`one_version_per_table`].
+pub(crate) fn keep_foreign(
+    name: &[String; 3],
+    provider: &Arc<dyn datafusion::catalog::TableProvider>,
+) {
+    let _ = OPENED.try_with(|o| {
+        if let Ok(mut opened) = o.foreign.lock() {
+            opened
+                .entry(name.clone())
+                .or_insert_with(|| provider.clone());
+        }
+    });
+}
+
+/// Run `work` (a statement's binding and planning) with each table it opens read once: the
+/// binder reads a table's schema and the planner its provider from the same version, one log
+/// replay instead of two, and never two versions of one table in one plan when another
+/// writer commits in between. Not for work that writes: a table written within would be read
+/// as it was before.
+pub fn one_version_per_table<F: Future>(
+    work: F,
+) -> std::pin::Pin<Box<impl Future<Output = F::Output>>> {
+    // On the heap: a statement's binding and planning is a deep future.
+    Box::pin(OPENED.scope(Opened::default(), work))
 }
 
 /// Whether this process (its effective user) may make files in `dir`: write and search

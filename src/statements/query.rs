@@ -36,10 +36,14 @@ pub async fn dataframe(
     session: &Session,
     stmt: &mut Sql,
 ) -> Result<datafusion::dataframe::DataFrame> {
-    let bound = session.bind(stmt, &[]).await?;
-    let plan = Box::pin(plan(session, stmt.clone()))
-        .await
-        .map_err(|e| explained(e, &bound))?;
+    let (plan, _bound) = crate::catalog::one_version_per_table(async {
+        let bound = session.bind(stmt, &[]).await?;
+        let plan = Box::pin(plan(session, stmt.clone()))
+            .await
+            .map_err(|e| explained(e, &bound))?;
+        Ok::<_, crate::error::Error>((plan, bound))
+    })
+    .await?;
     Ok(session.ctx().execute_logical_plan(plan).await?)
 }
 
@@ -56,10 +60,15 @@ pub async fn query_dataframe(
 ) -> Result<(datafusion::dataframe::DataFrame, crate::engine::bind::Bound)> {
     let written = headers::Written::of(&query);
     let mut stmt = Sql::Query(Box::new(query));
-    let bound = session.bind(&mut stmt, &[]).await?;
-    let plan = Box::pin(plan(session, stmt))
-        .await
-        .map_err(|e| explained(e, &bound))?;
+    let (plan, bound) = crate::catalog::one_version_per_table(async {
+        let bound = session.bind(&mut stmt, &[]).await?;
+        crate::hold_at("query::bound").await;
+        let plan = Box::pin(plan(session, stmt))
+            .await
+            .map_err(|e| explained(e, &bound))?;
+        Ok::<_, crate::error::Error>((plan, bound))
+    })
+    .await?;
     let df = session.ctx().execute_logical_plan(plan).await?;
     Ok((written.aliases(df)?, bound))
 }

@@ -46,6 +46,42 @@ fn concurrent_inserts_both_land() {
     assert_eq!(ok(&wh, "SELECT count(*) AS n FROM t"), "n\n24\n");
 }
 
+/// A query reads each table's log once: the rows come from the version its names were bound
+/// against, even when another writer commits between its binding and its planning (the
+/// planner used to open the table again, and read the other writer's rows).
+#[test]
+fn a_query_reads_the_version_it_was_bound_against() {
+    let (d, wh) = warehouse();
+    ok(&wh, "CREATE TABLE t (id INT)");
+    ok(&wh, "INSERT INTO t VALUES (1), (2)");
+    let go = d.path().join("go");
+    let held = d.path().join("go.held");
+    let child = spawn_held(
+        &wh,
+        "SELECT count(*) AS n, max(id) AS m FROM t",
+        &format!("query::bound=return(until:{})", go.display()),
+    );
+    // A bound on a wait, not a measure of speed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !held.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the query never got bound"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    ok(&wh, "INSERT INTO t VALUES (3)");
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n,m\n2,2\n");
+    assert_eq!(ok(&wh, "SELECT count(*) AS n FROM t"), "n\n3\n");
+}
+
 #[test]
 fn racing_updates_are_never_lost_or_half_applied() {
     let (_d, wh) = warehouse();

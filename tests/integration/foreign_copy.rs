@@ -398,11 +398,18 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
     pg_catalog(&wh, &pg);
     let copy = "COPY INCREMENTAL shop.public.big INTO big_copy WATERMARK at";
     let before = logged_since(&pg, 0).len();
-    // The connections that join the run's snapshot wait 3 s before they read: meanwhile
-    // another session updates half of the rows (their new versions land on other pages) and
-    // adds rows above every watermark, and commits.
-    let child = copy_in_background(&wh, &PG_ENV, copy, "foreign::joined_snapshot=return(3000)");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // The connections that join the run's snapshot wait before they read until the test
+    // lets them go: meanwhile another session updates half of the rows (their new versions
+    // land on other pages) and adds rows above every watermark, and commits.
+    let go = _d.path().join("go");
+    let child = copy_in_background(
+        &wh,
+        &PG_ENV,
+        copy,
+        &format!("foreign::joined_snapshot=return(until:{})", go.display()),
+    );
+    // A bound on a wait, not a measure of speed: a loaded machine may take long to start.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     while logged_since(&pg, before)
         .matches("SET TRANSACTION SNAPSHOT")
         .count()
@@ -425,6 +432,7 @@ fn a_large_postgres_table_is_read_over_several_connections_in_one_snapshot() {
         child.try_wait().unwrap().is_none(),
         "the copy ended before the table changed"
     );
+    std::fs::write(&go, "").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),

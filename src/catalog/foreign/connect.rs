@@ -574,6 +574,14 @@ impl SchemaProvider for ForeignSchema {
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>, DataFusionError> {
         let external = |e: Error| DataFusionError::External(Box::new(e));
+        let key = [
+            self.catalog.catalog.clone(),
+            self.schema.clone(),
+            name.to_string(),
+        ];
+        if let Some(provider) = crate::catalog::opened_foreign(&key) {
+            return Ok(Some(provider));
+        }
         let full = format!("{}.{}.{name}", self.catalog.catalog, self.schema);
         let (schema, table) = self
             .catalog
@@ -587,11 +595,13 @@ impl SchemaProvider for ForeignSchema {
             ))));
         };
         let pool = self.catalog.pool().await.map_err(external)?;
-        let provider = pool
-            .table(&schema, &table)
-            .await
-            .map_err(|e| external(e.context(&full)))?;
-        Ok(Some(Arc::new(provider)))
+        let provider: Arc<dyn TableProvider> = Arc::new(
+            pool.table(&schema, &table)
+                .await
+                .map_err(|e| external(e.context(&full)))?,
+        );
+        crate::catalog::keep_foreign(&key, &provider);
+        Ok(Some(provider))
     }
 
     fn table_exist(&self, name: &str) -> bool {

@@ -593,13 +593,20 @@ fn push_typed_number(
     out.extend(typed_number(&number, ty, span));
 }
 
-/// `CAST(number AS ty)` as tokens (the number alone for an exact DECIMAL).
+/// `CAST(number AS ty)` as tokens (for an exact DECIMAL, the number alone where it has a
+/// fraction, which the engine reads as a DECIMAL of its digits).
 fn typed_number(
     number: &str,
     ty: &str,
     span: datafusion::sql::sqlparser::tokenizer::Span,
 ) -> Vec<TokenWithSpan> {
     let word = |w: &str| Token::make_word(w, None);
+    let digits = number
+        .trim_start_matches('-')
+        .trim_start_matches('0')
+        .len()
+        .max(1);
+    let fraction = number.contains('.');
     // A DOUBLE or FLOAT from the literal's text (through a DECIMAL, the last digit of a long
     // literal could round differently).
     let number = if matches!(ty, "DOUBLE" | "FLOAT") {
@@ -607,8 +614,23 @@ fn typed_number(
     } else {
         Token::Number(number.to_string(), false)
     };
-    let tokens = if ty.is_empty() {
+    let tokens = if ty.is_empty() && fraction {
         vec![number]
+    } else if ty.is_empty() {
+        // `10BD`: DECIMAL(2,0), as Spark types it (the number alone would be a BIGINT).
+        vec![
+            word("CAST"),
+            Token::LParen,
+            number,
+            word("AS"),
+            word("DECIMAL"),
+            Token::LParen,
+            Token::Number(digits.to_string(), false),
+            Token::Comma,
+            Token::Number("0".into(), false),
+            Token::RParen,
+            Token::RParen,
+        ]
     } else {
         vec![
             word("CAST"),

@@ -88,8 +88,8 @@ fn ordered_inputs(matches: &ArgMatches, args: &Args) -> Vec<Input> {
 /// No transparent huge pages for this process (and what it starts): every Delta commit read
 /// reserves a JSON decoder of a few MiB, and backed by huge pages each reservation after a
 /// purge faulted in and zeroed a fresh 2 MiB page (a 200-table job peaked at 3.6x the memory,
-/// `docs/benchmarks.md`). mimalloc's `no_thp` build stops asking for them; this also covers
-/// hosts whose kernel gives them unasked (`transparent_hugepage=always`).
+/// `docs/benchmarks.md`). jemalloc does not ask for them by default; this also covers hosts
+/// whose kernel gives them unasked (`transparent_hugepage=always`).
 fn no_huge_pages() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl with PR_SET_THP_DISABLE takes integer arguments and touches no memory of
@@ -99,37 +99,15 @@ fn no_huge_pages() {
     }
 }
 
-/// mimalloc, as datafusion-cli has: glibc's malloc spent a third of a many-table job's CPU
-/// time in its own bookkeeping.
+/// jemalloc, for every allocation of the process: glibc's malloc spent a third of a
+/// many-table job's CPU time in its own bookkeeping, and mimalloc's fast path stalled more
+/// and more on cold memory as a job went on (a 10,000-table job took 10.6 times a
+/// 1,000-table one with it, 9.4 times with jemalloc: `docs/benchmarks.md`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's `generic_collect` option: its place in `mi_option_e` (mimalloc 3, checked by a
-/// test against its default).
-const MI_OPTION_GENERIC_COLLECT: std::ffi::c_int = 34;
-
-unsafe extern "C" {
-    #[cfg(test)]
-    fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
-    fn mi_option_set_default(option: std::ffi::c_int, value: std::ffi::c_long);
-}
-
-/// mimalloc collects a thread's heap (a walk over its pages) every 10,000 allocations that
-/// miss its fast path; a job over 10,000 tables keeps more pages per heap than one over 1,000,
-/// so those walks grew faster than the tables (a 10,000-table increment took about 15% less
-/// time with them a hundred times rarer, a 1,000-table one the same: `docs/benchmarks.md`).
-/// Every million, mimalloc's most, unless the environment sets `MIMALLOC_GENERIC_COLLECT`
-/// (mimalloc reads it at start-up, in any case of letters, and a default does not override
-/// it); pages are still retired and returned as they empty.
-fn fewer_heap_collections() {
-    // SAFETY: mimalloc's option setter takes two integers; it runs before any other thread
-    // of this process starts.
-    unsafe { mi_option_set_default(MI_OPTION_GENERIC_COLLECT, 1_000_000) }
-}
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     no_huge_pages();
-    fewer_heap_collections();
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();
     let matches = Args::command().get_matches();
@@ -316,23 +294,5 @@ async fn run(matches: ArgMatches, args: Args) -> u8 {
         Err(Stop::Interrupted) => 130,
         _ if sh.failed => 1,
         _ => 0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// The option set is mimalloc's `generic_collect`: its default (10,000) is no other
-    /// option's, so a mimalloc whose options moved fails here.
-    #[test]
-    fn the_option_made_rarer_is_mimallocs_heap_collection() {
-        if std::env::vars_os().any(|(k, _)| {
-            k.to_string_lossy()
-                .eq_ignore_ascii_case("MIMALLOC_GENERIC_COLLECT")
-        }) {
-            return; // the environment's value, not the default
-        }
-        // SAFETY: mimalloc's option getter takes an integer and reads its options table.
-        let value = unsafe { super::mi_option_get(super::MI_OPTION_GENERIC_COLLECT) };
-        assert_eq!(value, 10_000);
     }
 }

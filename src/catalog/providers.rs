@@ -44,6 +44,11 @@ pub fn exact_reads(
     table: &DeltaTable,
     provider: Arc<dyn TableProvider>,
 ) -> Result<Arc<dyn TableProvider>> {
+    let provider: Arc<dyn TableProvider> = if provider.is::<ExactLimit>() {
+        provider
+    } else {
+        Arc::new(ExactLimit(provider))
+    };
     let empty = logged_empty_partitions(table)?;
     let mut above = empty.clone();
     above.extend(inexact_stats_columns(table)?);
@@ -307,10 +312,87 @@ pub fn copy_scan_settings() -> Arc<datafusion::execution::SessionState> {
     )
 }
 
-/// Wraps delta-rs' provider so a pushed-down LIMIT is always honoured: its metadata-only scan
-/// (used when no column is read, e.g. `SELECT 1 FROM t LIMIT 1`) ignores `fetch`.
+/// Wraps delta-rs' provider where its reading would give a wrong answer, on every table:
+///
+/// - A pushed-down LIMIT is always honoured: its metadata-only scan (used when no column is
+///   read, e.g. `SELECT 1 FROM t LIMIT 1`) ignores `fetch`.
+/// - A filter that reads no column (`a = 2 AND NULL`, which `a NOT IN (1, NULL)` and `b = NULL`
+///   become, or `rand() < 0.5`) stays above the scan: delta-rs takes it as a partition filter
+///   ("every column it reads is a partition column") that it answers exactly, prunes no file
+///   with it, and the engine dropped it, so such a query returned rows where Databricks
+///   returns none. So does a volatile filter.
+/// - The files' column statistics are inexact. The engine's Parquet reader reads a column
+///   whose file statistics say min = max with no NULLs as that one value, but a Delta log's
+///   statistics are not exact: a `NaN` is left out of a DOUBLE's bounds by delta-rs' writers
+///   (a file of 1.5 and NaN read back as 1.5, 1.5 under a filter, and CREATE TABLE AS stored
+///   that), DECIMALs logged through float64, strings cut short by Spark. Files are still
+///   skipped on them.
 #[derive(Debug)]
 struct ExactLimit(Arc<dyn TableProvider>);
+
+/// `plan` with every file's column bounds (min and max) marked inexact (see [`ExactLimit`]).
+fn inexact_file_bounds(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    use datafusion::common::Statistics;
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig};
+    use datafusion::datasource::source::DataSourceExec;
+    fn loosened(stats: &Statistics) -> Option<Arc<Statistics>> {
+        let exact = stats
+            .column_statistics
+            .iter()
+            .any(|c| c.min_value.is_exact() == Some(true) || c.max_value.is_exact() == Some(true));
+        if !exact {
+            return None;
+        }
+        let mut stats = stats.clone();
+        for c in &mut stats.column_statistics {
+            c.min_value = c.min_value.clone().to_inexact();
+            c.max_value = c.max_value.clone().to_inexact();
+        }
+        Some(Arc::new(stats))
+    }
+    plan.transform_up(|node| {
+        let Some(config) = node
+            .downcast_ref::<DataSourceExec>()
+            .and_then(|e| e.data_source().downcast_ref::<FileScanConfig>())
+        else {
+            return Ok(Transformed::no(node));
+        };
+        let mut changed = false;
+        let mut config = config.clone();
+        config.file_groups = config
+            .file_groups
+            .iter()
+            .map(|group| {
+                let files = group
+                    .iter()
+                    .map(|f| {
+                        let mut f = f.clone();
+                        if let Some(s) = f.statistics.as_deref().and_then(loosened) {
+                            f.statistics = Some(s);
+                            changed = true;
+                        }
+                        f
+                    })
+                    .collect();
+                let loose = FileGroup::new(files);
+                match group.file_statistics(None) {
+                    Some(s) => {
+                        loose.with_statistics(loosened(s).unwrap_or_else(|| Arc::new(s.clone())))
+                    }
+                    None => loose,
+                }
+            })
+            .collect();
+        if !changed {
+            return Ok(Transformed::no(node));
+        }
+        Ok(Transformed::yes(DataSourceExec::from_data_source(config)))
+    })
+    .map(|t| t.data)
+}
 
 #[async_trait::async_trait]
 impl TableProvider for ExactLimit {
@@ -334,17 +416,29 @@ impl TableProvider for ExactLimit {
             let plan = self.0.scan(state, Some(&vec![0]), filters, limit).await?;
             let empty: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
             return Ok(Arc::new(
-                datafusion::physical_plan::projection::ProjectionExec::try_new(empty, plan)?,
+                datafusion::physical_plan::projection::ProjectionExec::try_new(
+                    empty,
+                    inexact_file_bounds(plan)?,
+                )?,
             ));
         }
-        self.0.scan(state, projection, filters, limit).await
+        inexact_file_bounds(self.0.scan(state, projection, filters, limit).await?)
     }
 
     fn supports_filters_pushdown(
         &self,
         filters: &[&datafusion::logical_expr::Expr],
     ) -> datafusion::error::Result<Vec<datafusion::logical_expr::TableProviderFilterPushDown>> {
-        self.0.supports_filters_pushdown(filters)
+        use datafusion::logical_expr::TableProviderFilterPushDown as P;
+        let answers = self.0.supports_filters_pushdown(filters)?;
+        Ok(filters
+            .iter()
+            .zip(answers)
+            .map(|(f, answer)| match answer {
+                P::Exact if f.column_refs().is_empty() || f.is_volatile() => P::Inexact,
+                other => other,
+            })
+            .collect())
     }
 
     fn statistics(&self) -> Option<datafusion::common::Statistics> {

@@ -202,6 +202,7 @@ impl Clauses<'_> {
         builder: merge::MergeBuilder,
         clause: datafusion::sql::sqlparser::ast::MergeClause,
     ) -> Result<merge::MergeBuilder> {
+        self.refuse_missing_side(&clause)?;
         let pred = clause.predicate.map(|p| p.to_string());
         Ok(match (clause.clause_kind, clause.action) {
             (MergeClauseKind::Matched, MergeAction::Update(u)) => {
@@ -250,6 +251,73 @@ impl Clauses<'_> {
                 )));
             }
         })
+    }
+
+    /// A `WHEN NOT MATCHED BY SOURCE` clause has no source row and a `WHEN NOT MATCHED [BY
+    /// TARGET]` clause no target row: Databricks refuses a clause that reads a column of the
+    /// side it lacks, where delta-rs read it as NULL (`WHEN NOT MATCHED BY SOURCE THEN UPDATE
+    /// SET n = s.x` set `n` to NULL).
+    fn refuse_missing_side(
+        &self,
+        clause: &datafusion::sql::sqlparser::ast::MergeClause,
+    ) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::{Expr, visit_expressions};
+        use std::ops::ControlFlow;
+        let (alias, missing, present, kind, side) = match clause.clause_kind {
+            MergeClauseKind::NotMatchedBySource => (
+                self.source_alias,
+                self.source_cols,
+                self.target_cols,
+                "WHEN NOT MATCHED BY SOURCE",
+                "source",
+            ),
+            MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => (
+                self.target_alias,
+                self.target_cols,
+                self.source_cols,
+                "WHEN NOT MATCHED",
+                "target",
+            ),
+            _ => return Ok(()),
+        };
+        let has = |cols: &[String], name: &str| cols.iter().any(|c| c.eq_ignore_ascii_case(name));
+        let mut read = |e: &Expr| match e {
+            Expr::CompoundIdentifier(parts)
+                if parts.len() >= 2 && parts[0].value.eq_ignore_ascii_case(alias) =>
+            {
+                ControlFlow::Break(e.to_string())
+            }
+            Expr::Identifier(i) if has(missing, &i.value) && !has(present, &i.value) => {
+                ControlFlow::Break(e.to_string())
+            }
+            _ => ControlFlow::Continue(()),
+        };
+        let found = match visit_expressions(&clause.predicate, &mut read) {
+            ControlFlow::Break(name) => Some(name),
+            ControlFlow::Continue(()) => match visit_expressions(&clause.action, &mut read) {
+                ControlFlow::Break(name) => Some(name),
+                ControlFlow::Continue(()) => None,
+            },
+        };
+        match found {
+            Some(name) => Err(Error::class(
+                "DELTA_MERGE_UNRESOLVED_EXPRESSION",
+                format!(
+                    "cannot resolve {name} in a {kind} clause: such a clause has no {side} row, so it may read only the {} ({}); nothing was merged",
+                    if side == "source" {
+                        "target's columns"
+                    } else {
+                        "source's columns"
+                    },
+                    if side == "source" {
+                        self.target_alias
+                    } else {
+                        self.source_alias
+                    },
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// An UPDATE clause (matched or not matched by source): its condition and SET list.

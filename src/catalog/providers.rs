@@ -316,11 +316,12 @@ pub fn copy_scan_settings() -> Arc<datafusion::execution::SessionState> {
 ///
 /// - A pushed-down LIMIT is always honoured: its metadata-only scan (used when no column is
 ///   read, e.g. `SELECT 1 FROM t LIMIT 1`) ignores `fetch`.
-/// - A filter that reads no column (`a = 2 AND NULL`, which `a NOT IN (1, NULL)` and `b = NULL`
-///   become, or `rand() < 0.5`) stays above the scan: delta-rs takes it as a partition filter
-///   ("every column it reads is a partition column") that it answers exactly, prunes no file
-///   with it, and the engine dropped it, so such a query returned rows where Databricks
-///   returns none. So does a volatile filter.
+/// - Every filter stays above the scan, which still skips files with it. delta-rs answers a
+///   filter that reads only partition columns itself, and the engine then drops it, but
+///   delta-rs keeps every file for a filter its pruning cannot read: `a = 2 AND NULL` (what
+///   `a NOT IN (1, NULL)` and `b = NULL` become, a filter of no column at all) and
+///   `p NOT IN ('a', NULL)` on a partition column returned rows where Databricks returns none,
+///   and a volatile filter (`rand() < 0.5`) kept all files or none.
 /// - The files' column statistics are inexact. The engine's Parquet reader reads a column
 ///   whose file statistics say min = max with no NULLs as that one value, but a Delta log's
 ///   statistics are not exact: a `NaN` is left out of a DOUBLE's bounds by delta-rs' writers
@@ -430,12 +431,12 @@ impl TableProvider for ExactLimit {
         filters: &[&datafusion::logical_expr::Expr],
     ) -> datafusion::error::Result<Vec<datafusion::logical_expr::TableProviderFilterPushDown>> {
         use datafusion::logical_expr::TableProviderFilterPushDown as P;
-        let answers = self.0.supports_filters_pushdown(filters)?;
-        Ok(filters
-            .iter()
-            .zip(answers)
-            .map(|(f, answer)| match answer {
-                P::Exact if f.column_refs().is_empty() || f.is_volatile() => P::Inexact,
+        Ok(self
+            .0
+            .supports_filters_pushdown(filters)?
+            .into_iter()
+            .map(|answer| match answer {
+                P::Exact => P::Inexact,
                 other => other,
             })
             .collect())

@@ -52,6 +52,7 @@ pub fn exact_reads(
     let empty = logged_empty_partitions(table)?;
     let mut above = empty.clone();
     above.extend(inexact_stats_columns(table)?);
+    above.extend(nan_columns(table)?);
     if above.is_empty() {
         return Ok(provider);
     }
@@ -135,6 +136,27 @@ pub fn inexact_stats_columns(table: &DeltaTable) -> Result<Vec<String>> {
                 && listed
                     .as_ref()
                     .is_none_or(|l| l.contains(&f.name().to_lowercase()))
+        })
+        .map(|f| f.name().clone())
+        .collect())
+}
+
+/// The FLOAT and DOUBLE columns of `table`: delta-rs' writers (tidemark's, Python
+/// `deltalake`, polars) leave NaN out of their logged bounds, so a file of 1.5 and NaN says
+/// its values lie in [1.5, 1.5] and would be skipped for `x > 2` (NaN is above every number in
+/// Spark). Filters on them are applied above the scan, without skipping files.
+fn nan_columns(table: &DeltaTable) -> Result<Vec<String>> {
+    Ok(table
+        .snapshot()?
+        .snapshot()
+        .arrow_schema()
+        .fields()
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.data_type(),
+                DataType::Float16 | DataType::Float32 | DataType::Float64
+            )
         })
         .map(|f| f.name().clone())
         .collect())
@@ -331,6 +353,160 @@ pub fn copy_scan_settings() -> Arc<datafusion::execution::SessionState> {
 #[derive(Debug)]
 struct ExactLimit(Arc<dyn TableProvider>);
 
+/// A scan of a table with FLOAT or DOUBLE columns, under which the engine's plan-time filters
+/// on those columns go no further: the Parquet reader skips row groups and pages on bounds
+/// that leave NaN out (a row group of 1.5 and NaN says its largest value is 1.5, so
+/// `x > 5`, and the dynamic filter of `ORDER BY x DESC LIMIT n`, skipped the NaN, which is
+/// above every number in Spark). Filters on other columns pass down as before.
+#[derive(Debug)]
+struct NanSafeScan {
+    scan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    /// The columns (by position) filters may be pushed below on.
+    exact: std::collections::HashSet<usize>,
+}
+
+impl NanSafeScan {
+    /// `scan` wrapped where its schema has a FLOAT or DOUBLE column.
+    fn over(
+        scan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ) -> Arc<dyn datafusion::physical_plan::ExecutionPlan> {
+        let schema = scan.schema();
+        let float =
+            |t: &DataType| matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64);
+        if !schema.fields().iter().any(|f| float(f.data_type())) {
+            return scan;
+        }
+        let exact = (0..schema.fields().len())
+            .filter(|i| !float(schema.field(*i).data_type()))
+            .collect();
+        Arc::new(NanSafeScan { scan, exact })
+    }
+}
+
+impl datafusion::physical_plan::DisplayAs for NanSafeScan {
+    fn fmt_as(
+        &self,
+        _: datafusion::physical_plan::DisplayFormatType,
+        f: &mut std::fmt::Formatter,
+    ) -> std::fmt::Result {
+        write!(f, "NanSafeScan")
+    }
+}
+
+impl datafusion::physical_plan::ExecutionPlan for NanSafeScan {
+    fn name(&self) -> &str {
+        "NanSafeScan"
+    }
+
+    fn properties(&self) -> &Arc<datafusion::physical_plan::PlanProperties> {
+        self.scan.properties()
+    }
+
+    fn apply_expressions(
+        &self,
+        _: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+        ) -> datafusion::error::Result<
+            datafusion::common::tree_node::TreeNodeRecursion,
+        >,
+    ) -> datafusion::error::Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        vec![&self.scan]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        match (children.pop(), children.is_empty()) {
+            (Some(scan), true) => Ok(Arc::new(NanSafeScan {
+                scan,
+                exact: self.exact.clone(),
+            })),
+            _ => datafusion::common::internal_err!("NanSafeScan has one child"),
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<datafusion::execution::TaskContext>,
+    ) -> datafusion::error::Result<datafusion::execution::SendableRecordBatchStream> {
+        self.scan.execute(partition, context)
+    }
+
+    fn child_stats_requests(
+        &self,
+        partition: Option<usize>,
+    ) -> Vec<datafusion::physical_plan::statistics::ChildStats> {
+        vec![datafusion::physical_plan::statistics::ChildStats::At(
+            partition,
+        )]
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<datafusion::common::Statistics>],
+        _args: &datafusion::physical_plan::statistics::StatisticsArgs,
+    ) -> datafusion::error::Result<Arc<datafusion::common::Statistics>> {
+        Ok(input_stats.first().cloned().unwrap_or_else(|| {
+            Arc::new(datafusion::common::Statistics::new_unknown(
+                &self.scan.schema(),
+            ))
+        }))
+    }
+
+    fn gather_filters_for_pushdown(
+        &self,
+        _phase: datafusion::physical_plan::filter_pushdown::FilterPushdownPhase,
+        parent_filters: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> datafusion::error::Result<datafusion::physical_plan::filter_pushdown::FilterDescription>
+    {
+        use datafusion::physical_plan::filter_pushdown::{
+            ChildFilterDescription, FilterDescription,
+        };
+        Ok(FilterDescription::new().with_child(
+            ChildFilterDescription::from_child_with_allowed_indices(
+                &parent_filters,
+                self.exact.clone(),
+                &self.scan,
+            )?,
+        ))
+    }
+}
+
+/// [`inexact_file_bounds`] for every plan of a session: delta-rs' own scans too (MERGE's, and
+/// UPDATE's and DELETE's of tables it rewrites itself), which read a NaN as the file's bound
+/// and wrote that back.
+#[derive(Debug)]
+pub struct InexactFileBounds;
+
+impl datafusion::physical_optimizer::PhysicalOptimizerRule for InexactFileBounds {
+    fn optimize(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        inexact_file_bounds(plan)
+    }
+
+    fn name(&self) -> &str {
+        "tidemark_inexact_file_bounds"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
 /// `plan` with every file's column bounds (min and max) marked inexact (see [`ExactLimit`]).
 fn inexact_file_bounds(
     plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
@@ -423,7 +599,9 @@ impl TableProvider for ExactLimit {
                 )?,
             ));
         }
-        inexact_file_bounds(self.0.scan(state, projection, filters, limit).await?)
+        Ok(NanSafeScan::over(inexact_file_bounds(
+            self.0.scan(state, projection, filters, limit).await?,
+        )?))
     }
 
     fn supports_filters_pushdown(

@@ -208,6 +208,9 @@ impl Session {
         // Casts Spark defines otherwise (a TIMESTAMP or DOUBLE as text, ...), after the zone's.
         analyzer.push(Arc::new(functions::SparkCasts));
         builder = builder.with_analyzer_rules(analyzer);
+        // A Delta log's column bounds are not exact (NaN left out): never read a column as the
+        // one value its file's bounds give, in any plan, delta-rs' own included.
+        builder = builder.with_physical_optimizer_rule(Arc::new(crate::catalog::InexactFileBounds));
         let state = builder.build();
         let ctx = SessionContext::new_with_state(state);
         functions::register(&ctx);

@@ -473,7 +473,7 @@ fn spark_strings(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
             // `127Y`, `10S`, `5L`, `1.5D`, `2F`, `1.5BD`: one word, or a number and a word.
             Token::Word(w) if w.quote_style.is_none() && suffixed(&w.value).is_some() => {
                 let (number, ty) = suffixed(&w.value).unwrap_or_default();
-                push_typed_number(&mut out, number, ty, t.span);
+                push_typed_number(&mut out, number, ty, t.span)?;
                 continue;
             }
             Token::Word(w)
@@ -488,7 +488,7 @@ fn spark_strings(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
                 let ty = literal_type(&w.value).unwrap_or_default();
                 let span =
                     datafusion::sql::sqlparser::tokenizer::Span::new(prev.span.start, t.span.end);
-                push_typed_number(&mut out, &number, ty, span);
+                push_typed_number(&mut out, &number, ty, span)?;
                 continue;
             }
             other => other,
@@ -529,7 +529,20 @@ fn push_typed_number(
     number: &str,
     ty: &str,
     span: datafusion::sql::sqlparser::tokenizer::Span,
-) {
+) -> Result<()> {
+    let unsigned = number.trim_start_matches('-');
+    if ty.is_empty()
+        && unsigned.bytes().all(|b| b.is_ascii_digit())
+        && unsigned.trim_start_matches('0').len() > 38
+    {
+        return Err(Error::parse(
+            format!(
+                "[INVALID_NUMERIC_LITERAL_RANGE] {number}BD has more than 38 digits, the most a DECIMAL holds"
+            ),
+            span.start.line as usize,
+            span.start.column as usize,
+        ));
+    }
     use datafusion::sql::sqlparser::keywords::Keyword;
     let unary = matches!(out.last(), Some(m) if m.token == Token::Minus && m.span.end == span.start)
         && match out
@@ -591,6 +604,7 @@ fn push_typed_number(
         (number.to_string(), span)
     };
     out.extend(typed_number(&number, ty, span));
+    Ok(())
 }
 
 /// `CAST(number AS ty)` as tokens (for an exact DECIMAL, the number alone where it has a
@@ -601,12 +615,10 @@ fn typed_number(
     span: datafusion::sql::sqlparser::tokenizer::Span,
 ) -> Vec<TokenWithSpan> {
     let word = |w: &str| Token::make_word(w, None);
-    let digits = number
-        .trim_start_matches('-')
-        .trim_start_matches('0')
-        .len()
-        .max(1);
-    let fraction = number.contains('.');
+    let unsigned = number.trim_start_matches('-');
+    let digits = unsigned.trim_start_matches('0').len().max(1);
+    // `10BD` is a whole number; `1.5BD` and `1E-2BD` the engine reads exactly as written.
+    let fraction = !unsigned.bytes().all(|b| b.is_ascii_digit());
     // A DOUBLE or FLOAT from the literal's text (through a DECIMAL, the last digit of a long
     // literal could round differently).
     let number = if matches!(ty, "DOUBLE" | "FLOAT") {

@@ -281,13 +281,27 @@ impl Clauses<'_> {
             _ => return Ok(()),
         };
         let has = |cols: &[String], name: &str| cols.iter().any(|c| c.eq_ignore_ascii_case(name));
+        // A lambda's parameters are not columns (`exists(arr, x -> x > 1)`).
+        let mut params: Vec<String> = vec![];
+        let mut lambdas = |e: &Expr| {
+            if let Expr::Lambda(l) = e {
+                params.extend(l.params.iter().map(|p| p.name.value.to_lowercase()));
+            }
+            ControlFlow::<()>::Continue(())
+        };
+        let _ = visit_expressions(&clause.predicate, &mut lambdas);
+        let _ = visit_expressions(&clause.action, &mut lambdas);
         let mut read = |e: &Expr| match e {
             Expr::CompoundIdentifier(parts)
                 if parts.len() >= 2 && parts[0].value.eq_ignore_ascii_case(alias) =>
             {
                 ControlFlow::Break(e.to_string())
             }
-            Expr::Identifier(i) if has(missing, &i.value) && !has(present, &i.value) => {
+            Expr::Identifier(i)
+                if has(missing, &i.value)
+                    && !has(present, &i.value)
+                    && !params.contains(&i.value.to_lowercase()) =>
+            {
                 ControlFlow::Break(e.to_string())
             }
             _ => ControlFlow::Continue(()),

@@ -31,7 +31,9 @@ pub use subscript::ZeroBasedSubscript;
 mod guards;
 mod spark_casts;
 pub use guards::AsNullable;
-pub use spark_casts::{LikeOperands, SparkCasts, cast_array as spark_cast_array, spark_casts};
+pub use spark_casts::{
+    FloatDecimalComparisons, LikeOperands, SparkCasts, cast_array as spark_cast_array, spark_casts,
+};
 mod array_insert;
 mod byte_length;
 mod map_cast;

@@ -204,6 +204,8 @@ impl Session {
         analyzer.insert(0, Arc::new(set_ops::MultisetSetOps));
         // LIKE over a value that is not text reads its text, as Spark's implicit cast.
         analyzer.insert(0, Arc::new(functions::LikeOperands));
+        // A FLOAT or DOUBLE compared with a DECIMAL as DOUBLEs, as Spark, before coercion.
+        analyzer.insert(0, Arc::new(functions::FloatDecimalComparisons));
         analyzer.push(Arc::new(zone::SessionZoneCasts));
         // Casts Spark defines otherwise (a TIMESTAMP or DOUBLE as text, ...), after the zone's.
         analyzer.push(Arc::new(functions::SparkCasts));

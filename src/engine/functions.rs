@@ -32,7 +32,8 @@ mod guards;
 mod spark_casts;
 pub use guards::AsNullable;
 pub use spark_casts::{
-    FloatDecimalComparisons, LikeOperands, SparkCasts, cast_array as spark_cast_array, spark_casts,
+    FloatDecimalComparisons, LikeOperands, SparkCasts, cast_array as spark_cast_array,
+    floats_compared_as_doubles, spark_casts,
 };
 mod array_insert;
 mod byte_length;

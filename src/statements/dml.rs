@@ -702,6 +702,8 @@ fn logical_expr(session: &Session, expr: Expr, schema: &DFSchema) -> Result<DfEx
         .ctx()
         .state()
         .create_logical_expr_from_sql_expr(ExprWithAlias { expr, alias: None }, schema)?;
+    // A FLOAT or DOUBLE compared with a DECIMAL as DOUBLEs, as in queries.
+    let planned = crate::engine::functions::floats_compared_as_doubles(planned, schema)?.data;
     // Typed, text and zone-less values read in the session's zone, as in queries.
     let zone = crate::engine::zone::session_zone(session.ctx().copied_config().options());
     let planned = crate::engine::zone::typed(planned, schema, zone.as_ref())?;

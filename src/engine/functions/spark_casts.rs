@@ -570,7 +570,7 @@ impl datafusion::optimizer::AnalyzerRule for LikeOperands {
 }
 
 /// A FLOAT or DOUBLE compared with a DECIMAL is compared as DOUBLEs, as Spark's decimal
-/// precision rule does (`=`, `<`, ..., BETWEEN, IN). The engine cast the float to
+/// precision rule does (`=`, `<`, ..., BETWEEN, IN, `CASE x WHEN`). The engine cast the float to
 /// DECIMAL(30,15) instead: `0.1D + 0.2D = 0.3` was true (false in Databricks), `1e-20D > 0.0`
 /// false, and a NaN, an infinity or 1e20 in a DOUBLE column failed `WHERE d > 4.5` ("too large
 /// to store in a Decimal128").
@@ -583,118 +583,143 @@ impl datafusion::optimizer::AnalyzerRule for FloatDecimalComparisons {
         plan: datafusion::logical_expr::LogicalPlan,
         _config: &datafusion::config::ConfigOptions,
     ) -> datafusion::common::Result<datafusion::logical_expr::LogicalPlan> {
-        fn float(t: &DataType) -> bool {
-            matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
-        }
-        fn decimal(t: &DataType) -> bool {
-            matches!(
-                t,
-                DataType::Decimal32(..)
-                    | DataType::Decimal64(..)
-                    | DataType::Decimal128(..)
-                    | DataType::Decimal256(..)
-            )
-        }
-        fn double(e: Box<Expr>) -> Box<Expr> {
-            Box::new(Expr::Cast(Cast::new(e, DataType::Float64)))
-        }
-        crate::engine::zone::rewrite_expressions(plan, |e, schema| {
-            e.transform_up(|e| {
-                let ty = |e: &Expr| e.get_type(schema).ok();
-                Ok(match e {
-                    Expr::BinaryExpr(mut b)
-                        if {
-                            use datafusion::logical_expr::Operator::*;
-                            matches!(
-                                b.op,
-                                Eq | NotEq
-                                    | Lt
-                                    | LtEq
-                                    | Gt
-                                    | GtEq
-                                    | IsDistinctFrom
-                                    | IsNotDistinctFrom
-                            )
-                        } =>
-                    {
-                        match (ty(&b.left), ty(&b.right)) {
-                            (Some(l), Some(r)) if float(&l) && decimal(&r) => {
-                                b.right = double(b.right);
-                                Transformed::yes(Expr::BinaryExpr(b))
-                            }
-                            (Some(l), Some(r)) if decimal(&l) && float(&r) => {
-                                b.left = double(b.left);
-                                Transformed::yes(Expr::BinaryExpr(b))
-                            }
-                            _ => Transformed::no(Expr::BinaryExpr(b)),
-                        }
-                    }
-                    Expr::Between(mut b) => {
-                        let types = [ty(&b.expr), ty(&b.low), ty(&b.high)];
-                        let any_float = types.iter().flatten().any(float);
-                        let any_decimal = types.iter().flatten().any(decimal);
-                        if any_float && any_decimal {
-                            for (side, t) in [&mut b.expr, &mut b.low, &mut b.high]
-                                .into_iter()
-                                .zip(types)
-                            {
-                                if t.as_ref().is_some_and(decimal) {
-                                    let value = std::mem::replace(
-                                        side,
-                                        Box::new(Expr::Literal(
-                                            datafusion::common::ScalarValue::Null,
-                                            None,
-                                        )),
-                                    );
-                                    *side = double(value);
-                                }
-                            }
-                            Transformed::yes(Expr::Between(b))
-                        } else {
-                            Transformed::no(Expr::Between(b))
-                        }
-                    }
-                    Expr::InList(mut l) => {
-                        let types: Vec<Option<DataType>> = std::iter::once(&*l.expr)
-                            .chain(l.list.iter())
-                            .map(ty)
-                            .collect();
-                        let any_float = types.iter().flatten().any(float);
-                        let any_decimal = types.iter().flatten().any(decimal);
-                        if any_float && any_decimal {
-                            if types[0].as_ref().is_some_and(decimal) {
-                                let value = std::mem::replace(
-                                    &mut l.expr,
-                                    Box::new(Expr::Literal(
-                                        datafusion::common::ScalarValue::Null,
-                                        None,
-                                    )),
-                                );
-                                l.expr = double(value);
-                            }
-                            for (item, t) in l.list.iter_mut().zip(types.into_iter().skip(1)) {
-                                if t.as_ref().is_some_and(decimal) {
-                                    let value = std::mem::replace(
-                                        item,
-                                        Expr::Literal(datafusion::common::ScalarValue::Null, None),
-                                    );
-                                    *item = *double(Box::new(value));
-                                }
-                            }
-                            Transformed::yes(Expr::InList(l))
-                        } else {
-                            Transformed::no(Expr::InList(l))
-                        }
-                    }
-                    other => Transformed::no(other),
-                })
-            })
-        })
+        crate::engine::zone::rewrite_expressions(plan, floats_compared_as_doubles)
     }
 
     fn name(&self) -> &str {
         "tidemark_float_decimal_comparisons"
     }
+}
+
+/// `e` with each comparison of a FLOAT or DOUBLE with a DECIMAL made between DOUBLEs (see
+/// [`FloatDecimalComparisons`]); UPDATE and DELETE conditions, planned as expressions on
+/// their own, go through it too.
+pub fn floats_compared_as_doubles(
+    e: Expr,
+    schema: &DFSchema,
+) -> datafusion::common::Result<Transformed<Expr>> {
+    fn float(t: &DataType) -> bool {
+        matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+    }
+    fn decimal(t: &DataType) -> bool {
+        matches!(
+            t,
+            DataType::Decimal32(..)
+                | DataType::Decimal64(..)
+                | DataType::Decimal128(..)
+                | DataType::Decimal256(..)
+        )
+    }
+    fn double(e: Box<Expr>) -> Box<Expr> {
+        Box::new(Expr::Cast(Cast::new(e, DataType::Float64)))
+    }
+    e.transform_up(|e| {
+        let ty = |e: &Expr| e.get_type(schema).ok();
+        Ok(match e {
+            Expr::BinaryExpr(mut b)
+                if {
+                    use datafusion::logical_expr::Operator::*;
+                    matches!(
+                        b.op,
+                        Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom
+                    )
+                } =>
+            {
+                match (ty(&b.left), ty(&b.right)) {
+                    (Some(l), Some(r)) if float(&l) && decimal(&r) => {
+                        b.right = double(b.right);
+                        Transformed::yes(Expr::BinaryExpr(b))
+                    }
+                    (Some(l), Some(r)) if decimal(&l) && float(&r) => {
+                        b.left = double(b.left);
+                        Transformed::yes(Expr::BinaryExpr(b))
+                    }
+                    _ => Transformed::no(Expr::BinaryExpr(b)),
+                }
+            }
+            Expr::Between(mut b) => {
+                let types = [ty(&b.expr), ty(&b.low), ty(&b.high)];
+                let any_float = types.iter().flatten().any(float);
+                let any_decimal = types.iter().flatten().any(decimal);
+                if any_float && any_decimal {
+                    for (side, t) in [&mut b.expr, &mut b.low, &mut b.high]
+                        .into_iter()
+                        .zip(types)
+                    {
+                        if t.as_ref().is_some_and(decimal) {
+                            let value = std::mem::replace(
+                                side,
+                                Box::new(Expr::Literal(
+                                    datafusion::common::ScalarValue::Null,
+                                    None,
+                                )),
+                            );
+                            *side = double(value);
+                        }
+                    }
+                    Transformed::yes(Expr::Between(b))
+                } else {
+                    Transformed::no(Expr::Between(b))
+                }
+            }
+            Expr::InList(mut l) => {
+                let types: Vec<Option<DataType>> = std::iter::once(&*l.expr)
+                    .chain(l.list.iter())
+                    .map(ty)
+                    .collect();
+                let any_float = types.iter().flatten().any(float);
+                let any_decimal = types.iter().flatten().any(decimal);
+                if any_float && any_decimal {
+                    if types[0].as_ref().is_some_and(decimal) {
+                        let value = std::mem::replace(
+                            &mut l.expr,
+                            Box::new(Expr::Literal(datafusion::common::ScalarValue::Null, None)),
+                        );
+                        l.expr = double(value);
+                    }
+                    for (item, t) in l.list.iter_mut().zip(types.into_iter().skip(1)) {
+                        if t.as_ref().is_some_and(decimal) {
+                            let value = std::mem::replace(
+                                item,
+                                Expr::Literal(datafusion::common::ScalarValue::Null, None),
+                            );
+                            *item = *double(Box::new(value));
+                        }
+                    }
+                    Transformed::yes(Expr::InList(l))
+                } else {
+                    Transformed::no(Expr::InList(l))
+                }
+            }
+            Expr::Case(mut c) if c.expr.is_some() => {
+                let operand = c.expr.as_deref().and_then(ty);
+                let whens: Vec<Option<DataType>> =
+                    c.when_then_expr.iter().map(|(w, _)| ty(w)).collect();
+                let types = || std::iter::once(&operand).chain(whens.iter()).flatten();
+                if types().any(float) && types().any(decimal) {
+                    if operand.as_ref().is_some_and(decimal) {
+                        c.expr = c.expr.take().map(double);
+                    }
+                    for ((w, _), t) in c.when_then_expr.iter_mut().zip(&whens) {
+                        if t.as_ref().is_some_and(decimal) {
+                            let value = std::mem::replace(
+                                w,
+                                Box::new(Expr::Literal(
+                                    datafusion::common::ScalarValue::Null,
+                                    None,
+                                )),
+                            );
+                            *w = double(value);
+                        }
+                    }
+                    Transformed::yes(Expr::Case(c))
+                } else {
+                    Transformed::no(Expr::Case(c))
+                }
+            }
+            other => Transformed::no(other),
+        })
+    })
 }
 
 /// An array cast Spark defines otherwise ([`spark_casts`]' rules for the casts a statement

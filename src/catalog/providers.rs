@@ -152,12 +152,7 @@ fn nan_columns(table: &DeltaTable) -> Result<Vec<String>> {
         .arrow_schema()
         .fields()
         .iter()
-        .filter(|f| {
-            matches!(
-                f.data_type(),
-                DataType::Float16 | DataType::Float32 | DataType::Float64
-            )
-        })
+        .filter(|f| f.data_type().is_floating())
         .map(|f| f.name().clone())
         .collect())
 }
@@ -344,12 +339,10 @@ pub fn copy_scan_settings() -> Arc<datafusion::execution::SessionState> {
 ///   `a NOT IN (1, NULL)` and `b = NULL` become, a filter of no column at all) and
 ///   `p NOT IN ('a', NULL)` on a partition column returned rows where Databricks returns none,
 ///   and a volatile filter (`rand() < 0.5`) kept all files or none.
-/// - The files' column statistics are inexact. The engine's Parquet reader reads a column
-///   whose file statistics say min = max with no NULLs as that one value, but a Delta log's
-///   statistics are not exact: a `NaN` is left out of a DOUBLE's bounds by delta-rs' writers
-///   (a file of 1.5 and NaN read back as 1.5, 1.5 under a filter, and CREATE TABLE AS stored
-///   that), DECIMALs logged through float64, strings cut short by Spark. Files are still
-///   skipped on them.
+/// - Filters on FLOAT and DOUBLE columns go no further than [`NanSafeScan`].
+///
+/// The files' column bounds are made inexact for every plan of the session, this scan's
+/// included, by [`InexactFileBounds`].
 #[derive(Debug)]
 struct ExactLimit(Arc<dyn TableProvider>);
 
@@ -371,13 +364,11 @@ impl NanSafeScan {
         scan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
     ) -> Arc<dyn datafusion::physical_plan::ExecutionPlan> {
         let schema = scan.schema();
-        let float =
-            |t: &DataType| matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64);
-        if !schema.fields().iter().any(|f| float(f.data_type())) {
+        if !schema.fields().iter().any(|f| f.data_type().is_floating()) {
             return scan;
         }
         let exact = (0..schema.fields().len())
-            .filter(|i| !float(schema.field(*i).data_type()))
+            .filter(|i| !schema.field(*i).data_type().is_floating())
             .collect();
         Arc::new(NanSafeScan { scan, exact })
     }
@@ -507,7 +498,12 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for InexactFileBounds
     }
 }
 
-/// `plan` with every file's column bounds (min and max) marked inexact (see [`ExactLimit`]).
+/// `plan` with every file's column bounds (min and max) marked inexact. The engine's Parquet
+/// reader reads a column whose file statistics say min = max with no NULLs as that one value,
+/// but a Delta log's statistics are not exact: a `NaN` is left out of a DOUBLE's bounds by
+/// delta-rs' writers (a file of 1.5 and NaN read back as 1.5, 1.5 under a filter, and CREATE
+/// TABLE AS stored that), DECIMALs logged through float64, strings cut short by Spark. Files
+/// are still skipped on them.
 fn inexact_file_bounds(
     plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
 ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
@@ -593,15 +589,12 @@ impl TableProvider for ExactLimit {
             let plan = self.0.scan(state, Some(&vec![0]), filters, limit).await?;
             let empty: Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)> = vec![];
             return Ok(Arc::new(
-                datafusion::physical_plan::projection::ProjectionExec::try_new(
-                    empty,
-                    inexact_file_bounds(plan)?,
-                )?,
+                datafusion::physical_plan::projection::ProjectionExec::try_new(empty, plan)?,
             ));
         }
-        Ok(NanSafeScan::over(inexact_file_bounds(
+        Ok(NanSafeScan::over(
             self.0.scan(state, projection, filters, limit).await?,
-        )?))
+        ))
     }
 
     fn supports_filters_pushdown(

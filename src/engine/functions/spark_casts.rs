@@ -598,18 +598,6 @@ pub fn floats_compared_as_doubles(
     e: Expr,
     schema: &DFSchema,
 ) -> datafusion::common::Result<Transformed<Expr>> {
-    fn float(t: &DataType) -> bool {
-        matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
-    }
-    fn decimal(t: &DataType) -> bool {
-        matches!(
-            t,
-            DataType::Decimal32(..)
-                | DataType::Decimal64(..)
-                | DataType::Decimal128(..)
-                | DataType::Decimal256(..)
-        )
-    }
     fn double(e: Box<Expr>) -> Box<Expr> {
         Box::new(Expr::Cast(Cast::new(e, DataType::Float64)))
     }
@@ -626,11 +614,11 @@ pub fn floats_compared_as_doubles(
                 } =>
             {
                 match (ty(&b.left), ty(&b.right)) {
-                    (Some(l), Some(r)) if float(&l) && decimal(&r) => {
+                    (Some(l), Some(r)) if l.is_floating() && r.is_decimal() => {
                         b.right = double(b.right);
                         Transformed::yes(Expr::BinaryExpr(b))
                     }
-                    (Some(l), Some(r)) if decimal(&l) && float(&r) => {
+                    (Some(l), Some(r)) if l.is_decimal() && r.is_floating() => {
                         b.left = double(b.left);
                         Transformed::yes(Expr::BinaryExpr(b))
                     }
@@ -639,14 +627,14 @@ pub fn floats_compared_as_doubles(
             }
             Expr::Between(mut b) => {
                 let types = [ty(&b.expr), ty(&b.low), ty(&b.high)];
-                let any_float = types.iter().flatten().any(float);
-                let any_decimal = types.iter().flatten().any(decimal);
+                let any_float = types.iter().flatten().any(DataType::is_floating);
+                let any_decimal = types.iter().flatten().any(DataType::is_decimal);
                 if any_float && any_decimal {
                     for (side, t) in [&mut b.expr, &mut b.low, &mut b.high]
                         .into_iter()
                         .zip(types)
                     {
-                        if t.as_ref().is_some_and(decimal) {
+                        if t.as_ref().is_some_and(DataType::is_decimal) {
                             let value = std::mem::replace(
                                 side,
                                 Box::new(Expr::Literal(
@@ -667,10 +655,10 @@ pub fn floats_compared_as_doubles(
                     .chain(l.list.iter())
                     .map(ty)
                     .collect();
-                let any_float = types.iter().flatten().any(float);
-                let any_decimal = types.iter().flatten().any(decimal);
+                let any_float = types.iter().flatten().any(DataType::is_floating);
+                let any_decimal = types.iter().flatten().any(DataType::is_decimal);
                 if any_float && any_decimal {
-                    if types[0].as_ref().is_some_and(decimal) {
+                    if types[0].as_ref().is_some_and(DataType::is_decimal) {
                         let value = std::mem::replace(
                             &mut l.expr,
                             Box::new(Expr::Literal(datafusion::common::ScalarValue::Null, None)),
@@ -678,7 +666,7 @@ pub fn floats_compared_as_doubles(
                         l.expr = double(value);
                     }
                     for (item, t) in l.list.iter_mut().zip(types.into_iter().skip(1)) {
-                        if t.as_ref().is_some_and(decimal) {
+                        if t.as_ref().is_some_and(DataType::is_decimal) {
                             let value = std::mem::replace(
                                 item,
                                 Expr::Literal(datafusion::common::ScalarValue::Null, None),
@@ -696,12 +684,12 @@ pub fn floats_compared_as_doubles(
                 let whens: Vec<Option<DataType>> =
                     c.when_then_expr.iter().map(|(w, _)| ty(w)).collect();
                 let types = || std::iter::once(&operand).chain(whens.iter()).flatten();
-                if types().any(float) && types().any(decimal) {
-                    if operand.as_ref().is_some_and(decimal) {
+                if types().any(DataType::is_floating) && types().any(DataType::is_decimal) {
+                    if operand.as_ref().is_some_and(DataType::is_decimal) {
                         c.expr = c.expr.take().map(double);
                     }
                     for ((w, _), t) in c.when_then_expr.iter_mut().zip(&whens) {
-                        if t.as_ref().is_some_and(decimal) {
+                        if t.as_ref().is_some_and(DataType::is_decimal) {
                             let value = std::mem::replace(
                                 w,
                                 Box::new(Expr::Literal(

@@ -7,6 +7,7 @@ mod collation;
 pub(crate) mod files;
 pub mod functions;
 pub mod headers;
+mod in_subquery;
 pub mod json;
 mod lateral;
 mod pivot;
@@ -209,6 +210,9 @@ impl Session {
         analyzer.push(Arc::new(zone::SessionZoneCasts));
         // Casts Spark defines otherwise (a TIMESTAMP or DOUBLE as text, ...), after the zone's.
         analyzer.push(Arc::new(functions::SparkCasts));
+        // `x [NOT] IN (SELECT ...)` with its NULLs where the engine's joins would drop them
+        // (after coercion: both sides of the comparison share a type).
+        analyzer.push(Arc::new(in_subquery::ThreeValuedInSubqueries));
         builder = builder.with_analyzer_rules(analyzer);
         // A Delta log's column bounds are not exact (NaN left out): never read a column as the
         // one value its file's bounds give, in any plan, delta-rs' own included.

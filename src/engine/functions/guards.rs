@@ -7,7 +7,9 @@
 //!   and `right` read a negative length as PostgreSQL does, "all but the last n", and its
 //!   `lpad` of a negative length read from a column panicked);
 //! * `format_string`'s `%f` rounds a DOUBLE half up from its shortest decimal form, as
-//!   Java's `Formatter` (datafusion-spark's rounded its binary value half to even).
+//!   Java's `Formatter` (datafusion-spark's rounded its binary value half to even);
+//! * `flatten` of an array holding a NULL array is NULL (DataFusion's skipped the NULL:
+//!   `flatten(array(array(1), NULL))` was `[1]`).
 //!
 //! Also two built-ins written whole: `initcap` (words start after spaces only, as Spark's) and
 //! `__nullable`, which CREATE TABLE ... AS uses to make every column nullable.
@@ -29,6 +31,8 @@ enum Guard {
     NoNegativeLength,
     /// `%f` arguments rounded half up first, as Java's `Formatter` rounds them.
     JavaFixed,
+    /// NULL where the first argument, an array, is NULL or holds a NULL.
+    NullOfNullElement,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -47,6 +51,7 @@ pub fn udfs(registry: &dyn datafusion::execution::FunctionRegistry) -> Vec<Scala
         ("left", Guard::NoNegativeLength),
         ("right", Guard::NoNegativeLength),
         ("format_string", Guard::JavaFixed),
+        ("flatten", Guard::NullOfNullElement),
     ] {
         if let Ok(inner) = registry.udf(name) {
             out.push(ScalarUDF::from(Guarded { inner, guard }));
@@ -77,7 +82,9 @@ impl ScalarUDFImpl for Guarded {
     ) -> datafusion::error::Result<datafusion::arrow::datatypes::FieldRef> {
         let field = self.inner.return_field_from_args(args)?;
         Ok(match self.guard {
-            Guard::NullOfNull => Arc::new(field.as_ref().clone().with_nullable(true)),
+            Guard::NullOfNull | Guard::NullOfNullElement => {
+                Arc::new(field.as_ref().clone().with_nullable(true))
+            }
             Guard::NoNegativeLength | Guard::JavaFixed => field,
         })
     }
@@ -106,6 +113,23 @@ impl ScalarUDFImpl for Guarded {
                     }
                 }
             }
+            Guard::NullOfNullElement => {
+                let n = args.number_rows;
+                let input = args.args[0].clone();
+                let out = self.inner.invoke_with_args(args)?;
+                let scalar = matches!(input, ColumnarValue::Scalar(_));
+                let input = input.to_array(n)?;
+                let out = out.to_array(n)?;
+                let Some(is_null) = null_or_holding_null(&input) else {
+                    return Ok(ColumnarValue::Array(out));
+                };
+                let out = nullif(&out, &is_null)?;
+                Ok(if scalar {
+                    ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+                } else {
+                    ColumnarValue::Array(out)
+                })
+            }
             Guard::NoNegativeLength => {
                 if let Some(length) = args.args.get_mut(1) {
                     *length = at_least_zero(length)?;
@@ -118,6 +142,35 @@ impl ScalarUDFImpl for Guarded {
             }
         }
     }
+}
+
+/// For each row of a list array: whether it is NULL or holds a NULL element; None for
+/// another type.
+fn null_or_holding_null(a: &dyn Array) -> Option<datafusion::arrow::array::BooleanArray> {
+    fn rows(
+        a: &dyn Array,
+        element: impl Fn(usize) -> Option<usize>,
+    ) -> datafusion::arrow::array::BooleanArray {
+        (0..a.len())
+            .map(|i| Some(a.is_null(i) || element(i).is_some_and(|nulls| nulls > 0)))
+            .collect()
+    }
+    let nulls_in = |v: Arc<dyn Array>| v.logical_null_count();
+    Some(match a.data_type() {
+        DataType::List(_) => {
+            let l = a.as_list::<i32>();
+            rows(a, |i| l.is_valid(i).then(|| nulls_in(l.value(i))))
+        }
+        DataType::LargeList(_) => {
+            let l = a.as_list::<i64>();
+            rows(a, |i| l.is_valid(i).then(|| nulls_in(l.value(i))))
+        }
+        DataType::FixedSizeList(..) => {
+            let l = a.as_fixed_size_list();
+            rows(a, |i| l.is_valid(i).then(|| nulls_in(l.value(i))))
+        }
+        _ => return None,
+    })
 }
 
 /// An integer argument with its negative values made 0, in its own type.

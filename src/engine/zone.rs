@@ -271,13 +271,39 @@ pub(crate) fn rewrite_expressions(
             node,
             LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
         );
-        node.map_expressions(|e| {
+        let mut named = |e: Expr| {
             let name = e.qualified_name();
             let t = rewrite(e, &schema)?;
             if outputs && t.transformed && t.data.qualified_name() != name {
                 return Ok(t.update_data(|e| e.alias_qualified(name.0, name.1)));
             }
             Ok(t)
+        };
+        node.map_expressions(|e| match e {
+            // ROLLUP, CUBE, GROUPING SETS: each grouped expression keeps its name (an alias
+            // around the set would make it one grouped value).
+            Expr::GroupingSet(set) => {
+                use datafusion::common::tree_node::TreeNodeIterator;
+                use datafusion::logical_expr::GroupingSet;
+                Ok(match set {
+                    GroupingSet::Rollup(exprs) => exprs
+                        .into_iter()
+                        .map_until_stop_and_collect(&mut named)?
+                        .update_data(GroupingSet::Rollup),
+                    GroupingSet::Cube(exprs) => exprs
+                        .into_iter()
+                        .map_until_stop_and_collect(&mut named)?
+                        .update_data(GroupingSet::Cube),
+                    GroupingSet::GroupingSets(sets) => sets
+                        .into_iter()
+                        .map_until_stop_and_collect(|set| {
+                            set.into_iter().map_until_stop_and_collect(&mut named)
+                        })?
+                        .update_data(GroupingSet::GroupingSets),
+                }
+                .update_data(Expr::GroupingSet))
+            }
+            e => named(e),
         })
     })
     .map(|t| t.data)

@@ -370,6 +370,10 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
                     ArrayFunction::call(DECIMAL_TEXT, DataType::Utf8, plain_text, inner.clone());
                 retarget(&e, t, &to)
             }
+            (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View, DataType::Date32) => {
+                let t = ArrayFunction::call(DATE_TEXT, DataType::Utf8, date_text, inner.clone());
+                retarget(&e, t, &to)
+            }
             (DataType::Timestamp(..), _) if to.is_floating() => {
                 let seconds = ArrayFunction::call(
                     "__timestamp_seconds_double",
@@ -392,6 +396,69 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
         };
         Ok(Transformed::yes(rewritten))
     })
+}
+
+/// `__spark_date_text(s)`: text for a cast to DATE, as Spark's cast reads it (see
+/// [`spark_date`]).
+const DATE_TEXT: &str = "__spark_date_text";
+
+/// Each text as `yyyy-mm-dd` where Spark's cast reads a date in it, as it was elsewhere (for
+/// the cast after it to refuse, or to make NULL under `try_cast`).
+fn date_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    let text = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
+    let out: datafusion::arrow::array::StringArray = text
+        .as_string::<i32>()
+        .iter()
+        .map(|v| v.map(|s| spark_date(s).unwrap_or_else(|| s.to_string())))
+        .collect();
+    Ok(Arc::new(out))
+}
+
+/// Each text without the spaces around it, which Spark's casts ignore (for a cast to
+/// TIMESTAMP).
+pub(super) fn trimmed(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    let text = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
+    let out: datafusion::arrow::array::StringArray = text
+        .as_string::<i32>()
+        .iter()
+        .map(|v| v.map(spark_trim))
+        .collect();
+    Ok(Arc::new(out))
+}
+
+/// Text without the white space and control characters around it, as Spark trims a value it
+/// casts.
+fn spark_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c <= ' ')
+}
+
+/// The date Spark's cast reads in `s`, as `yyyy-mm-dd`: trimmed, `yyyy`, `yyyy-[m]m`,
+/// `yyyy-[m]m-[d]d`, the last followed by a space or a `T` and anything (a time of day).
+/// None for other text or a day that does not exist.
+fn spark_date(s: &str) -> Option<String> {
+    let s = spark_trim(s);
+    let (date, time) = match s.find([' ', 'T']) {
+        Some(i) => (&s[..i], true),
+        None => (s, false),
+    };
+    let number = |t: &str, digits: std::ops::RangeInclusive<usize>| {
+        (digits.contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| t.parse::<u32>().ok())
+            .flatten()
+    };
+    let mut parts = date.split('-');
+    let year = number(parts.next()?, 4..=4)?;
+    let month = parts.next().map(|m| number(m, 1..=2));
+    let day = parts.next().map(|d| number(d, 1..=2));
+    if parts.next().is_some() || (time && day.is_none()) {
+        return None;
+    }
+    let date = chrono::NaiveDate::from_ymd_opt(
+        year as i32,
+        month.unwrap_or(Some(1))?,
+        day.unwrap_or(Some(1))?,
+    )?;
+    Some(date.format("%Y-%m-%d").to_string())
 }
 
 /// A TIMESTAMP array's values since 1970 and its units per second.
@@ -803,5 +870,27 @@ mod tests {
             timestamp_text(-1, 1_000_000, None).unwrap(),
             "1969-12-31 23:59:59.999999"
         );
+    }
+
+    /// The forms of a date Spark's cast from text reads, and what it refuses.
+    #[test]
+    fn dates_as_spark_reads_them() {
+        for (text, date) in [
+            (" 2024-05-17 ", Some("2024-05-17")),
+            ("2024-05-17 10:00", Some("2024-05-17")),
+            ("2024-05-17T10:00:00Z", Some("2024-05-17")),
+            ("2024-5-7", Some("2024-05-07")),
+            ("2024-05", Some("2024-05-01")),
+            ("2024", Some("2024-01-01")),
+            ("\t2024-05-17\n", Some("2024-05-17")),
+            ("2024-02-30", None),
+            ("2024-05 10:00", None),
+            ("24-05-17", None),
+            ("2024/05/17", None),
+            ("2024-05-17x", None),
+            ("", None),
+        ] {
+            assert_eq!(spark_date(text).as_deref(), date, "{text:?}");
+        }
     }
 }

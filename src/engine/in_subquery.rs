@@ -77,38 +77,64 @@ struct Shape {
     correlated: bool,
     /// An aggregate without GROUP BY: one row always, which decorrelation may lose.
     single_row_aggregate: bool,
-    /// An aggregate, LIMIT, window or DISTINCT: adding a condition over its rows is not the
-    /// same as adding it inside.
+    /// That row's value is NULL for a group without rows (the column is a bare MIN, MAX,
+    /// SUM or AVG): losing the row loses no match.
+    null_when_empty: bool,
+    /// An aggregate, LIMIT or window: adding a condition over its rows is not the same as
+    /// adding it inside. (DISTINCT is: EXISTS of distinct rows is EXISTS of the rows.)
     shaped: bool,
 }
 
 fn shape(subquery: &Subquery) -> Shape {
-    // The rows come from an aggregate without GROUP BY with nothing in between that could
-    // drop its row (a HAVING could: then a group without rows has none either way).
+    // Down from the subquery's rows to an aggregate without GROUP BY, through what keeps its
+    // one row. A HAVING stops the search: it usually drops an empty group's row (`HAVING
+    // count(*) > 1`), as the engine does, though not always (`HAVING count(*) >= 0`).
     let mut top = subquery.subquery.as_ref();
-    let single_row_aggregate = loop {
+    let mut column = None;
+    let single = loop {
         match top {
-            LogicalPlan::Projection(p) => top = p.input.as_ref(),
+            LogicalPlan::Projection(p) => {
+                column = p.expr.first().map(|e| match e {
+                    Expr::Alias(a) => a.expr.as_ref().clone(),
+                    e => e.clone(),
+                });
+                top = p.input.as_ref();
+            }
             LogicalPlan::SubqueryAlias(a) => top = a.input.as_ref(),
             LogicalPlan::Sort(s) => top = s.input.as_ref(),
-            LogicalPlan::Aggregate(a) => break a.group_expr.is_empty(),
-            _ => break false,
+            LogicalPlan::Distinct(d) => top = d.input().as_ref(),
+            LogicalPlan::Aggregate(a) if a.group_expr.is_empty() => break Some(a),
+            _ => break None,
         }
     };
+    let null_when_empty = single.is_some_and(|a| {
+        // The first column is one of the aggregate's values, and every aggregate is NULL
+        // over no rows.
+        let bare = matches!(column, Some(Expr::Column(_)) | None);
+        let all_null = a.aggr_expr.iter().all(|e| {
+            let e = match e {
+                Expr::Alias(a) => a.expr.as_ref(),
+                e => e,
+            };
+            matches!(e, Expr::AggregateFunction(f)
+                if matches!(f.func.name(), "max" | "min" | "sum" | "avg" | "mean"))
+        });
+        bare && all_null
+    });
     let mut shaped = false;
     let _ = subquery.subquery.apply(|p| {
-        match p {
-            LogicalPlan::Aggregate(_) => shaped = true,
-            LogicalPlan::Limit(_) | LogicalPlan::Window(_) | LogicalPlan::Distinct(_) => {
-                shaped = true
-            }
-            _ => {}
+        if matches!(
+            p,
+            LogicalPlan::Aggregate(_) | LogicalPlan::Limit(_) | LogicalPlan::Window(_)
+        ) {
+            shaped = true;
         }
         Ok(TreeNodeRecursion::Continue)
     });
     Shape {
         correlated: !subquery.outer_ref_columns.is_empty(),
-        single_row_aggregate,
+        single_row_aggregate: single.is_some(),
+        null_when_empty,
         shaped,
     }
 }
@@ -153,7 +179,9 @@ fn rewrite_filter(filter: Filter) -> Result<Transformed<LogicalPlan>> {
         if let Expr::InSubquery(s) = &conjunct
             && s.negated
             && s.subquery.outer_ref_columns.is_empty()
-            && matches!(strip_casts(&s.expr), Expr::Column(_))
+            && let Expr::Column(c) = strip_casts(&s.expr)
+            // The engine asks the column whether it can be NULL, not the expression.
+            && schema.qualified_field_from_column(c)?.1.is_nullable() == s.expr.nullable(&schema)?
         {
             conjuncts.push(conjunct);
             continue;
@@ -235,22 +263,23 @@ fn in_subquery(s: InSubquery, stand: Stand, schema: &DFSchema) -> Result<Transfo
     };
     if sh.correlated && sh.single_row_aggregate {
         // A lost row of NULL is still no match where true rows count; a lost count of 0 is not.
-        let nullable = s.subquery.subquery.schema().field(0).is_nullable();
-        if !(exact_as_is && nullable) {
+        if !(exact_as_is && sh.null_when_empty) {
             return refused();
         }
     }
     if exact_as_is {
         return Ok(Transformed::no(Expr::InSubquery(s)));
     }
-    // Adding conditions over a correlated LIMIT, aggregate, window or DISTINCT is not adding
-    // them inside: left to the engine (as before).
-    if sh.correlated && sh.shaped {
-        return Ok(Transformed::no(Expr::InSubquery(s)));
-    }
     let Some(parts) = Parts::of(&s, schema)? else {
         return Ok(Transformed::no(Expr::InSubquery(s)));
     };
+    // Conditions added over a correlated LIMIT, aggregate or window are not conditions inside
+    // it, and the engine's own plan would lose or misread the NULLs: refused.
+    if sh.correlated && sh.shaped {
+        return plan_err!(
+            "[UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY] a NOT IN (or an IN under NOT, IS NULL, CASE, ...) over a subquery that refers to the outer query and aggregates, limits or uses a window function is not supported: its NULLs would be misread. Write it as a NOT EXISTS (SELECT ... WHERE k = x) with the NULL cases spelled out, or join the aggregated rows"
+        );
+    }
     let rewritten = match stand {
         // `x NOT IN` where true rows count, `x IN` where false rows do: true exactly when the
         // NOT IN is.
@@ -277,7 +306,6 @@ fn in_subquery(s: InSubquery, stand: Stand, schema: &DFSchema) -> Result<Transfo
 fn strip_casts(e: &Expr) -> &Expr {
     match e {
         Expr::Cast(c) => strip_casts(&c.expr),
-        Expr::TryCast(c) => strip_casts(&c.expr),
         e => e,
     }
 }
@@ -309,20 +337,25 @@ struct Parts {
     correlated: bool,
 }
 
+/// A left side the rule leaves to the engine: an outer reference of an outer query's (nested
+/// correlation) or a subquery of its own.
+fn unusual_left(x: &Expr) -> Result<bool> {
+    x.exists(|e| {
+        Ok(matches!(
+            e,
+            Expr::OuterReferenceColumn(..)
+                | Expr::ScalarSubquery(_)
+                | Expr::InSubquery(_)
+                | Expr::Exists(_)
+        ))
+    })
+}
+
 impl Parts {
-    /// None where the rule leaves the expression alone: an outer reference of an outer
-    /// query's or a subquery inside `x`, or nothing that can be NULL.
+    /// None where the rule leaves the expression alone: an unusual left side
+    /// ([`unusual_left`]) or nothing that can be NULL.
     fn of(s: &InSubquery, schema: &DFSchema) -> Result<Option<Parts>> {
-        let unusual = s.expr.exists(|e| {
-            Ok(matches!(
-                e,
-                Expr::OuterReferenceColumn(..)
-                    | Expr::ScalarSubquery(_)
-                    | Expr::InSubquery(_)
-                    | Expr::Exists(_)
-            ))
-        })?;
-        if unusual {
+        if unusual_left(&s.expr)? {
             return Ok(None);
         }
         let (plan, k) = renamed(&s.subquery.subquery)?;
@@ -502,16 +535,7 @@ fn count_where(plan: &LogicalPlan, condition: Option<Expr>) -> Result<Expr> {
 /// false.
 fn counted_in(s: InSubquery, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let sh = shape(&s.subquery);
-    let unusual = s.expr.exists(|e| {
-        Ok(matches!(
-            e,
-            Expr::OuterReferenceColumn(..)
-                | Expr::ScalarSubquery(_)
-                | Expr::InSubquery(_)
-                | Expr::Exists(_)
-        ))
-    })?;
-    if unusual || (sh.correlated && sh.shaped) {
+    if unusual_left(&s.expr)? || (sh.correlated && sh.shaped) {
         return Ok(Transformed::no(Expr::InSubquery(s)));
     }
     let (plan, k) = renamed(&s.subquery.subquery)?;

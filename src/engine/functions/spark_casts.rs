@@ -370,8 +370,16 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
                     ArrayFunction::call(DECIMAL_TEXT, DataType::Utf8, plain_text, inner.clone());
                 retarget(&e, t, &to)
             }
-            (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View, DataType::Date32) => {
-                let t = ArrayFunction::call(DATE_TEXT, DataType::Utf8, date_text, inner.clone());
+            (from, DataType::Date32) if text_type(from) => {
+                let t = match &e {
+                    Expr::TryCast(_) => ArrayFunction::call(
+                        TRY_DATE_TEXT,
+                        DataType::Utf8,
+                        try_date_text,
+                        inner.clone(),
+                    ),
+                    _ => ArrayFunction::call(DATE_TEXT, DataType::Utf8, date_text, inner.clone()),
+                };
                 retarget(&e, t, &to)
             }
             (DataType::Timestamp(..), _) if to.is_floating() => {
@@ -399,19 +407,47 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
 }
 
 /// `__spark_date_text(s)`: text for a cast to DATE, as Spark's cast reads it (see
-/// [`spark_date`]).
+/// [`spark_date`]); other text is an error.
 const DATE_TEXT: &str = "__spark_date_text";
 
-/// Each text as `yyyy-mm-dd` where Spark's cast reads a date in it, as it was elsewhere (for
-/// the cast after it to refuse, or to make NULL under `try_cast`).
-fn date_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+/// `__spark_try_date_text(s)`: the same for `try_cast`, other text NULL.
+const TRY_DATE_TEXT: &str = "__spark_try_date_text";
+
+/// Text, or a dictionary of text (a partition column).
+fn text_type(t: &DataType) -> bool {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => text_type(v),
+        _ => false,
+    }
+}
+
+/// Each text as `yyyy-mm-dd` where Spark's cast reads a date in it; None (or an error, when
+/// `strict`) where it does not: the engine's own reading accepts more (`20240517`).
+fn dates_as_text(input: &ArrayRef, strict: bool) -> datafusion::error::Result<ArrayRef> {
     let text = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
-    let out: datafusion::arrow::array::StringArray = text
-        .as_string::<i32>()
-        .iter()
-        .map(|v| v.map(|s| spark_date(s).unwrap_or_else(|| s.to_string())))
-        .collect();
-    Ok(Arc::new(out))
+    let mut out = StringBuilder::with_capacity(text.len(), text.len() * 10);
+    for v in text.as_string::<i32>().iter() {
+        match v.map(|s| (s, spark_date(s))) {
+            None => out.append_null(),
+            Some((_, Some(date))) => out.append_value(date),
+            Some((s, None)) if strict => {
+                return exec_err!(
+                    "[CAST_INVALID_INPUT] The value '{s}' of the type \"STRING\" cannot be cast to \"DATE\" because it is malformed. Correct the value as per the syntax (yyyy-[m]m-[d]d, optionally followed by a time), or use try_cast to tolerate malformed input and return NULL instead"
+                );
+            }
+            Some((_, None)) => out.append_null(),
+        }
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+fn date_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    dates_as_text(input, true)
+}
+
+fn try_date_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+    dates_as_text(input, false)
 }
 
 /// Each text without the spaces around it, which Spark's casts ignore (for a cast to
@@ -888,6 +924,8 @@ mod tests {
             ("24-05-17", None),
             ("2024/05/17", None),
             ("2024-05-17x", None),
+            ("20240517", None),
+            ("2024-05-17t10:00", None),
             ("", None),
         ] {
             assert_eq!(spark_date(text).as_deref(), date, "{text:?}");

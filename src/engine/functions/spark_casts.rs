@@ -370,6 +370,15 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
                     ArrayFunction::call(DECIMAL_TEXT, DataType::Utf8, plain_text, inner.clone());
                 retarget(&e, t, &to)
             }
+            (from, DataType::Timestamp(_, None)) if text_type(from) => {
+                let t = ArrayFunction::call(
+                    TIMESTAMP_TEXT,
+                    DataType::Utf8,
+                    timestamp_texts,
+                    inner.clone(),
+                );
+                retarget(&e, t, &to)
+            }
             (from, DataType::Date32) if text_type(from) => {
                 let t = match &e {
                     Expr::TryCast(_) => ArrayFunction::call(
@@ -409,6 +418,10 @@ pub fn spark_casts(e: Expr, schema: &DFSchema) -> datafusion::common::Result<Tra
 /// `__spark_date_text(s)`: text for a cast to DATE, as Spark's cast reads it (see
 /// [`spark_date`]); other text is an error.
 const DATE_TEXT: &str = "__spark_date_text";
+
+/// `__spark_timestamp_text(s)`: text for a cast to TIMESTAMP_NTZ (see
+/// [`spark_timestamp_text`]).
+const TIMESTAMP_TEXT: &str = "__spark_timestamp_text";
 
 /// `__spark_try_date_text(s)`: the same for `try_cast`, other text NULL.
 const TRY_DATE_TEXT: &str = "__spark_try_date_text";
@@ -450,16 +463,56 @@ fn try_date_text(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
     dates_as_text(input, false)
 }
 
-/// Each text without the spaces around it, which Spark's casts ignore (for a cast to
-/// TIMESTAMP).
-pub(super) fn trimmed(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
+/// Each text as the engine's parser reads the timestamp Spark's cast reads in it (for a cast
+/// to TIMESTAMP or TIMESTAMP_NTZ): see [`spark_timestamp_text`].
+pub(super) fn timestamp_texts(input: &ArrayRef) -> datafusion::error::Result<ArrayRef> {
     let text = datafusion::arrow::compute::cast(input, &DataType::Utf8)?;
     let out: datafusion::arrow::array::StringArray = text
         .as_string::<i32>()
         .iter()
-        .map(|v| v.map(spark_trim))
+        .map(|v| v.map(spark_timestamp_text))
         .collect();
     Ok(Arc::new(out))
+}
+
+/// `s` trimmed, its date in Spark's forms written `yyyy-mm-dd` and a time without seconds
+/// (`10:00`, `9:5`) written with them, so that the engine's parser reads what Spark's cast
+/// reads; other text as it is (trimmed), for the parser to refuse.
+fn spark_timestamp_text(s: &str) -> String {
+    let s = spark_trim(s);
+    let (date, rest) = match s.find([' ', 'T']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let Some(date) = spark_date(date) else {
+        return s.to_string();
+    };
+    let Some(rest) = rest else {
+        return date;
+    };
+    // [h]h:[m]m, then seconds, a fraction or a zone as they are.
+    fn field(t: &str) -> Option<(&str, &str)> {
+        let n = t.bytes().take_while(u8::is_ascii_digit).count();
+        (1..=2).contains(&n).then(|| (&t[..n], &t[n..]))
+    }
+    let Some((hour, after)) = field(rest) else {
+        return s.to_string();
+    };
+    let Some((minute, after)) = after.strip_prefix(':').and_then(field) else {
+        return s.to_string();
+    };
+    let (second, after) = match after.strip_prefix(':').and_then(field) {
+        Some((second, after)) => (second, after),
+        None if after.starts_with(':') => return s.to_string(),
+        None => ("0", after),
+    };
+    let two = |t: &str| format!("{t:0>2}");
+    format!(
+        "{date}T{}:{}:{}{after}",
+        two(hour),
+        two(minute),
+        two(second)
+    )
 }
 
 /// Text without the white space and control characters around it, as Spark trims a value it
@@ -906,6 +959,25 @@ mod tests {
             timestamp_text(-1, 1_000_000, None).unwrap(),
             "1969-12-31 23:59:59.999999"
         );
+    }
+
+    /// Timestamps as Spark's cast reads them, written for the engine's parser.
+    #[test]
+    fn timestamps_as_spark_reads_them() {
+        for (text, written) in [
+            (" 2024-05-17 10:00 ", "2024-05-17T10:00:00"),
+            ("2024-05-17T9:5", "2024-05-17T09:05:00"),
+            ("2024-05-17 10:00:01.5+02:00", "2024-05-17T10:00:01.5+02:00"),
+            ("2024-05-17 10:00Z", "2024-05-17T10:00:00Z"),
+            ("2024-5-7", "2024-05-07"),
+            ("2024-05-17", "2024-05-17"),
+            ("2024-05-17 x", "2024-05-17 x"),
+            ("2024-05-17 10:", "2024-05-17 10:"),
+            ("2024-05-17 10:00:", "2024-05-17 10:00:"),
+            ("nonsense", "nonsense"),
+        ] {
+            assert_eq!(spark_timestamp_text(text), written, "{text:?}");
+        }
     }
 
     /// The forms of a date Spark's cast from text reads, and what it refuses.

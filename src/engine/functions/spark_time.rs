@@ -402,8 +402,8 @@ impl ScalarUDFImpl for ToTimestamp {
                 });
             }
         } else if matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) {
-            // Without the spaces around it, as Spark reads it.
-            let values = super::spark_casts::trimmed(&values)?;
+            // As Spark reads it: trimmed, a time without seconds, ...
+            let values = super::spark_casts::timestamp_texts(&values)?;
             let cast = if self.try_ {
                 datafusion::arrow::compute::cast(&values, &ts_type(&self.zone))?
             } else {

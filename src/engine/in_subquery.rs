@@ -139,7 +139,7 @@ fn shape(subquery: &Subquery) -> Shape {
     }
 }
 
-fn refused<T>() -> Result<T> {
+fn refused() -> Result<Transformed<Expr>> {
     plan_err!(
         "[UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY] an IN or EXISTS subquery that refers to the outer query and aggregates without GROUP BY (SELECT max(k) FROM s WHERE s.g = t.g) is not supported here: for a group without rows the engine would lose the aggregate's one row and answer wrongly. Compare with a scalar subquery instead: x = (SELECT max(k) FROM s WHERE s.g = t.g)"
     )
@@ -224,29 +224,31 @@ fn within(e: Expr, stand: Stand, schema: &DFSchema) -> Result<Transformed<Expr>>
             Ok(within(*inner, flipped, schema)?.update_data(|e| Expr::Not(Box::new(e))))
         }
         Expr::InSubquery(s) => in_subquery(s, stand, schema),
-        Expr::Exists(x) => checked_exists(x).map(Transformed::no),
+        Expr::Exists(x) => {
+            let sh = shape(&x.subquery);
+            if sh.correlated && sh.single_row_aggregate {
+                return refused();
+            }
+            Ok(Transformed::no(Expr::Exists(x)))
+        }
         // Anything else: its subqueries with all three values.
         e => e.transform_down(|e| match e {
             Expr::InSubquery(s) => in_subquery(s, Stand::Exact, schema)
                 .map(|t| Transformed::new(t.data, t.transformed, TreeNodeRecursion::Jump)),
-            Expr::Exists(x) => Ok(Transformed::new(
-                checked_exists(x)?,
-                false,
-                TreeNodeRecursion::Jump,
-            )),
+            Expr::Exists(x) => {
+                let sh = shape(&x.subquery);
+                if sh.correlated && sh.single_row_aggregate {
+                    return refused();
+                }
+                Ok(Transformed::new(
+                    Expr::Exists(x),
+                    false,
+                    TreeNodeRecursion::Jump,
+                ))
+            }
             e => Ok(Transformed::no(e)),
         }),
     }
-}
-
-/// An EXISTS as it is (two values are all it has), refused over a correlated aggregate
-/// without GROUP BY, whose one row the engine loses for a group without rows.
-fn checked_exists(x: Exists) -> Result<Expr> {
-    let sh = shape(&x.subquery);
-    if sh.correlated && sh.single_row_aggregate {
-        return refused();
-    }
-    Ok(Expr::Exists(x))
 }
 
 /// One `x [NOT] IN (subquery)` standing as `stand` says.

@@ -93,22 +93,37 @@ impl ScalarUDFImpl for Guarded {
         mut args: ScalarFunctionArgs,
     ) -> datafusion::error::Result<ColumnarValue> {
         match self.guard {
-            Guard::NullOfNull | Guard::NullOfNullElement => {
+            Guard::NullOfNull => {
+                let n = args.number_rows;
+                let input = args.args[0].clone();
+                let out = self.inner.invoke_with_args(args)?;
+                match input {
+                    ColumnarValue::Scalar(s) if s.is_null() => Ok(ColumnarValue::Scalar(
+                        ScalarValue::try_from(out.data_type())?,
+                    )),
+                    ColumnarValue::Scalar(_) => Ok(out),
+                    ColumnarValue::Array(a) => {
+                        let Some(nulls) = a.logical_nulls() else {
+                            return Ok(out);
+                        };
+                        let out = out.to_array(n)?;
+                        let is_null =
+                            datafusion::arrow::array::BooleanArray::new(!nulls.inner(), None);
+                        Ok(ColumnarValue::Array(nullif(&out, &is_null)?))
+                    }
+                }
+            }
+            Guard::NullOfNullElement => {
                 let n = args.number_rows;
                 let input = args.args[0].clone();
                 let out = self.inner.invoke_with_args(args)?;
                 let scalar = matches!(input, ColumnarValue::Scalar(_));
                 let input = input.to_array(n)?;
-                let is_null = match self.guard {
-                    Guard::NullOfNull => input.logical_nulls().map(|nulls| {
-                        datafusion::arrow::array::BooleanArray::new(!nulls.inner(), None)
-                    }),
-                    _ => null_or_holding_null(&input),
+                let out = out.to_array(n)?;
+                let Some(is_null) = null_or_holding_null(&input) else {
+                    return Ok(ColumnarValue::Array(out));
                 };
-                let Some(is_null) = is_null else {
-                    return Ok(out);
-                };
-                let out = nullif(&out.to_array(n)?, &is_null)?;
+                let out = nullif(&out, &is_null)?;
                 Ok(if scalar {
                     ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
                 } else {

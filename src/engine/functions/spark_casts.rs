@@ -757,16 +757,6 @@ pub fn floats_compared_as_doubles(
     fn double(e: Box<Expr>) -> Box<Expr> {
         Box::new(Expr::Cast(Cast::new(e, DataType::Float64)))
     }
-    /// `e`, of type `t`, cast to DOUBLE in place where it is a DECIMAL.
-    fn double_if_decimal(e: &mut Expr, t: Option<&DataType>) {
-        if t.is_some_and(DataType::is_decimal) {
-            let value = std::mem::replace(
-                e,
-                Expr::Literal(datafusion::common::ScalarValue::Null, None),
-            );
-            *e = *double(Box::new(value));
-        }
-    }
     e.transform_up(|e| {
         let ty = |e: &Expr| e.get_type(schema).ok();
         Ok(match e {
@@ -798,9 +788,18 @@ pub fn floats_compared_as_doubles(
                 if any_float && any_decimal {
                     for (side, t) in [&mut b.expr, &mut b.low, &mut b.high]
                         .into_iter()
-                        .zip(&types)
+                        .zip(types)
                     {
-                        double_if_decimal(side, t.as_ref());
+                        if t.as_ref().is_some_and(DataType::is_decimal) {
+                            let value = std::mem::replace(
+                                side,
+                                Box::new(Expr::Literal(
+                                    datafusion::common::ScalarValue::Null,
+                                    None,
+                                )),
+                            );
+                            *side = double(value);
+                        }
                     }
                     Transformed::yes(Expr::Between(b))
                 } else {
@@ -815,9 +814,21 @@ pub fn floats_compared_as_doubles(
                 let any_float = types.iter().flatten().any(DataType::is_floating);
                 let any_decimal = types.iter().flatten().any(DataType::is_decimal);
                 if any_float && any_decimal {
-                    let items = std::iter::once(&mut *l.expr).chain(l.list.iter_mut());
-                    for (item, t) in items.zip(&types) {
-                        double_if_decimal(item, t.as_ref());
+                    if types[0].as_ref().is_some_and(DataType::is_decimal) {
+                        let value = std::mem::replace(
+                            &mut l.expr,
+                            Box::new(Expr::Literal(datafusion::common::ScalarValue::Null, None)),
+                        );
+                        l.expr = double(value);
+                    }
+                    for (item, t) in l.list.iter_mut().zip(types.into_iter().skip(1)) {
+                        if t.as_ref().is_some_and(DataType::is_decimal) {
+                            let value = std::mem::replace(
+                                item,
+                                Expr::Literal(datafusion::common::ScalarValue::Null, None),
+                            );
+                            *item = *double(Box::new(value));
+                        }
                     }
                     Transformed::yes(Expr::InList(l))
                 } else {
@@ -830,11 +841,20 @@ pub fn floats_compared_as_doubles(
                     c.when_then_expr.iter().map(|(w, _)| ty(w)).collect();
                 let types = || std::iter::once(&operand).chain(whens.iter()).flatten();
                 if types().any(DataType::is_floating) && types().any(DataType::is_decimal) {
-                    if let Some(e) = c.expr.as_deref_mut() {
-                        double_if_decimal(e, operand.as_ref());
+                    if operand.as_ref().is_some_and(DataType::is_decimal) {
+                        c.expr = c.expr.take().map(double);
                     }
                     for ((w, _), t) in c.when_then_expr.iter_mut().zip(&whens) {
-                        double_if_decimal(w, t.as_ref());
+                        if t.as_ref().is_some_and(DataType::is_decimal) {
+                            let value = std::mem::replace(
+                                w,
+                                Box::new(Expr::Literal(
+                                    datafusion::common::ScalarValue::Null,
+                                    None,
+                                )),
+                            );
+                            *w = double(value);
+                        }
                     }
                     Transformed::yes(Expr::Case(c))
                 } else {
